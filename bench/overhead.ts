@@ -1,0 +1,93 @@
+/**
+ * What a resilient call costs when its attempt succeeds at once: our whole stack (deadline,
+ * per-attempt timeout, budget, gate, metrics, retry) next to the bare Effect, Effect's own
+ * retry and timeout, and cockatiel and p-retry wrapping the same no-op.
+ *
+ * Run with `pnpm bench`. The library is measured as built by `tsc` (dist), as users run it.
+ */
+import { ConcurrencyGate, Deadline, Resilient, RetryBudget } from "@resilient-ai/policy"
+import { ExponentialBackoff, handleAll, retry, timeout, TimeoutStrategy, wrap } from "cockatiel"
+import { Effect, Layer, Schedule } from "effect"
+import pRetry from "p-retry"
+
+const calls = Number(process.env.BENCH_CALLS ?? 50_000)
+const rounds = Number(process.env.BENCH_ROUNDS ?? 5)
+
+/** Median microseconds per call over `rounds` rounds of `calls` calls, after one warm-up round. */
+const measure = async (run: (calls: number) => Promise<void>): Promise<number> => {
+  await run(calls)
+  const perCall: Array<number> = []
+  for (let round = 0; round < rounds; round++) {
+    const started = performance.now()
+    await run(calls)
+    perCall.push(((performance.now() - started) * 1000) / calls)
+  }
+  perCall.sort((a, b) => a - b)
+  return perCall[Math.floor(perCall.length / 2)]!
+}
+
+const noop = async () => 1
+const inPromises = (call: () => Promise<unknown>) => async (count: number) => {
+  for (let i = 0; i < count; i++) await call()
+}
+
+/** Runs `count` calls one after another inside one fiber, as a request handler would. */
+const inOneFiber = <E>(call: Effect.Effect<unknown, E>) => (count: number) =>
+  Effect.runPromise(Effect.gen(function*() {
+    for (let i = 0; i < count; i++) yield* call
+  }))
+
+const cockatielRetry = retry(handleAll, { maxAttempts: 2, backoff: new ExponentialBackoff() })
+const cockatielRetryTimeout = wrap(cockatielRetry, timeout(60_000, TimeoutStrategy.Aggressive))
+
+const policy = Resilient.policy({ target: "bench", maxAttempts: 3 })
+const services = await Effect.runPromise(
+  Layer.build(Layer.merge(RetryBudget.layerMemory(), ConcurrencyGate.layer({ target: "bench", limit: 10_000 })))
+    .pipe(Effect.scoped)
+)
+const succeed = Effect.succeed(1)
+const resilient = Resilient.retry(succeed, policy, { timeout: "30 seconds" })
+const provided =
+  <A, E>(call: Effect.Effect<A, E, RetryBudget.RetryBudget | ConcurrencyGate.ConcurrencyGate>) => (count: number) =>
+    Effect.runPromise(
+      Effect.gen(function*() {
+        for (let i = 0; i < count; i++) yield* call
+      }).pipe(Effect.provide(services))
+    )
+
+const rows: Array<readonly [string, number]> = []
+const row = async (name: string, run: (calls: number) => Promise<void>) => {
+  const micros = await measure(run)
+  rows.push([name, micros])
+  console.log(`${name.padEnd(58)} ${micros.toFixed(2).padStart(8)} µs`)
+}
+
+console.log(`${calls} calls of a no-op that succeeds at once, median of ${rounds} rounds, Node ${process.version}\n`)
+await row("bare async function", inPromises(noop))
+await row("cockatiel 3.2 retry", inPromises(() => cockatielRetry.execute(noop)))
+await row("cockatiel 3.2 retry + timeout", inPromises(() => cockatielRetryTimeout.execute(noop)))
+await row("p-retry 7", inPromises(() => pRetry(noop, { retries: 2 })))
+await row("Effect.succeed, in one fiber", inOneFiber(succeed))
+await row("Effect.retry, in one fiber", inOneFiber(Effect.retry(succeed, Schedule.recurs(2))))
+await row(
+  "Effect.timeout + Effect.retry, in one fiber",
+  inOneFiber(Effect.retry(Effect.timeout(succeed, "60 seconds"), Schedule.recurs(2)))
+)
+await row("resilient-ai: Resilient.retry, whole stack, in one fiber", provided(resilient))
+await row(
+  "resilient-ai: same, under Deadline.within at the entry point",
+  provided(Deadline.within(Resilient.retry(succeed, policy), "30 seconds"))
+)
+
+const micros = (name: string) => rows.find(([label]) => label.startsWith(name))![1]
+const ours = micros("resilient-ai: Resilient.retry")
+console.log()
+console.log(`resilient-ai whole stack / Effect.succeed:               ${(ours / micros("Effect.succeed")).toFixed(1)}×`)
+console.log(`resilient-ai whole stack / Effect.timeout + retry:       ${(ours / micros("Effect.timeout")).toFixed(2)}×`)
+console.log(
+  `resilient-ai whole stack / cockatiel retry + timeout:    ${
+    (ours / micros("cockatiel 3.2 retry + timeout")).toFixed(2)
+  }×`
+)
+console.log(`resilient-ai whole stack / p-retry:                      ${(ours / micros("p-retry")).toFixed(2)}×`)
+console.log(`goal: ≤ 15 µs per call inside a fiber — ${ours <= 15 ? "met" : "NOT met"} (${ours.toFixed(2)} µs)`)

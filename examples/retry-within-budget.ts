@@ -1,0 +1,132 @@
+/**
+ * A call classified, retried within budget and deadline, and the failure path measured.
+ *
+ * The provider here is simulated in-process (no network, no API key): each call meets one of the
+ * failures a model API really returns, and the policy decides what to do with it. Then an outage
+ * shows the budget refusing retries once successes stop.
+ *
+ * Run it with `npx -y pnpm@12.4.2 start`.
+ */
+import { ConcurrencyGate, Failure, Metrics, Resilient, RetryBudget } from "@resilient-ai/policy"
+import { Duration, Effect, Layer, Logger, LogLevel, Ref } from "effect"
+
+/** What the simulated provider does on each attempt of a call. */
+type Reply = "ok" | Failure.Failure | "hang"
+
+const overloaded = new Failure.Overloaded({ status: 503, retryAfter: Duration.millis(200), detail: "try again" })
+const serverError = new Failure.ServerError({ status: 500 })
+const quota = new Failure.RateLimited({ status: 429, providerCode: "insufficient_quota" })
+const longHint = new Failure.RateLimited({ status: 429, retryAfter: Duration.seconds(5) })
+
+/** A provider that plays `replies` in order, one per attempt; the last one repeats. */
+const provider = (replies: ReadonlyArray<Reply>) =>
+  Effect.map(
+    Ref.make(0),
+    (attempts) =>
+      Effect.flatMap(Ref.getAndUpdate(attempts, (n) => n + 1), (n): Effect.Effect<string, Failure.Failure> => {
+        const reply = replies[Math.min(n, replies.length - 1)]!
+        if (reply === "ok") return Effect.succeed(`answer after ${n + 1} attempt(s)`)
+        if (reply === "hang") return Effect.never
+        return Effect.fail(reply)
+      })
+  )
+
+const policy = Resilient.policy({
+  target: "example",
+  model: "mistral-small",
+  maxAttempts: 3,
+  baseDelay: "50 millis",
+  maxDelay: "400 millis",
+  hintSpread: "50 millis",
+  attemptTimeout: "300 millis",
+  minAttemptTime: "20 millis"
+})
+
+const scenarios: ReadonlyArray<{
+  readonly name: string
+  readonly replies: ReadonlyArray<Reply>
+  readonly options?: Resilient.CallOptions
+}> = [
+  { name: "healthy", replies: ["ok"] },
+  { name: "503 overloaded, retry-after-ms 200", replies: [overloaded, "ok"] },
+  { name: "two 500s", replies: [serverError, serverError, "ok"] },
+  { name: "429 insufficient_quota", replies: [quota, "ok"] },
+  { name: "read timeout, not replay-safe", replies: ["hang", "ok"] },
+  { name: "read timeout, replay-safe", replies: ["hang", "ok"], options: { replaySafe: true } },
+  { name: "429 retry-after 5 s, deadline 1 s", replies: [longHint, "ok"], options: { timeout: "1 second" } },
+  { name: "three 500s", replies: [serverError] }
+]
+
+const describe = (exit: Effect.Effect.Success<ReturnType<typeof runCall>>) =>
+  exit._tag === "Right"
+    ? `ok      ${exit.right}`
+    : `failed  stop=${exit.left.reason}, last=${exit.left.last._tag}, attempts=${exit.left.attempts.length}`
+
+const runCall = (replies: ReadonlyArray<Reply>, callPolicy: Resilient.Policy, options?: Resilient.CallOptions) =>
+  Effect.flatMap(
+    provider(replies),
+    (attempt) => attempt.pipe(Resilient.retry(callPolicy, { timeout: "5 seconds", ...options }), Effect.either)
+  )
+
+const program = Effect.gen(function*() {
+  yield* Effect.log("one call per failure kind")
+  for (const scenario of scenarios) {
+    const outcome = yield* runCall(scenario.replies, policy, scenario.options)
+    yield* Effect.logInfo(`${scenario.name.padEnd(38)} → ${describe(outcome)}`)
+  }
+
+  yield* Effect.log("an outage: 40 calls, every attempt fails; the outage target's budget floor is 0.1 retry/s")
+  const outage = yield* Effect.forEach(
+    Array.from({ length: 40 }, () => runCall([overloaded], outagePolicy)),
+    (call) => call,
+    { concurrency: 10 }
+  ).pipe(Effect.provide(outageServices), Logger.withMinimumLogLevel(LogLevel.Error))
+  const stoppedBy = (reason: Failure.StopReason) =>
+    outage.filter((exit) => exit._tag === "Left" && exit.left.reason === reason).length
+  const outageSummary = yield* Metrics.summary(outagePolicy.target, outagePolicy.model)
+  yield* Effect.logInfo(
+    `outage → ${outageSummary.attempts} attempts for 40 calls (3 attempts each would have been 120): ` +
+      `the floor granted ${outageSummary.retries} retries, then ${stoppedBy("budget")} calls ended with reason=budget`
+  )
+
+  const summary = yield* Metrics.summary(policy.target, policy.model)
+  yield* Effect.log("failure path, as the metrics recorded it")
+  for (
+    const [name, value] of [
+      ["attempts", summary.attempts],
+      ["successes", summary.successes],
+      ["attempts per success", summary.attemptsPerSuccess.toFixed(2)],
+      ["retries", summary.retries],
+      ["retries that succeeded", summary.retriesSucceeded],
+      ["budget exhaustions", summary.budgetExhausted],
+      ["deadline skips", summary.deadlineSkips],
+      ["delays slept (count / total ms)", `${summary.retryDelay.count} / ${Math.round(summary.retryDelay.sum)}`],
+      ["failures by kind", JSON.stringify(summary.failuresByKind)],
+      ["calls stopped, by reason", JSON.stringify(summary.callsFailedByReason)]
+    ] as const
+  ) {
+    yield* Effect.logInfo(`${name.padEnd(32)} ${value}`)
+  }
+})
+
+const outagePolicy = Resilient.policy({ ...policy, target: "example-outage" })
+
+/** One line per log entry: level, message, then the annotations as key=value. */
+const compactLogger = Logger.make<unknown, void>(({ annotations, logLevel, message }) => {
+  const text = Array.isArray(message) ? message.join(" ") : String(message)
+  const pairs = [...annotations].map(([key, value]) => `${key}=${String(value)}`).join(" ")
+  console.log(`${logLevel.label.padEnd(5)} ${text}${pairs === "" ? "" : `  ${pairs}`}`)
+})
+
+const services = Layer.mergeAll(
+  RetryBudget.layerMemory(),
+  ConcurrencyGate.layer({ target: "example", limit: 8 }),
+  Logger.replace(Logger.defaultLogger, compactLogger)
+)
+
+const outageServices = Layer.merge(
+  RetryBudget.layerMemory({ minPerSecond: 0.1 }),
+  ConcurrencyGate.layer({ target: "example-outage", limit: 8 })
+)
+
+Effect.runPromise(program.pipe(Effect.provide(services), Logger.withMinimumLogLevel(LogLevel.Info)))

@@ -1,0 +1,117 @@
+/**
+ * Backoff schedules: full jitter by default, and the provider's hint in place of the formula.
+ *
+ * Exponential backoff without jitter only postpones a synchronised spike: a thousand clients that
+ * failed together wake together. Full jitter draws each delay uniformly from
+ * `[0, min(cap, base·2^n)]`, which is what decorrelates them. `Schedule.jittered` scales the delay
+ * by 0.8–1.2, which keeps clients in lockstep, so it is not used here.
+ *
+ * Every schedule here outputs the delay it chose, and draws from Effect's `Random`, so a test
+ * that provides `Random.make(seed)` gets the exact same delays every run.
+ */
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import { dual } from "effect/Function"
+import * as Random from "effect/Random"
+import * as Schedule from "effect/Schedule"
+import * as ScheduleDecision from "effect/ScheduleDecision"
+import * as ScheduleInterval from "effect/ScheduleInterval"
+import * as ScheduleIntervals from "effect/ScheduleIntervals"
+import * as Failure from "./Failure.js"
+
+/** The exponential envelope: base and cap. */
+export interface ExponentialOptions {
+  /** The first retry's upper bound. */
+  readonly base: Duration.DurationInput
+  /** No delay from the formula is ever longer than this. */
+  readonly cap: Duration.DurationInput
+}
+
+/** `min(cap, base·2^retry)` in milliseconds, with `retry` counted from 0. */
+export const ceilingMillis = (baseMillis: number, capMillis: number, retry: number): number =>
+  Math.min(capMillis, baseMillis * 2 ** retry)
+
+/** A uniform whole number of milliseconds in `[0, bound]`, from a uniform `fraction` in `[0, 1)`. */
+const wholeMillisUpTo = (fraction: number, bound: number): number =>
+  Math.min(bound, Math.floor(fraction * (Math.floor(bound) + 1)))
+
+const continueAfter = (now: number, delayMillis: number) =>
+  ScheduleDecision.continueWith(ScheduleInterval.after(now + delayMillis))
+
+/**
+ * Full jitter: the n-th retry (from 0) waits a uniform draw from `[0, min(cap, base·2^n)]`, in whole
+ * milliseconds.
+ * Never ends by itself; the policy's attempt ceiling, budget and deadline end a sequence.
+ */
+export const fullJitter = (options: ExponentialOptions): Schedule.Schedule<Duration.Duration> => {
+  const baseMillis = Duration.toMillis(options.base)
+  const capMillis = Duration.toMillis(options.cap)
+  return Schedule.makeWithState(0, (now, _input: unknown, retry: number) =>
+    Effect.map(Random.next, (fraction) => {
+      const delayMillis = wholeMillisUpTo(fraction, ceilingMillis(baseMillis, capMillis, retry))
+      return [retry + 1, Duration.millis(delayMillis), continueAfter(now, delayMillis)] as const
+    }))
+}
+
+/** Options for honouring the provider's hint. */
+export interface RetryAfterOptions {
+  /**
+   * A uniform random amount (whole milliseconds) added to the hint, so clients handed the same `Retry-After` do not
+   * reconverge into one wave. Defaults to 1 second.
+   */
+  readonly spread?: Duration.DurationInput | undefined
+}
+
+/**
+ * Lets a failure's `Retry-After` hint replace the formula: when the failure carries a hint, the
+ * delay is the hint plus a draw from `[0, spread)`; otherwise `self` decides. `self` still steps
+ * on every failure, so its count of retries stays true, and when it is done the result is done.
+ */
+export const withRetryAfter: {
+  (options?: RetryAfterOptions): <Out, In, R>(
+    self: Schedule.Schedule<Out, In, R>
+  ) => Schedule.Schedule<Duration.Duration, In, R>
+  <Out, In, R>(
+    self: Schedule.Schedule<Out, In, R>,
+    options?: RetryAfterOptions
+  ): Schedule.Schedule<Duration.Duration, In, R>
+} = dual(
+  (args) => Schedule.isSchedule(args[0]),
+  <Out, In, R>(
+    self: Schedule.Schedule<Out, In, R>,
+    options?: RetryAfterOptions
+  ): Schedule.Schedule<Duration.Duration, In, R> => {
+    const spreadMillis = Duration.toMillis(options?.spread ?? Duration.seconds(1))
+    return Schedule.makeWithState(
+      self.initial,
+      (now, input: In, state) =>
+        Effect.flatMap(self.step(now, input, state), ([next, _out, decision]) => {
+          if (ScheduleDecision.isDone(decision)) {
+            return Effect.succeed([next, Duration.zero, decision] as const)
+          }
+          const hint = Failure.retryAfterOf(input)
+          if (hint === undefined) {
+            const delayMillis = delayOf(decision, now) ?? 0
+            return Effect.succeed([next, Duration.millis(delayMillis), decision] as const)
+          }
+          return Effect.map(Random.next, (fraction) => {
+            const delayMillis = Duration.toMillis(hint) + Math.floor(fraction * spreadMillis)
+            return [next, Duration.millis(delayMillis), continueAfter(now, delayMillis)] as const
+          })
+        })
+    )
+  }
+)
+
+const startOf = (decision: ScheduleDecision.Continue): number => ScheduleIntervals.start(decision.intervals)
+
+/** The delay a schedule's decision asks for, in milliseconds from `now`; `undefined` when it is done. */
+export const delayOf = (decision: ScheduleDecision.ScheduleDecision, now: number): number | undefined =>
+  ScheduleDecision.isDone(decision) ? undefined : Math.max(0, startOf(decision) - now)
+
+/** Options of the default backoff. */
+export interface DefaultOptions extends ExponentialOptions, RetryAfterOptions {}
+
+/** Full jitter, with the provider's hint winning: the schedule a policy uses unless told otherwise. */
+export const fullJitterWithRetryAfter = (options: DefaultOptions): Schedule.Schedule<Duration.Duration> =>
+  withRetryAfter(fullJitter(options), options)

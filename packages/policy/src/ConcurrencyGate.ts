@@ -1,0 +1,360 @@
+/**
+ * A limit on in-flight calls per target, that sheds or queues when full and ramps back after an
+ * incident instead of letting the backlog stampede the recovering provider.
+ *
+ * Two kinds of targets want opposite things. A managed, elastic API can take a short queue
+ * (`mode: "queue"`, each wait bounded by the caller's deadline). A fixed-capacity, self-hosted pool
+ * is exactly the GPUs you pay for: piling more requests on a saturated queue turns a queue that
+ * would have drained into one that will not, so it sheds (`mode: "shed"`) with a fast `Shed`.
+ *
+ * The gate also watches outcomes. After `degradeAfter` capacity failures in a row (overloaded,
+ * rate limited, 5xx, timeouts, resets) the target is degraded and the limit drops to
+ * `rampStart` of steady state (10%), so only probes go through. The first success starts the
+ * recovery ramp: the limit grows ×`rampFactor` (1.5) every `rampStep` (5 s) back to steady state.
+ * The limit is computed from the clock when asked, so no background fiber runs and `TestClock`
+ * drives the ramp.
+ */
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import { CurrentDeadline } from "./Deadline.js"
+import * as Failure from "./Failure.js"
+
+/** What the gate does when it is full. */
+export type Mode = "queue" | "shed"
+
+/** Where the target is in the incident cycle. */
+export type Health = "steady" | "degraded" | "recovering"
+
+/** What an attempt told the gate about the target's capacity. */
+export type Outcome = "success" | "overload" | "neutral"
+
+/** What an attempt's failure says about the target's capacity. */
+export const outcomeOf = (failure: Failure.Failure): Outcome => {
+  switch (failure._tag) {
+    case "Overloaded":
+    case "RateLimited":
+    case "ServerError":
+    case "ReadTimeout":
+    case "ConnectTimeout":
+    case "ConnectFailed":
+    case "ConnectionReset":
+      return "overload"
+    case "DeadlineExceeded":
+      return failure.phase === "attempt" ? "overload" : "neutral"
+    default:
+      return "neutral"
+  }
+}
+
+/** Settings of a gate. */
+export interface Options {
+  /** Names the target in `Shed` failures. */
+  readonly target: string
+  /** In-flight calls in steady state. */
+  readonly limit: number
+  /** Default `"queue"`. */
+  readonly mode?: Mode | undefined
+  /** Share of the steady limit the ramp starts from. Default 0.1. */
+  readonly rampStart?: number | undefined
+  /** Growth of the limit per ramp step. Default 1.5. */
+  readonly rampFactor?: number | undefined
+  /** Time between ramp steps. Default 5 seconds. */
+  readonly rampStep?: Duration.DurationInput | undefined
+  /** Capacity failures in a row that mark the target degraded. Default 5. */
+  readonly degradeAfter?: number | undefined
+  /** Calls allowed to wait in `"queue"` mode; more are shed. Default unbounded (the deadline bounds each wait). */
+  readonly maxWaiting?: number | undefined
+}
+
+/** `Options` with every default filled in. */
+export interface Settings {
+  readonly target: string
+  readonly limit: number
+  readonly mode: Mode
+  readonly rampStart: number
+  readonly rampFactor: number
+  readonly rampStepMillis: number
+  readonly degradeAfter: number
+  readonly maxWaiting: number
+}
+
+/** Fills in the defaults and checks the values, throwing a `RangeError` that names the bad one. */
+export const settings = (options: Options): Settings => {
+  const result: Settings = {
+    target: options.target,
+    limit: options.limit,
+    mode: options.mode ?? "queue",
+    rampStart: options.rampStart ?? 0.1,
+    rampFactor: options.rampFactor ?? 1.5,
+    rampStepMillis: Duration.toMillis(options.rampStep ?? Duration.seconds(5)),
+    degradeAfter: options.degradeAfter ?? 5,
+    maxWaiting: options.maxWaiting ?? Number.POSITIVE_INFINITY
+  }
+  const check = (ok: boolean, what: string, value: unknown) => {
+    if (!ok) throw new RangeError(`concurrency gate for ${result.target}: ${what}, got ${String(value)}`)
+  }
+  check(
+    result.limit >= 1 && (Number.isInteger(result.limit) || result.limit === Infinity),
+    "limit must be an integer >= 1",
+    result.limit
+  )
+  check(result.rampStart > 0 && result.rampStart <= 1, "rampStart must be in (0, 1]", result.rampStart)
+  check(
+    result.rampFactor > 1 && Number.isFinite(result.rampFactor),
+    "rampFactor must be a finite number > 1",
+    result.rampFactor
+  )
+  check(
+    result.rampStepMillis > 0 && Number.isFinite(result.rampStepMillis),
+    "rampStep must be positive",
+    result.rampStepMillis
+  )
+  check(
+    Number.isInteger(result.degradeAfter) && result.degradeAfter >= 1,
+    "degradeAfter must be an integer >= 1",
+    result.degradeAfter
+  )
+  check(result.maxWaiting >= 0, "maxWaiting must be >= 0", result.maxWaiting)
+  return result
+}
+
+/** The limit right after a degraded period: `rampStart` of steady state, at least one. */
+export const rampFloor = (settings: Settings): number => Math.max(1, Math.floor(settings.limit * settings.rampStart))
+
+/** The limit `steps` ramp steps after recovery: the floor grown ×factor per step, rounded up, capped. */
+export const rampLimit = (settings: Settings, steps: number): number => {
+  let limit = rampFloor(settings)
+  for (let step = 0; step < steps && limit < settings.limit; step++) {
+    limit = Math.min(settings.limit, Math.ceil(limit * settings.rampFactor))
+  }
+  return limit
+}
+
+/** What the gate holds right now. */
+export interface Snapshot {
+  readonly limit: number
+  readonly inFlight: number
+  readonly waiting: number
+  readonly health: Health
+}
+
+/**
+ * The gate's bookkeeping without Effect: permits, health and the ramp. Time is passed in, so the
+ * storm simulator and the Redis layer's fallback use the same arithmetic.
+ */
+export class Limiter {
+  private inFlightCount = 0
+  private healthState: Health = "steady"
+  private recoveredAt = 0
+  private overloadsInARow = 0
+
+  constructor(readonly settings: Settings) {}
+
+  get inFlight(): number {
+    return this.inFlightCount
+  }
+
+  health(nowMillis: number): Health {
+    this.limit(nowMillis)
+    return this.healthState
+  }
+
+  limit(nowMillis: number): number {
+    switch (this.healthState) {
+      case "steady":
+        return this.settings.limit
+      case "degraded":
+        return rampFloor(this.settings)
+      case "recovering": {
+        const limit = rampLimit(
+          this.settings,
+          Math.floor((nowMillis - this.recoveredAt) / this.settings.rampStepMillis)
+        )
+        if (limit >= this.settings.limit) this.healthState = "steady"
+        return limit
+      }
+    }
+  }
+
+  /** When the ramp next raises the limit; `undefined` when it is not ramping. */
+  nextRaiseAt(nowMillis: number): number | undefined {
+    if (this.health(nowMillis) !== "recovering") return undefined
+    const step = this.settings.rampStepMillis
+    return this.recoveredAt + (Math.floor((nowMillis - this.recoveredAt) / step) + 1) * step
+  }
+
+  tryAcquire(nowMillis: number): boolean {
+    if (this.inFlightCount >= this.limit(nowMillis)) return false
+    this.inFlightCount++
+    return true
+  }
+
+  release(nowMillis: number, outcome: Outcome): void {
+    this.inFlightCount = Math.max(0, this.inFlightCount - 1)
+    this.observe(nowMillis, outcome)
+  }
+
+  observe(nowMillis: number, outcome: Outcome): void {
+    if (outcome === "success") {
+      this.overloadsInARow = 0
+      if (this.healthState === "degraded") this.markRecovered(nowMillis)
+    } else if (outcome === "overload") {
+      this.overloadsInARow++
+      if (this.overloadsInARow >= this.settings.degradeAfter && this.health(nowMillis) !== "degraded") {
+        this.markDegraded()
+      }
+    }
+  }
+
+  markDegraded(): void {
+    this.healthState = "degraded"
+    this.overloadsInARow = 0
+  }
+
+  markRecovered(nowMillis: number): void {
+    if (this.healthState !== "degraded") return
+    this.healthState = "recovering"
+    this.recoveredAt = nowMillis
+    this.limit(nowMillis)
+  }
+}
+
+/** The gate of the target being called. */
+export interface Service {
+  /**
+   * Takes a permit. When the gate is full, a `"shed"` gate fails at once with `Shed`; a `"queue"`
+   * gate waits in line, until `deadline` (epoch ms) at the latest.
+   */
+  readonly acquire: (deadline: number) => Effect.Effect<void, Failure.Shed | Failure.DeadlineExceeded>
+  /** Gives a permit back, with what the attempt said about the target's capacity. */
+  readonly release: (outcome: Outcome) => Effect.Effect<void>
+  /** Marks the target degraded from outside, as a health check would. */
+  readonly markDegraded: Effect.Effect<void>
+  /** Starts the recovery ramp from outside. */
+  readonly markRecovered: Effect.Effect<void>
+  readonly snapshot: Effect.Effect<Snapshot>
+}
+
+/** The concurrency gate of the target being called. */
+export class ConcurrencyGate extends Context.Tag("@resilient-ai/policy/ConcurrencyGate")<ConcurrencyGate, Service>() {}
+
+interface Waiter {
+  granted: boolean
+  wake: () => void
+}
+
+/**
+ * Builds a gate in memory. Waiters are served first come, first served; a waiter that is
+ * interrupted after being granted a permit gives it back, so no permit is lost.
+ * Bad options throw a `RangeError` here, when the program is assembled.
+ */
+export const make = (options: Options): Effect.Effect<Service> => {
+  const checked = settings(options)
+  return Effect.map(Effect.clock, (clock) => {
+    const limiter = new Limiter(checked)
+    const waiters: Array<Waiter> = []
+    const now = () => clock.unsafeCurrentTimeMillis()
+
+    const grantWaiting = (at: number) => {
+      while (waiters.length > 0 && limiter.tryAcquire(at)) {
+        const waiter = waiters.shift()!
+        waiter.granted = true
+        waiter.wake()
+      }
+    }
+
+    const shed = () =>
+      new Failure.Shed({ target: checked.target, limit: limiter.limit(now()), inFlight: limiter.inFlight })
+
+    const waitForPermit = (deadline: number): Effect.Effect<void, Failure.DeadlineExceeded> =>
+      Effect.suspend(() => {
+        const at = now()
+        if (at >= deadline) return Effect.fail(new Failure.DeadlineExceeded({ deadline, phase: "queue" }))
+        const waiter: Waiter = { granted: false, wake: () => {} }
+        const granted = Effect.async<void>((resume) => {
+          waiter.wake = () => resume(Effect.void)
+          waiters.push(waiter)
+          return Effect.sync(() => {
+            const index = waiters.indexOf(waiter)
+            if (index >= 0) waiters.splice(index, 1)
+          })
+        }).pipe(
+          Effect.onInterrupt(() =>
+            Effect.sync(() => {
+              if (waiter.granted) {
+                limiter.release(now(), "neutral")
+                grantWaiting(now())
+              }
+            })
+          )
+        )
+        // The ramp raises the limit with time alone, so a waiter also wakes at the next raise.
+        const wakeAt = Math.min(deadline, limiter.nextRaiseAt(at) ?? Number.POSITIVE_INFINITY)
+        if (!Number.isFinite(wakeAt)) return granted
+        return Effect.flatMap(Effect.timeoutOption(granted, Duration.millis(wakeAt - at)), (result) => {
+          if (Option.isSome(result)) return Effect.void
+          grantWaiting(now())
+          return limiter.tryAcquire(now()) ? Effect.void : waitForPermit(deadline)
+        })
+      })
+
+    const service: Service = {
+      acquire: (deadline) =>
+        Effect.suspend((): Effect.Effect<void, Failure.Shed | Failure.DeadlineExceeded> => {
+          const at = now()
+          grantWaiting(at)
+          if (waiters.length === 0 && limiter.tryAcquire(at)) return Effect.void
+          if (checked.mode === "shed" || waiters.length >= checked.maxWaiting) return Effect.fail(shed())
+          return waitForPermit(deadline)
+        }),
+      release: (outcome) =>
+        Effect.sync(() => {
+          const at = now()
+          limiter.release(at, outcome)
+          grantWaiting(at)
+        }),
+      markDegraded: Effect.sync(() => limiter.markDegraded()),
+      markRecovered: Effect.sync(() => {
+        limiter.markRecovered(now())
+        grantWaiting(now())
+      }),
+      snapshot: Effect.sync(() => {
+        const at = now()
+        return {
+          limit: limiter.limit(at),
+          inFlight: limiter.inFlight,
+          waiting: waiters.length,
+          health: limiter.health(at)
+        }
+      })
+    }
+    return service
+  })
+}
+
+/** A gate for one process. */
+export const layer = (options: Options): Layer.Layer<ConcurrencyGate> => Layer.effect(ConcurrencyGate, make(options))
+
+/** A gate with no limit that still tracks health: for callers that want no concurrency bound. */
+export const layerUnbounded = (target: string): Layer.Layer<ConcurrencyGate> =>
+  layer({ target, limit: Number.POSITIVE_INFINITY })
+
+/**
+ * Runs `self` holding a permit of the gate in context. Waiting for the permit is bounded by the
+ * current deadline and can be interrupted; the permit is given back however `self` ends.
+ */
+export const withPermit = <A, E, R>(
+  self: Effect.Effect<A, E, R>
+): Effect.Effect<A, E | Failure.Shed | Failure.DeadlineExceeded, R | ConcurrencyGate> =>
+  Effect.flatMap(
+    Effect.zip(ConcurrencyGate, FiberRef.get(CurrentDeadline)),
+    ([gate, deadline]) =>
+      Effect.uninterruptibleMask((restore) =>
+        Effect.flatMap(restore(gate.acquire(deadline)), () =>
+          Effect.onExit(restore(self), (exit) => gate.release(exit._tag === "Success" ? "success" : "neutral")))
+      )
+  )

@@ -1,0 +1,333 @@
+/**
+ * Every way a call to a model API can fail, as typed values.
+ *
+ * One class per failure, so callers `catchTag` what they can act on. Each carries what the next
+ * decision needs: the HTTP status, the provider's error code, the provider's retry hint, and for
+ * transport failures whether the request may already have reached the model (and be billing).
+ * `CallFailed` is the one aggregate a caller sees when a retry sequence stops.
+ */
+import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
+
+const describe = (status: number, providerCode: string | undefined, detail: string | undefined): string =>
+  [`HTTP ${status}`, providerCode ? `code ${providerCode}` : undefined, detail]
+    .filter((part) => part !== undefined && part !== "")
+    .join(", ")
+
+/** Fields every failure built from an HTTP response carries. */
+export interface ResponseFields {
+  readonly status: number
+  /** The provider's structured error code (`error.code` or `code`), when the body had one. */
+  readonly providerCode?: string | undefined
+  /** The provider's own message, for people; never parsed for decisions. */
+  readonly detail?: string | undefined
+  /**
+   * The provider's explicit verdict (`x-should-retry`): when present it decides over the status,
+   * though never makes an exhausted quota or an unavailable model retryable.
+   */
+  readonly shouldRetry?: boolean | undefined
+}
+
+/** Fields of failures that can carry a `Retry-After` / `retry-after-ms` hint. */
+export interface HintedResponseFields extends ResponseFields {
+  readonly retryAfter?: Duration.Duration | undefined
+}
+
+/** No connection could be opened (refused, DNS, unreachable): no byte reached the server. */
+export class ConnectFailed extends Data.TaggedError("ConnectFailed")<{
+  readonly detail: string
+}> {
+  override get message() {
+    return `could not connect, nothing was sent: ${this.detail}`
+  }
+}
+
+/** The connection was not established in time: no byte reached the server. */
+export class ConnectTimeout extends Data.TaggedError("ConnectTimeout")<{
+  readonly timeout: Duration.Duration
+}> {
+  override get message() {
+    return `no connection within ${Duration.format(this.timeout)}, nothing was sent`
+  }
+}
+
+/**
+ * The request was sent but the answer did not come in time. The model may still be generating,
+ * and billing, so a replay is a second request rather than a second chance. `phase` says where it
+ * stalled; `attempt` means the attempt's own time ran out and the phase is unknown.
+ */
+export class ReadTimeout extends Data.TaggedError("ReadTimeout")<{
+  readonly timeout: Duration.Duration
+  readonly phase: "headers" | "body" | "attempt"
+}> {
+  override get message() {
+    return `no complete answer within ${Duration.format(this.timeout)} (stalled in ${this.phase}); ` +
+      `the request may still be running and billed`
+  }
+}
+
+/** The connection was reset. Before the request was sent, nothing happened; after, the model may be running. */
+export class ConnectionReset extends Data.TaggedError("ConnectionReset")<{
+  readonly afterSend: boolean
+  readonly detail?: string | undefined
+}> {
+  override get message() {
+    return this.afterSend
+      ? `connection reset after the request was sent; the request may have been processed`
+      : `connection reset before the request was sent`
+  }
+}
+
+/** 429 "slow down": the provider wants less traffic, usually for a short window. */
+export class RateLimited extends Data.TaggedError("RateLimited")<HintedResponseFields> {
+  override get message() {
+    const hint = this.retryAfter === undefined ? "" : `; retry after ${Duration.format(this.retryAfter)}`
+    return `rate limited (${describe(this.status, this.providerCode, this.detail)})${hint}`
+  }
+}
+
+/** The account's quota or billing limit is used up: a person must act, waiting will not help. */
+export class QuotaExhausted extends Data.TaggedError("QuotaExhausted")<ResponseFields> {
+  override get message() {
+    return `quota or billing limit exhausted (${describe(this.status, this.providerCode, this.detail)})`
+  }
+}
+
+/** A 5xx from the provider that says nothing more specific. */
+export class ServerError extends Data.TaggedError("ServerError")<HintedResponseFields> {
+  override get message() {
+    return `server error (${describe(this.status, this.providerCode, this.detail)})`
+  }
+}
+
+/** The provider is out of capacity (503, 529, `overloaded_error`): it asked for less load. */
+export class Overloaded extends Data.TaggedError("Overloaded")<HintedResponseFields> {
+  override get message() {
+    return `provider overloaded (${describe(this.status, this.providerCode, this.detail)})`
+  }
+}
+
+/** A 4xx that is about the request itself: fix the request, do not loop. */
+export class ClientError extends Data.TaggedError("ClientError")<ResponseFields> {
+  override get message() {
+    return `request rejected (${describe(this.status, this.providerCode, this.detail)})`
+  }
+}
+
+/** 401/403: the credential is missing, wrong or not allowed. It will not fix itself. */
+export class AuthenticationFailed extends Data.TaggedError("AuthenticationFailed")<ResponseFields> {
+  override get message() {
+    return `authentication failed (${describe(this.status, this.providerCode, this.detail)}); check the API key`
+  }
+}
+
+/** The model is unknown or not routable right now (`model_not_found`), whatever the status says. */
+export class ModelUnavailable extends Data.TaggedError("ModelUnavailable")<
+  ResponseFields & { readonly model?: string | undefined }
+> {
+  override get message() {
+    const model = this.model === undefined ? "the model" : `model ${this.model}`
+    return `${model} is not available (${describe(this.status, this.providerCode, this.detail)})`
+  }
+}
+
+/** A success status whose body is not JSON (a proxy's HTML page, a truncated body). Never repaired. */
+export class NotJson extends Data.TaggedError("NotJson")<{
+  readonly status: number
+  readonly contentType?: string | undefined
+  /** The first bytes of the body, for a person to recognise what came back. */
+  readonly excerpt: string
+}> {
+  override get message() {
+    return `HTTP ${this.status} body is not JSON (${this.contentType ?? "no content type"}): ${this.excerpt}`
+  }
+}
+
+/** One field of a body that decoded as JSON but broke the contract. */
+export interface ContractIssue {
+  /** Where in the body, as `choices[0].message.content`. */
+  readonly path: string
+  readonly message: string
+}
+
+/** A body that parsed but does not match the schema the caller relies on. Never repaired or retried. */
+export class ContractViolation extends Data.TaggedError("ContractViolation")<{
+  readonly issues: ReadonlyArray<ContractIssue>
+}> {
+  override get message() {
+    const shown = this.issues.slice(0, 5).map((issue) => `${issue.path || "(root)"}: ${issue.message}`)
+    const more = this.issues.length > 5 ? ` and ${this.issues.length - 5} more` : ""
+    return `response breaks the contract: ${shown.join("; ")}${more}`
+  }
+}
+
+/** Where the deadline was when it ran out. */
+export type DeadlinePhase = "before-attempt" | "attempt" | "sleep" | "queue"
+
+/** The caller's deadline passed, or the next step could not finish before it. */
+export class DeadlineExceeded extends Data.TaggedError("DeadlineExceeded")<{
+  /** The deadline, in epoch milliseconds of Effect's `Clock`. */
+  readonly deadline: number
+  readonly phase: DeadlinePhase
+}> {
+  override get message() {
+    const at = Number.isFinite(this.deadline) ? new Date(this.deadline).toISOString() : String(this.deadline)
+    return `deadline ${at} reached (${this.phase})`
+  }
+}
+
+/** The target's concurrency gate is full and the target sheds instead of queueing: a fast, honest refusal. */
+export class Shed extends Data.TaggedError("Shed")<{
+  readonly target: string
+  readonly limit: number
+  readonly inFlight: number
+}> {
+  override get message() {
+    return `${this.target} is at its concurrency limit (${this.inFlight}/${this.limit}); request shed, not queued`
+  }
+}
+
+/**
+ * The work was aborted by something other than this fiber's interruption, such as an SDK honouring
+ * an `AbortSignal` it was handed. Never retried: someone decided the work is no longer wanted.
+ */
+export class Cancelled extends Data.TaggedError("Cancelled")<{
+  readonly reason: string
+}> {
+  override get message() {
+    return `cancelled: ${this.reason}`
+  }
+}
+
+/** Every failure of a single attempt. */
+export type Failure =
+  | ConnectFailed
+  | ConnectTimeout
+  | ReadTimeout
+  | ConnectionReset
+  | RateLimited
+  | QuotaExhausted
+  | ServerError
+  | Overloaded
+  | ClientError
+  | AuthenticationFailed
+  | ModelUnavailable
+  | NotJson
+  | ContractViolation
+  | DeadlineExceeded
+  | Shed
+  | Cancelled
+
+/** Why a retry sequence stopped. */
+export type StopReason =
+  /** the failure's verdict was terminal */
+  | "terminal"
+  /** the failure was ambiguous and the call was not marked replay-safe */
+  | "not-replay-safe"
+  /** the attempt ceiling (or the schedule) allowed no more attempts */
+  | "attempts"
+  /** the retry budget refused the retry */
+  | "budget"
+  /** the deadline passed, or the next sleep or attempt could not finish before it */
+  | "deadline"
+  /** the concurrency gate was full and the target sheds */
+  | "shed"
+  /** the provider asked to wait longer than the policy will sleep */
+  | "retry-after-too-long"
+  /** a nested call made its single attempt and left retrying to the enclosing call */
+  | "deferred"
+
+/** One attempt of a sequence, as the aggregate failure reports it. */
+export interface AttemptRecord {
+  /** 1 for the first attempt. */
+  readonly attempt: number
+  /** The failure's tag, or `"Success"`. */
+  readonly outcome: string
+  readonly status?: number | undefined
+  readonly latency: Duration.Duration
+  /** What was slept between the previous attempt and this one. */
+  readonly delayBefore: Duration.Duration
+}
+
+/**
+ * A retry sequence that ended without a success: why it stopped, the last failure, and every
+ * attempt made, so an operator can tell a timeout storm from a short burst of 500s.
+ */
+export class CallFailed<E = Failure> extends Data.TaggedError("CallFailed")<{
+  readonly reason: StopReason
+  readonly last: E
+  readonly attempts: ReadonlyArray<AttemptRecord>
+  readonly target: string
+}> {
+  override get message() {
+    const last = this.last as { readonly message?: unknown; readonly _tag?: unknown }
+    const lastText = typeof last.message === "string" ? last.message : String(last._tag)
+    return `${this.target}: stopped (${this.reason}) after ${this.attempts.length} attempt(s); last: ${lastText}`
+  }
+}
+
+/** The provider's retry hint a failure carries, if it has one. */
+export const retryAfterOf = (failure: unknown): Duration.Duration | undefined => {
+  if (typeof failure === "object" && failure !== null && "retryAfter" in failure) {
+    const hint = (failure as { readonly retryAfter?: unknown }).retryAfter
+    return Duration.isDuration(hint) ? hint : undefined
+  }
+  return undefined
+}
+
+/** The HTTP status a failure carries, if it came from a response. */
+export const statusOf = (failure: unknown): number | undefined => {
+  if (typeof failure === "object" && failure !== null && "status" in failure) {
+    const status = (failure as { readonly status?: unknown }).status
+    return typeof status === "number" ? status : undefined
+  }
+  return undefined
+}
+
+/** Provider codes that mean the account, not the moment, is the problem. */
+export const quotaCodes: ReadonlySet<string> = new Set([
+  "insufficient_quota",
+  "billing_hard_limit_reached",
+  "billing_not_active",
+  "quota_exceeded"
+])
+
+/** Provider codes that mean the model cannot be reached, whatever the status. */
+export const modelUnavailableCodes: ReadonlySet<string> = new Set(["model_not_found", "model_not_available"])
+
+/** What an HTTP error response said, in the words `fromResponse` needs. */
+export interface ResponseSummary {
+  readonly status: number
+  readonly providerCode?: string | undefined
+  readonly providerType?: string | undefined
+  readonly detail?: string | undefined
+  readonly retryAfter?: Duration.Duration | undefined
+  readonly shouldRetry?: boolean | undefined
+  readonly model?: string | undefined
+}
+
+/**
+ * Maps an HTTP error response (status 400 or above) onto its failure. The provider's code decides
+ * before the status: a 429 that says `insufficient_quota` is exhausted quota, a 503 that says
+ * `model_not_found` is an unavailable model. A status below 400 is not an error response and maps
+ * to `ClientError`, so a transport that forgot to follow a redirect fails loudly.
+ */
+export const fromResponse = (response: ResponseSummary): Failure => {
+  const { model, providerType, retryAfter, ...fields } = response
+  const code = response.providerCode
+  const kinds = [code, providerType]
+  if (kinds.some((kind) => kind !== undefined && quotaCodes.has(kind))) {
+    return new QuotaExhausted(fields)
+  }
+  if (kinds.some((kind) => kind !== undefined && modelUnavailableCodes.has(kind))) {
+    return new ModelUnavailable({ ...fields, model })
+  }
+  const status = response.status
+  if (status === 401 || status === 403) return new AuthenticationFailed(fields)
+  if (status === 429) return new RateLimited({ ...fields, retryAfter })
+  if (status === 503 || status === 529 || providerType === "overloaded_error") {
+    return new Overloaded({ ...fields, retryAfter })
+  }
+  if (status >= 500) return new ServerError({ ...fields, retryAfter })
+  return new ClientError(fields)
+}

@@ -1,0 +1,238 @@
+/**
+ * The failure path, measured: Effect `Metric`s tagged by target and model.
+ *
+ * A success rate stays green while retries hide a degrading provider; attempts per successful
+ * call is the number that makes amplification visible. Next to it: budget exhaustions (the alert
+ * that matters), attempts skipped for the deadline, the delays actually slept (if they are not
+ * spread, jitter is not working), and how many retries turned into successes (if few do, the
+ * budget should be smaller).
+ */
+import * as Effect from "effect/Effect"
+import { globalValue } from "effect/GlobalValue"
+import * as Metric from "effect/Metric"
+import * as MetricBoundaries from "effect/MetricBoundaries"
+import * as MetricLabel from "effect/MetricLabel"
+import type * as MetricState from "effect/MetricState"
+
+/** Attempts started, first attempts included. */
+export const attempts = Metric.counter("resilient_ai_attempts", {
+  description: "attempts sent to the provider, first attempts included",
+  incremental: true
+})
+
+/** Logical calls that succeeded. */
+export const successes = Metric.counter("resilient_ai_successes", {
+  description: "logical calls that returned a validated success",
+  incremental: true
+})
+
+/** Logical calls that ended in `CallFailed`, tagged by `reason`. */
+export const callsFailed = Metric.counter("resilient_ai_calls_failed", {
+  description: "logical calls that ended without a success, by stop reason",
+  incremental: true
+})
+
+/** For each successful call, the attempts it took. */
+export const attemptsPerSuccess = Metric.histogram(
+  "resilient_ai_attempts_per_success",
+  MetricBoundaries.fromIterable([1, 2, 3, 4, 5, 6, 8, 10]),
+  "attempts each successful call took"
+)
+
+/** Attempt failures, tagged by `kind` (the failure's tag). */
+export const failures = Metric.counter("resilient_ai_failures", {
+  description: "failed attempts, by failure kind",
+  incremental: true
+})
+
+/** Retries started (second and later attempts). */
+export const retries = Metric.counter("resilient_ai_retries", {
+  description: "retries started",
+  incremental: true
+})
+
+/** Retries that returned the call's success. */
+export const retriesSucceeded = Metric.counter("resilient_ai_retries_succeeded", {
+  description: "retries that returned the call's success",
+  incremental: true
+})
+
+/** Retries the budget refused. */
+export const budgetExhausted = Metric.counter("resilient_ai_budget_exhausted", {
+  description: "retries refused by the retry budget",
+  incremental: true
+})
+
+/** Attempts and sleeps not started because they could not finish before the deadline. */
+export const deadlineSkips = Metric.counter("resilient_ai_deadline_skips", {
+  description: "attempts or sleeps skipped because they could not finish before the deadline",
+  incremental: true
+})
+
+/** Delays actually slept before retries, in milliseconds. */
+export const retryDelay = Metric.histogram(
+  "resilient_ai_retry_delay_ms",
+  MetricBoundaries.exponential({ start: 1, factor: 2, count: 18 }),
+  "delays slept before retries, in milliseconds"
+)
+
+/** Calls refused at once by a full gate of a shedding target. */
+export const shed = Metric.counter("resilient_ai_shed", {
+  description: "calls shed by a full concurrency gate",
+  incremental: true
+})
+
+/** Resilient calls that ran inside another's attempt and so made a single attempt. */
+export const nestedSingleAttempts = Metric.counter("resilient_ai_nested_single_attempts", {
+  description: "resilient calls nested in another's attempt, which made one attempt and left retrying to it",
+  incremental: true
+})
+
+/** Tokens the provider reported, tagged by `kind` (`prompt`, `completion`). */
+export const tokens = Metric.counter("resilient_ai_tokens", {
+  description: "tokens the provider reported as used, by kind",
+  incremental: true
+})
+
+/** The labels that name a target and a model. */
+export const labelsFor = (target: string, model: string | undefined): ReadonlyArray<MetricLabel.MetricLabel> => [
+  MetricLabel.make("target", target),
+  MetricLabel.make("model", model ?? "default")
+]
+
+/** Every metric above, tagged for one target and model; built once per pair. */
+export interface TargetMetrics {
+  readonly labels: ReadonlyArray<MetricLabel.MetricLabel>
+  readonly attempts: Metric.Metric.Counter<number>
+  readonly successes: Metric.Metric.Counter<number>
+  readonly attemptsPerSuccess: Metric.Metric.Histogram<number>
+  readonly retries: Metric.Metric.Counter<number>
+  readonly retriesSucceeded: Metric.Metric.Counter<number>
+  readonly budgetExhausted: Metric.Metric.Counter<number>
+  readonly deadlineSkips: Metric.Metric.Counter<number>
+  readonly retryDelay: Metric.Metric.Histogram<number>
+  readonly shed: Metric.Metric.Counter<number>
+  readonly nestedSingleAttempts: Metric.Metric.Counter<number>
+  readonly failures: (kind: string) => Metric.Metric.Counter<number>
+  readonly callsFailed: (reason: string) => Metric.Metric.Counter<number>
+  readonly tokens: (kind: string) => Metric.Metric.Counter<number>
+}
+
+const cache = globalValue("@resilient-ai/policy/Metrics/cache", () => new Map<string, TargetMetrics>())
+
+/** The metrics of one target and model. */
+export const forTarget = (target: string, model?: string | undefined): TargetMetrics => {
+  const key = `${target}\u0000${model ?? "default"}`
+  const cached = cache.get(key)
+  if (cached !== undefined) return cached
+  const labels = labelsFor(target, model)
+  const tag = <Type, In, Out>(metric: Metric.Metric<Type, In, Out>) => Metric.taggedWithLabels(metric, labels)
+  const byKind = <Type, In, Out>(metric: Metric.Metric<Type, In, Out>, label: string) => {
+    const tagged = new Map<string, Metric.Metric<Type, In, Out>>()
+    return (value: string) => {
+      let found = tagged.get(value)
+      if (found === undefined) {
+        found = Metric.taggedWithLabels(metric, [...labels, MetricLabel.make(label, value)])
+        tagged.set(value, found)
+      }
+      return found
+    }
+  }
+  const made: TargetMetrics = {
+    labels,
+    attempts: tag(attempts),
+    successes: tag(successes),
+    attemptsPerSuccess: tag(attemptsPerSuccess),
+    retries: tag(retries),
+    retriesSucceeded: tag(retriesSucceeded),
+    budgetExhausted: tag(budgetExhausted),
+    deadlineSkips: tag(deadlineSkips),
+    retryDelay: tag(retryDelay),
+    shed: tag(shed),
+    nestedSingleAttempts: tag(nestedSingleAttempts),
+    failures: byKind(failures, "kind"),
+    callsFailed: byKind(callsFailed, "reason"),
+    tokens: byKind(tokens, "kind")
+  }
+  cache.set(key, made)
+  return made
+}
+
+/** The failure path of one target, read back for a report. */
+export interface Summary {
+  readonly attempts: number
+  readonly successes: number
+  /** `attempts / successes`; `NaN` before the first success. */
+  readonly attemptsPerSuccess: number
+  readonly retries: number
+  readonly retriesSucceeded: number
+  readonly budgetExhausted: number
+  readonly deadlineSkips: number
+  readonly shed: number
+  readonly nestedSingleAttempts: number
+  readonly retryDelay: MetricState.MetricState.Histogram
+  readonly failuresByKind: Readonly<Record<string, number>>
+  readonly callsFailedByReason: Readonly<Record<string, number>>
+}
+
+const failureKinds = [
+  "ConnectFailed",
+  "ConnectTimeout",
+  "ReadTimeout",
+  "ConnectionReset",
+  "RateLimited",
+  "QuotaExhausted",
+  "ServerError",
+  "Overloaded",
+  "ClientError",
+  "AuthenticationFailed",
+  "ModelUnavailable",
+  "NotJson",
+  "ContractViolation",
+  "DeadlineExceeded",
+  "Shed",
+  "Cancelled"
+] as const
+
+const stopReasons = [
+  "terminal",
+  "not-replay-safe",
+  "attempts",
+  "budget",
+  "deadline",
+  "shed",
+  "retry-after-too-long",
+  "deferred"
+] as const
+
+const nonZero = <K extends string>(keys: ReadonlyArray<K>, read: (key: K) => number): Record<string, number> => {
+  const result: Record<string, number> = {}
+  for (const key of keys) {
+    const count = read(key)
+    if (count > 0) result[key] = count
+  }
+  return result
+}
+
+/** Reads the metrics of one target and model. */
+export const summary = (target: string, model?: string | undefined): Effect.Effect<Summary> =>
+  Effect.sync(() => {
+    const metrics = forTarget(target, model)
+    const count = (metric: Metric.Metric.Counter<number>) => metric.unsafeValue([]).count
+    const attemptCount = count(metrics.attempts)
+    const successCount = count(metrics.successes)
+    return {
+      attempts: attemptCount,
+      successes: successCount,
+      attemptsPerSuccess: successCount === 0 ? Number.NaN : attemptCount / successCount,
+      retries: count(metrics.retries),
+      retriesSucceeded: count(metrics.retriesSucceeded),
+      budgetExhausted: count(metrics.budgetExhausted),
+      deadlineSkips: count(metrics.deadlineSkips),
+      shed: count(metrics.shed),
+      nestedSingleAttempts: count(metrics.nestedSingleAttempts),
+      retryDelay: metrics.retryDelay.unsafeValue([]),
+      failuresByKind: nonZero(failureKinds, (kind) => count(metrics.failures(kind))),
+      callsFailedByReason: nonZero(stopReasons, (reason) => count(metrics.callsFailed(reason)))
+    }
+  })

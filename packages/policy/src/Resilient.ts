@@ -1,0 +1,461 @@
+/**
+ * The one combinator that makes an attempt resilient: classification, attempt ceiling, backoff,
+ * retry budget, deadline, concurrency gate, metrics and a log line per attempt, composed.
+ *
+ * ```ts
+ * const policy = Resilient.policy({ target: "mistral", maxAttempts: 3 })
+ * const answer = sendChat(request).pipe(Resilient.retry(policy, { timeout: "20 seconds" }))
+ * ```
+ *
+ * A policy is plain data; the budget and the gate are services (`RetryBudget`,
+ * `ConcurrencyGate`) and the classifier a reference, so a deployment target is the layers
+ * composed for it and a test swaps any part. A sequence ends in the attempt's success or in one
+ * `CallFailed` that says why it stopped, what failed last and every attempt made.
+ *
+ * Interruption is cancellation: interrupting the caller during an attempt interrupts the attempt
+ * and waits for it; during a sleep, no further attempt starts. An interrupt is never turned into
+ * a failure or a retry. A resilient call made inside another's attempt makes a single attempt
+ * and leaves retrying to the enclosing call, so retries happen at exactly one layer.
+ */
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FiberRef from "effect/FiberRef"
+import * as FiberRefs from "effect/FiberRefs"
+import { dual } from "effect/Function"
+import { globalValue } from "effect/GlobalValue"
+import * as Layer from "effect/Layer"
+import * as LogLevel from "effect/LogLevel"
+import * as Option from "effect/Option"
+import type * as Schedule from "effect/Schedule"
+import * as Backoff from "./Backoff.js"
+import { Classifier } from "./Classifier.js"
+import * as ConcurrencyGate from "./ConcurrencyGate.js"
+import { CurrentDeadline } from "./Deadline.js"
+import * as Failure from "./Failure.js"
+import { runBounded, timedOut } from "./internal/boundedRun.js"
+import * as Metrics from "./Metrics.js"
+import * as RetryBudget from "./RetryBudget.js"
+
+/** The services a resilient call needs: the target's retry budget and concurrency gate. */
+export type Services = RetryBudget.RetryBudget | ConcurrencyGate.ConcurrencyGate
+
+/** What an attempt knows about itself; transports read it to set timeouts and idempotency keys. */
+export interface AttemptInfo {
+  /** The same for every attempt of one logical call: use it as the idempotency key. */
+  readonly requestId: string
+  /** 1 for the first attempt. */
+  readonly attempt: number
+  readonly target: string
+  /** When this attempt's time runs out, in epoch milliseconds of Effect's `Clock`. */
+  readonly deadline: number
+  readonly replaySafe: boolean
+}
+
+/** The attempt the current fiber is running, inside a resilient call; `undefined` outside one. */
+export const CurrentAttempt: FiberRef.FiberRef<AttemptInfo | undefined> = globalValue(
+  "@resilient-ai/policy/Resilient/CurrentAttempt",
+  () => FiberRef.unsafeMake<AttemptInfo | undefined>(undefined, { join: (parent) => parent })
+)
+
+/** A retry policy: plain data, shared by every call to one target. */
+export interface Policy {
+  /** Names the target in metrics, logs and failures. */
+  readonly target: string
+  /** Names the model in metrics and logs. */
+  readonly model: string | undefined
+  /** Attempts per call, the first included. */
+  readonly maxAttempts: number
+  /** Chooses the delay before each retry from the failure; its output is ignored. */
+  readonly schedule: Schedule.Schedule<unknown, Failure.Failure>
+  /** The longest an attempt may run, before the deadline shortens it. */
+  readonly attemptTimeout: Duration.Duration
+  /** An attempt with less time than this before the deadline is not started: it could only be cut off. */
+  readonly minAttemptTime: Duration.Duration
+  /** A provider hint longer than this ends the sequence instead of being slept through. */
+  readonly maxRetryAfter: Duration.Duration
+  /** Whether ambiguous failures (the request may have run) may be replayed. */
+  readonly replaySafe: boolean
+}
+
+/** Settings of a policy; everything but the target has a default. */
+export interface PolicyOptions {
+  readonly target: string
+  readonly model?: string | undefined
+  /** Default 3. */
+  readonly maxAttempts?: number | undefined
+  /** Full jitter's first-retry bound. Default 500 ms. Ignored when `schedule` is given. */
+  readonly baseDelay?: Duration.DurationInput | undefined
+  /** Full jitter's cap. Default 8 seconds. Ignored when `schedule` is given. */
+  readonly maxDelay?: Duration.DurationInput | undefined
+  /** Random spread added to a provider's hint. Default 1 second. Ignored when `schedule` is given. */
+  readonly hintSpread?: Duration.DurationInput | undefined
+  /** Replaces the default full jitter with the provider's hint winning. */
+  readonly schedule?: Schedule.Schedule<unknown, Failure.Failure> | undefined
+  /** Default 60 seconds; set it per model, above the model's p99 under load. */
+  readonly attemptTimeout?: Duration.DurationInput | undefined
+  /** Default 100 ms; set it near the model's typical latency. */
+  readonly minAttemptTime?: Duration.DurationInput | undefined
+  /** Default 60 seconds. */
+  readonly maxRetryAfter?: Duration.DurationInput | undefined
+  /** Default false. */
+  readonly replaySafe?: boolean | undefined
+}
+
+/**
+ * Builds a policy, filling in defaults. Bad values throw a `RangeError` that names them, when the
+ * program is assembled rather than on the first failure.
+ */
+export const policy = (options: PolicyOptions): Policy => {
+  const check = (ok: boolean, what: string, value: unknown) => {
+    if (!ok) throw new RangeError(`policy for ${options.target}: ${what}, got ${String(value)}`)
+  }
+  const duration = (name: string, input: Duration.DurationInput | undefined, fallback: Duration.Duration) => {
+    const value = input === undefined ? fallback : Duration.decodeUnknown(input).pipe(Option.getOrUndefined)
+    check(value !== undefined, `${name} must be a duration`, input)
+    return value!
+  }
+  check(
+    typeof options.target === "string" && options.target.length > 0,
+    "target must be a non-empty string",
+    options.target
+  )
+  const maxAttempts = options.maxAttempts ?? 3
+  check(Number.isInteger(maxAttempts) && maxAttempts >= 1, "maxAttempts must be an integer >= 1", maxAttempts)
+  const baseDelay = duration("baseDelay", options.baseDelay, Duration.millis(500))
+  const maxDelay = duration("maxDelay", options.maxDelay, Duration.seconds(8))
+  const hintSpread = duration("hintSpread", options.hintSpread, Duration.seconds(1))
+  const attemptTimeout = duration("attemptTimeout", options.attemptTimeout, Duration.seconds(60))
+  const minAttemptTime = duration("minAttemptTime", options.minAttemptTime, Duration.millis(100))
+  const maxRetryAfter = duration("maxRetryAfter", options.maxRetryAfter, Duration.seconds(60))
+  check(Duration.toMillis(attemptTimeout) > 0, "attemptTimeout must be positive", Duration.format(attemptTimeout))
+  check(
+    Duration.lessThanOrEqualTo(baseDelay, maxDelay),
+    "baseDelay must not exceed maxDelay",
+    Duration.format(baseDelay)
+  )
+  check(
+    Duration.lessThan(minAttemptTime, attemptTimeout),
+    "minAttemptTime must be shorter than attemptTimeout",
+    Duration.format(minAttemptTime)
+  )
+  return {
+    target: options.target,
+    model: options.model,
+    maxAttempts,
+    schedule: options.schedule ??
+      Backoff.fullJitterWithRetryAfter({ base: baseDelay, cap: maxDelay, spread: hintSpread }),
+    attemptTimeout,
+    minAttemptTime,
+    maxRetryAfter,
+    replaySafe: options.replaySafe ?? false
+  }
+}
+
+/** Settings of one call. */
+export interface CallOptions {
+  /** Overrides the policy's replay-safety for this call. */
+  readonly replaySafe?: boolean | undefined
+  /** The logical call's id, sent by transports as the idempotency key. Generated when absent. */
+  readonly requestId?: string | undefined
+  /** Sets the deadline this far from now, unless the current one is earlier. */
+  readonly timeout?: Duration.DurationInput | undefined
+}
+
+/** What an attempt may fail with: a failure, or a nested resilient call's aggregate. */
+export type AttemptError = Failure.Failure | Failure.CallFailed<Failure.Failure>
+
+/** A nested call's aggregate stands for its last failure. */
+export type Unwrapped<E> = E extends Failure.CallFailed<infer F> ? F : E
+
+/** What a sequence over attempts failing with `E` can end with. */
+export type LastFailure<E> = Unwrapped<E> | Failure.DeadlineExceeded | Failure.Shed | Failure.ReadTimeout
+
+const randomId = (): string => {
+  const crypto = (globalThis as { readonly crypto?: { readonly randomUUID?: () => string } }).crypto
+  return crypto?.randomUUID?.() ?? `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 12)}`
+}
+
+type Attempted<A, E> =
+  | { readonly _tag: "Done"; readonly exit: Exit.Exit<A, E>; readonly latency: number }
+  | {
+    readonly _tag: "TimedOut"
+    readonly failure: Failure.ReadTimeout | Failure.DeadlineExceeded
+    readonly latency: number
+  }
+
+const runSequence = <A, E extends AttemptError, R>(
+  self: Effect.Effect<A, E, R>,
+  policy: Policy,
+  options: CallOptions | undefined
+): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R | Services> =>
+  Effect.withFiberRuntime((fiber) => {
+    type Last = LastFailure<E>
+    const services = fiber.currentContext as Context.Context<Services>
+    const budget = Context.get(services, RetryBudget.RetryBudget)
+    const gate = Context.get(services, ConcurrencyGate.ConcurrencyGate)
+    const { classify } = Context.get(services, Classifier)
+    const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
+    const metricLabels = fiber.getFiberRef(FiberRef.currentMetricLabels)
+    const minimumLogLevel = fiber.getFiberRef(FiberRef.currentMinimumLogLevel)
+    const outer = fiber.getFiberRef(CurrentAttempt)
+    const metrics = Metrics.forTarget(policy.target, policy.model)
+
+    const startedAt = clock.unsafeCurrentTimeMillis()
+    const inheritedDeadline = fiber.getFiberRef(CurrentDeadline)
+    const deadline = options?.timeout === undefined
+      ? inheritedDeadline
+      : Math.min(inheritedDeadline, startedAt + Duration.toMillis(options.timeout))
+    const nested = outer !== undefined
+    // The enclosing call already holds a permit of its own target's gate; taking a second one
+    // from the same gate could wait on ourselves.
+    const gated = !(nested && outer.target === policy.target)
+    const maxAttempts = nested ? 1 : policy.maxAttempts
+    const replaySafe = options?.replaySafe ?? policy.replaySafe
+    const requestId = options?.requestId ?? outer?.requestId ?? randomId()
+    const attemptTimeoutMillis = Duration.toMillis(policy.attemptTimeout)
+    const minAttemptMillis = Duration.toMillis(policy.minAttemptTime)
+    const maxRetryAfterMillis = Duration.toMillis(policy.maxRetryAfter)
+    const history: Array<Failure.AttemptRecord> = []
+    let scheduleState: unknown = policy.schedule.initial
+    let lastFailure: Last | undefined
+
+    const count = (metric: { unsafeUpdate: (input: number, tags: typeof metricLabels) => void }, value = 1) =>
+      metric.unsafeUpdate(value, metricLabels)
+
+    const log = (
+      level: LogLevel.LogLevel,
+      message: string,
+      annotations: Record<string, unknown>
+    ): Effect.Effect<void> =>
+      LogLevel.lessThan(level, minimumLogLevel)
+        ? Effect.void
+        : Effect.annotateLogs(
+          Effect.logWithLevel(level, message),
+          definedOnly({
+            requestId,
+            target: policy.target,
+            model: policy.model,
+            ...annotations
+          })
+        )
+
+    const stop = (reason: Failure.StopReason, last: Last): Effect.Effect<never, Failure.CallFailed<Last>> => {
+      if (!nested) count(metrics.callsFailed(reason))
+      return Effect.fail(new Failure.CallFailed({ reason, last, attempts: history, target: policy.target }))
+    }
+
+    const skipForDeadline = (phase: Failure.DeadlinePhase) => {
+      count(metrics.deadlineSkips)
+      return stop("deadline", lastFailure ?? new Failure.DeadlineExceeded({ deadline, phase }))
+    }
+
+    const runAttempt = (attempt: number, attemptDeadline: number, timeoutMillis: number, boundByDeadline: boolean) =>
+      Effect.withFiberRuntime<Attempted<A, E>, never, R>((current, status) => {
+        const info: AttemptInfo = { requestId, attempt, target: policy.target, deadline: attemptDeadline, replaySafe }
+        const fiberRefs = FiberRefs.updateManyAs(current.getFiberRefs(), {
+          entries: [
+            [CurrentAttempt, [[current.id(), info]]],
+            [CurrentDeadline, [[current.id(), deadline]]],
+            // The attempt's failure is this sequence's to handle, not an unhandled error to report.
+            [FiberRef.unhandledErrorLogLevel, [[current.id(), Option.none()]]]
+          ]
+        })
+        const started = clock.unsafeCurrentTimeMillis()
+        if (!nested) count(metrics.attempts)
+        return Effect.map(runBounded(self, current, status.runtimeFlags, fiberRefs, timeoutMillis), (result) => {
+          const latency = clock.unsafeCurrentTimeMillis() - started
+          if (result !== timedOut) return { _tag: "Done", exit: result, latency }
+          const failure = boundByDeadline
+            ? new Failure.DeadlineExceeded({ deadline, phase: "attempt" })
+            : new Failure.ReadTimeout({ timeout: Duration.millis(timeoutMillis), phase: "attempt" })
+          return { _tag: "TimedOut", failure, latency }
+        })
+      })
+
+    const outcomeFor = (attempted: Attempted<A, E>): ConcurrencyGate.Outcome => {
+      if (attempted._tag === "TimedOut") return "overload"
+      if (Exit.isSuccess(attempted.exit)) return "success"
+      const failure = Cause.failureOption(attempted.exit.cause)
+      return Option.isSome(failure) ? ConcurrencyGate.outcomeOf(unwrap(failure.value).failure) : "neutral"
+    }
+
+    const gatedAttempt = (
+      attempt: number,
+      attemptDeadline: number,
+      timeoutMillis: number,
+      boundByDeadline: boolean
+    ): Effect.Effect<Attempted<A, E>, Failure.Shed | Failure.DeadlineExceeded, R> => {
+      const run = runAttempt(attempt, attemptDeadline, timeoutMillis, boundByDeadline)
+      if (!gated) return run
+      // Waiting for a permit stays interruptible; once granted, the permit goes back however the attempt ends.
+      return Effect.acquireUseRelease(
+        Effect.interruptible(gate.acquire(deadline)),
+        () => run,
+        (_, exit) => gate.release(Exit.isSuccess(exit) ? outcomeFor(exit.value) : "neutral")
+      )
+    }
+
+    const succeed = (attempt: number, value: A, latency: number): Effect.Effect<A> => {
+      const logged = log(LogLevel.Debug, "attempt succeeded", { attempt, durationMs: latency })
+      if (nested) return Effect.as(logged, value)
+      count(metrics.successes)
+      count(metrics.attemptsPerSuccess, attempt)
+      if (attempt > 1) count(metrics.retriesSucceeded)
+      return Effect.zipRight(budget.recordSuccess, Effect.as(logged, value))
+    }
+
+    const fail = (
+      attempt: number,
+      error: E | Last,
+      latency: number,
+      delayBefore: number
+    ): Effect.Effect<A, Failure.CallFailed<Last>, R> => {
+      const { failure, settled } = unwrap(error)
+      const last = failure as Last
+      lastFailure = last
+      if (!nested) count(metrics.failures(failure._tag))
+      history.push({
+        attempt,
+        outcome: failure._tag,
+        status: Failure.statusOf(failure),
+        latency: Duration.millis(latency),
+        delayBefore: Duration.millis(delayBefore)
+      })
+      const verdict = settled ? "terminal" : classify(failure)
+      const logged = { attempt, durationMs: latency, failure: failure._tag, status: Failure.statusOf(failure), verdict }
+      const stopHere = (reason: Failure.StopReason) =>
+        Effect.zipRight(
+          log(LogLevel.Warning, "attempt failed, stopping", { ...logged, stop: reason }),
+          stop(reason, last)
+        )
+
+      if (nested) {
+        return Effect.zipRight(
+          log(LogLevel.Info, "attempt failed; retrying is left to the enclosing resilient call", {
+            ...logged,
+            stop: "deferred"
+          }),
+          stop("deferred", last)
+        )
+      }
+      if (failure._tag === "DeadlineExceeded") return stopHere("deadline")
+      if (verdict === "terminal") return stopHere(failure._tag === "Shed" ? "shed" : "terminal")
+      if (verdict === "ambiguous" && !replaySafe) return stopHere("not-replay-safe")
+      if (attempt >= maxAttempts) return stopHere("attempts")
+      const hint = Failure.retryAfterOf(failure)
+      if (hint !== undefined && Duration.toMillis(hint) > maxRetryAfterMillis) return stopHere("retry-after-too-long")
+
+      return Effect.flatMap(policy.schedule.step(clock.unsafeCurrentTimeMillis(), failure, scheduleState), (step) => {
+        const now = clock.unsafeCurrentTimeMillis()
+        scheduleState = step[0]
+        const delay = Backoff.delayOf(step[2], now)
+        if (delay === undefined) return stopHere("attempts")
+        if (now + delay + minAttemptMillis > deadline) {
+          count(metrics.deadlineSkips)
+          return stopHere("deadline")
+        }
+        return Effect.flatMap(budget.tryAcquire, (granted) => {
+          if (!granted) {
+            count(metrics.budgetExhausted)
+            return stopHere("budget")
+          }
+          count(metrics.retries)
+          return log(LogLevel.Info, "attempt failed, retrying", { ...logged, retryInMs: Math.round(delay) })
+            .pipe(
+              Effect.zipRight(Effect.sleep(Duration.millis(delay))),
+              Effect.zipRight(Effect.suspend(() => {
+                count(metrics.retryDelay, delay)
+                return attemptFrom(attempt + 1, delay)
+              }))
+            )
+        })
+      })
+    }
+
+    const attemptFrom = (attempt: number, delayBefore: number): Effect.Effect<A, Failure.CallFailed<Last>, R> => {
+      const now = clock.unsafeCurrentTimeMillis()
+      const remaining = deadline - now
+      if (remaining <= 0 || remaining < minAttemptMillis) return skipForDeadline("before-attempt")
+      const boundByDeadline = remaining <= attemptTimeoutMillis
+      const timeoutMillis = boundByDeadline ? remaining : attemptTimeoutMillis
+      return Effect.matchEffect(gatedAttempt(attempt, now + timeoutMillis, timeoutMillis, boundByDeadline), {
+        onFailure: (refusal) => {
+          lastFailure = refusal
+          if (refusal._tag === "DeadlineExceeded") return skipForDeadline("queue")
+          count(metrics.shed)
+          return stop("shed", refusal)
+        },
+        onSuccess: (attempted) => {
+          if (attempted._tag === "TimedOut") return fail(attempt, attempted.failure, attempted.latency, delayBefore)
+          const exit = attempted.exit
+          if (Exit.isSuccess(exit)) return succeed(attempt, exit.value, attempted.latency)
+          // Defects and interruptions are not failures of the call: they propagate untouched.
+          const failure = Cause.failureOption(exit.cause)
+          if (Cause.isDie(exit.cause) || Cause.isInterrupted(exit.cause) || Option.isNone(failure)) {
+            return Effect.failCause(Cause.stripFailures(exit.cause))
+          }
+          return fail(attempt, failure.value, attempted.latency, delayBefore)
+        }
+      })
+    }
+
+    if (nested) count(metrics.nestedSingleAttempts)
+    return attemptFrom(1, 0)
+  })
+
+const definedOnly = (annotations: Record<string, unknown>): Record<string, unknown> => {
+  const defined: Record<string, unknown> = {}
+  for (const key in annotations) {
+    if (annotations[key] !== undefined) defined[key] = annotations[key]
+  }
+  return defined
+}
+
+/** A nested call's aggregate is unwrapped to its last failure; unless it deferred, it already retried. */
+const unwrap = (error: AttemptError): { readonly failure: Failure.Failure; readonly settled: boolean } =>
+  error._tag === "CallFailed"
+    ? { failure: error.last, settled: error.reason !== "deferred" }
+    : { failure: error, settled: false }
+
+/**
+ * Makes `self`, one attempt, into a resilient call under `policy`: it is retried while its
+ * failures are retryable (ambiguous ones only when replay-safe), the attempt ceiling, the retry
+ * budget and the deadline allow, with the schedule's delays; every attempt holds a permit of the
+ * target's concurrency gate. The error is one `CallFailed` with the reason, the last failure and
+ * the history.
+ */
+export const retry: {
+  (policy: Policy, options?: CallOptions): <A, E extends AttemptError, R>(
+    self: Effect.Effect<A, E, R>
+  ) => Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R | Services>
+  <A, E extends AttemptError, R>(
+    self: Effect.Effect<A, E, R>,
+    policy: Policy,
+    options?: CallOptions
+  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R | Services>
+} = dual(
+  (args) => Effect.isEffect(args[0]),
+  <A, E extends AttemptError, R>(self: Effect.Effect<A, E, R>, policy: Policy, options?: CallOptions) =>
+    runSequence(self, policy, options)
+)
+
+/** Settings of the in-memory services of one target. */
+export interface ServicesOptions {
+  readonly target: string
+  readonly budget?: RetryBudget.Options | undefined
+  /** Without a gate setting, in-flight calls are not limited (health is still tracked). */
+  readonly gate?: Omit<ConcurrencyGate.Options, "target"> | undefined
+}
+
+/** The budget and gate of one target, in memory: what a single process needs to run `retry`. */
+export const layerMemory = (
+  options: ServicesOptions
+): Layer.Layer<Services> =>
+  Layer.merge(
+    RetryBudget.layerMemory(options.budget),
+    ConcurrencyGate.layer({ limit: Number.POSITIVE_INFINITY, ...options.gate, target: options.target })
+  )

@@ -1,0 +1,145 @@
+/**
+ * The retry budget: retries may add at most `ratio` of the successful traffic over a sliding
+ * window, and never fewer than `minPerSecond` per second of it.
+ *
+ * An attempt ceiling is a per-call property, so it bounds nothing in aggregate: ten thousand
+ * callers times three attempts is thirty thousand requests at the moment the provider can least
+ * serve them. A ratio is a property of the traffic: while the provider is healthy, successes are
+ * plentiful and a lone retry goes through; when it is broadly down, successes fall and the
+ * allowance falls with them, down to the floor, without anyone deploying anything.
+ *
+ * The budget is a service so the same policy runs per process (`layerMemory`) or per fleet (the
+ * Redis layer in `@resilient-ai/redis`); `layerDisabled` is for fixed-capacity targets, which
+ * should shed instead of retrying.
+ */
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { SlidingCounts } from "./internal/slidingWindow.js"
+
+/** What the budget holds right now. */
+export interface Snapshot {
+  /** Successful calls recorded in the window. */
+  readonly successes: number
+  /** Retries granted in the window. */
+  readonly retries: number
+  /** How many retries the window allows: `max(floor, ratio × successes)`. */
+  readonly allowance: number
+}
+
+/** Grants or refuses retries. Decisions never fail: a budget that cannot decide must still answer. */
+export interface Service {
+  /** Asks for one retry; when granted, it is counted against the window. */
+  readonly tryAcquire: Effect.Effect<boolean>
+  /** Records one successful call (not attempt: a logical call succeeds once). */
+  readonly recordSuccess: Effect.Effect<void>
+  readonly snapshot: Effect.Effect<Snapshot>
+}
+
+/** The retry budget of the target being called. */
+export class RetryBudget extends Context.Tag("@resilient-ai/policy/RetryBudget")<RetryBudget, Service>() {}
+
+/** Settings of a ratio budget. */
+export interface Options {
+  /** Share of successful calls that retries may add. Default 0.1. */
+  readonly ratio?: number | undefined
+  /** The window successes and retries are counted over. Default 60 seconds. */
+  readonly window?: Duration.DurationInput | undefined
+  /** Retries per second always allowed, so a quiet service can still retry. Default 5. */
+  readonly minPerSecond?: number | undefined
+  /** Buckets the window is kept in: the window slides one bucket at a time. Default 60. */
+  readonly buckets?: number | undefined
+}
+
+/** `Options` with every default filled in. */
+export interface Settings {
+  readonly ratio: number
+  readonly windowMillis: number
+  readonly minPerSecond: number
+  readonly buckets: number
+}
+
+/** Fills in the defaults and checks the values, throwing a `RangeError` that names the bad one. */
+export const settings = (options: Options = {}): Settings => {
+  const result: Settings = {
+    ratio: options.ratio ?? 0.1,
+    windowMillis: Duration.toMillis(options.window ?? Duration.seconds(60)),
+    minPerSecond: options.minPerSecond ?? 5,
+    buckets: options.buckets ?? 60
+  }
+  if (!(result.ratio >= 0) || !Number.isFinite(result.ratio)) {
+    throw new RangeError(`retry budget ratio must be a finite number >= 0, got ${result.ratio}`)
+  }
+  if (!(result.windowMillis > 0) || !Number.isFinite(result.windowMillis)) {
+    throw new RangeError(`retry budget window must be positive, got ${result.windowMillis} ms`)
+  }
+  if (!(result.minPerSecond >= 0) || !Number.isFinite(result.minPerSecond)) {
+    throw new RangeError(`retry budget minPerSecond must be a finite number >= 0, got ${result.minPerSecond}`)
+  }
+  if (!Number.isInteger(result.buckets) || result.buckets < 1) {
+    throw new RangeError(`retry budget buckets must be a positive integer, got ${result.buckets}`)
+  }
+  return result
+}
+
+/** `max(floor, ratio × successes)`: the retries a window with `successes` allows. */
+export const allowance = (settings: Settings, successes: number): number =>
+  Math.max((settings.minPerSecond * settings.windowMillis) / 1000, settings.ratio * successes)
+
+/**
+ * The budget's arithmetic without Effect, for callers that decide synchronously (the storm
+ * simulator, the Redis layer's fallback). Time is passed in, so it is whatever clock the caller uses.
+ */
+export class Window {
+  private readonly counts: SlidingCounts
+
+  constructor(readonly settings: Settings) {
+    this.counts = new SlidingCounts(settings.windowMillis, settings.buckets)
+  }
+
+  tryAcquire(nowMillis: number): boolean {
+    const { retries, successes } = this.counts.totals(nowMillis)
+    if (retries + 1 > allowance(this.settings, successes)) return false
+    this.counts.addRetry(nowMillis)
+    return true
+  }
+
+  recordSuccess(nowMillis: number): void {
+    this.counts.addSuccess(nowMillis)
+  }
+
+  snapshot(nowMillis: number): Snapshot {
+    const { retries, successes } = this.counts.totals(nowMillis)
+    return { successes, retries, allowance: allowance(this.settings, successes) }
+  }
+}
+
+/**
+ * Builds an in-memory budget whose time is Effect's `Clock`, so `TestClock` drives it.
+ * Bad options throw a `RangeError` here, when the program is assembled, not on the first retry.
+ */
+export const make = (options?: Options): Effect.Effect<Service> => {
+  const checked = settings(options)
+  return Effect.map(Effect.clock, (clock) => {
+    const window = new Window(checked)
+    return {
+      tryAcquire: Effect.sync(() => window.tryAcquire(clock.unsafeCurrentTimeMillis())),
+      recordSuccess: Effect.sync(() => window.recordSuccess(clock.unsafeCurrentTimeMillis())),
+      snapshot: Effect.sync(() => window.snapshot(clock.unsafeCurrentTimeMillis()))
+    }
+  })
+}
+
+/** A budget for one process, in memory. */
+export const layerMemory = (options?: Options): Layer.Layer<RetryBudget> => Layer.effect(RetryBudget, make(options))
+
+/** A budget that never grants a retry: for fixed-capacity targets, which shed rather than retry. */
+export const disabled: Service = {
+  tryAcquire: Effect.succeed(false),
+  recordSuccess: Effect.void,
+  snapshot: Effect.succeed({ successes: 0, retries: 0, allowance: 0 })
+}
+
+/** Provides `disabled`. */
+export const layerDisabled: Layer.Layer<RetryBudget> = Layer.succeed(RetryBudget, disabled)

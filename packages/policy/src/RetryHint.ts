@@ -1,0 +1,110 @@
+/**
+ * Reads the provider's own answer to "when can I try again": `retry-after-ms` (milliseconds,
+ * OpenAI-style) and `Retry-After` (seconds or an HTTP date, RFC 9110 §10.2.3).
+ *
+ * The hint beats any backoff formula: the formula is a guess about when capacity returns, the
+ * header is the answer. A value that does not parse is no hint at all; a negative value or a date
+ * in the past means "now".
+ */
+import * as Duration from "effect/Duration"
+import * as Option from "effect/Option"
+
+/** Response headers in any of the shapes HTTP libraries hand out. */
+export type HeaderSource =
+  | { readonly get: (name: string) => string | null | undefined }
+  | Readonly<Record<string, string | ReadonlyArray<string> | undefined>>
+
+const lookup = (headers: HeaderSource, name: string): string | undefined => {
+  if (typeof headers.get === "function") {
+    return (headers as { readonly get: (name: string) => string | null | undefined }).get(name) ?? undefined
+  }
+  const record = headers as Readonly<Record<string, string | ReadonlyArray<string> | undefined>>
+  for (const key in record) {
+    if (key.toLowerCase() !== name) continue
+    const value = record[key]
+    const first = typeof value === "string" ? value : value?.[0]
+    if (first !== undefined) return first
+  }
+  return undefined
+}
+
+const decimal = /^\s*-?(?:\d+(?:\.\d*)?|\.\d+)\s*$/
+const months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+const day = "(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
+const longDay = "(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)"
+const month = `(${months.join("|")})`
+const time = "(\\d{2}):(\\d{2}):(\\d{2})"
+// Each form captures day, month, year, hours, minutes, seconds, in that order.
+const imfFixdate = new RegExp(`^${day}, (\\d{2}) ${month} (\\d{4}) ${time} GMT$`)
+const rfc850Date = new RegExp(`^${longDay}, (\\d{2})-${month}-(\\d{2}) ${time} GMT$`)
+const asctimeDate = new RegExp(`^${day} ${month} ( \\d|\\d{2}) ${time} (\\d{4})$`)
+
+const utc = (
+  year: number,
+  monthName: string,
+  dayOfMonth: number,
+  hours: number,
+  minutes: number,
+  seconds: number
+): number | undefined => {
+  const monthIndex = months.indexOf(monthName)
+  const millis = Date.UTC(year, monthIndex, dayOfMonth, hours, minutes, seconds)
+  const date = new Date(millis)
+  // Date.UTC rolls 31 Feb over to 3 Mar and 24:00 to the next day; an impossible date is no date.
+  const exact = date.getUTCFullYear() === year && date.getUTCMonth() === monthIndex &&
+    date.getUTCDate() === dayOfMonth && date.getUTCHours() === hours && date.getUTCMinutes() === minutes &&
+    date.getUTCSeconds() === seconds
+  return exact ? millis : undefined
+}
+
+/**
+ * Parses an HTTP date in any of the three forms HTTP allows (RFC 9110 §5.6.7), to epoch
+ * milliseconds; anything else, an impossible date included, is `undefined`.
+ */
+export const parseHttpDate = (value: string, nowMillis: number): number | undefined => {
+  const text = value.trim()
+  const imf = imfFixdate.exec(text)
+  if (imf !== null) {
+    const [, dd, mon, yyyy, hh, mm, ss] = imf
+    return utc(Number(yyyy), mon!, Number(dd), Number(hh), Number(mm), Number(ss))
+  }
+  const rfc850 = rfc850Date.exec(text)
+  if (rfc850 !== null) {
+    const [, dd, mon, yy, hh, mm, ss] = rfc850
+    // A two-digit year more than 50 years in the future is in the past century (RFC 9110).
+    const century = Number(yy) + 2000 > new Date(nowMillis).getUTCFullYear() + 50 ? 1900 : 2000
+    return utc(century + Number(yy), mon!, Number(dd), Number(hh), Number(mm), Number(ss))
+  }
+  const asctime = asctimeDate.exec(text)
+  if (asctime !== null) {
+    const [, mon, dd, hh, mm, ss, yyyy] = asctime
+    return utc(Number(yyyy), mon!, Number(dd), Number(hh), Number(mm), Number(ss))
+  }
+  return undefined
+}
+
+const finiteMillis = (millis: number): Option.Option<Duration.Duration> =>
+  Number.isFinite(millis) ? Option.some(Duration.millis(Math.max(0, millis))) : Option.none()
+
+/** Parses a `Retry-After` value (seconds or HTTP date) relative to `nowMillis`. */
+export const parseRetryAfter = (value: string, nowMillis: number): Option.Option<Duration.Duration> => {
+  if (decimal.test(value)) return finiteMillis(Number(value) * 1000)
+  const date = parseHttpDate(value, nowMillis)
+  return date === undefined ? Option.none() : finiteMillis(date - nowMillis)
+}
+
+/** Parses a `retry-after-ms` value. */
+export const parseRetryAfterMillis = (value: string): Option.Option<Duration.Duration> =>
+  decimal.test(value) ? finiteMillis(Number(value)) : Option.none()
+
+/**
+ * The hint in a response's headers. `retry-after-ms` is more precise, so it wins when both parse;
+ * a garbled one falls back to the other.
+ */
+export const fromHeaders = (headers: HeaderSource, nowMillis: number): Option.Option<Duration.Duration> => {
+  const millis = lookup(headers, "retry-after-ms")
+  const parsedMillis = millis === undefined ? Option.none() : parseRetryAfterMillis(millis)
+  if (Option.isSome(parsedMillis)) return parsedMillis
+  const seconds = lookup(headers, "retry-after")
+  return seconds === undefined ? Option.none() : parseRetryAfter(seconds, nowMillis)
+}

@@ -1,0 +1,13 @@
+/**
+ * `@resilient-ai/policy`: classification, retry hints, full-jitter backoff, the retry budget,
+ * deadlines, the concurrency gate, metrics, and the combinator that composes them.
+ */
+export * as Backoff from "./Backoff.js"
+export * as Classifier from "./Classifier.js"
+export * as ConcurrencyGate from "./ConcurrencyGate.js"
+export * as Deadline from "./Deadline.js"
+export * as Failure from "./Failure.js"
+export * as Metrics from "./Metrics.js"
+export * as Resilient from "./Resilient.js"
+export * as RetryBudget from "./RetryBudget.js"
+export * as RetryHint from "./RetryHint.js"

@@ -1,0 +1,331 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Backoff, Failure } from "@resilient-ai/policy"
+import {
+  Clock,
+  Duration,
+  Effect,
+  Either,
+  Fiber,
+  Random,
+  Ref,
+  Schedule,
+  ScheduleDecision,
+  ScheduleInterval,
+  TestClock
+} from "effect"
+
+const options = { base: "100 millis", cap: "2 seconds" } as const
+/** `min(2000, 100·2^n)` for n = 0…7. */
+const bounds = [100, 200, 400, 800, 1600, 2000, 2000, 2000] as const
+/** The first eight delays of `fullJitter(options)` with `Random.make(42)`. */
+const seed42Delays = [74, 136, 168, 756, 1169, 770, 1176, 482] as const
+
+const seeded = (seed: number) => Effect.withRandom(Random.make(seed))
+
+const rateLimited = (retryAfter: Duration.Duration) => new Failure.RateLimited({ status: 429, retryAfter })
+const serverError = new Failure.ServerError({ status: 500 })
+
+interface Step<Out> {
+  readonly output: Out
+  /** What the decision asks to sleep, `undefined` when the schedule is done. */
+  readonly delay: number | undefined
+}
+
+/** Steps a schedule by hand at a fixed `now`, as the retry driver does, without sleeping. */
+const stepAll = <Out, In>(
+  schedule: Schedule.Schedule<Out, In>,
+  inputs: ReadonlyArray<In>,
+  now = 0
+): Effect.Effect<Array<Step<Out>>> =>
+  Effect.gen(function*() {
+    let state = schedule.initial
+    const steps: Array<Step<Out>> = []
+    for (const input of inputs) {
+      const [next, output, decision] = yield* schedule.step(now, input, state)
+      state = next
+      steps.push({ output, delay: Backoff.delayOf(decision, now) })
+    }
+    return steps
+  })
+
+const delaysOf = (steps: ReadonlyArray<Step<Duration.Duration>>) => steps.map((step) => step.delay)
+const outputsOf = (steps: ReadonlyArray<Step<Duration.Duration>>) => steps.map((step) => Duration.toMillis(step.output))
+
+/**
+ * Retries an attempt that fails with `failures` in turn and then succeeds, under `TestClock`, and
+ * returns the clock time of every attempt and the outcome.
+ */
+const retryTimes = <E>(schedule: Schedule.Schedule<unknown, E>, failures: ReadonlyArray<E>) =>
+  Effect.gen(function*() {
+    const times = yield* Ref.make<ReadonlyArray<number>>([])
+    const attempt = Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const made = yield* Ref.updateAndGet(times, (ts) => [...ts, now])
+      const failure = failures[made.length - 1]
+      return failure === undefined ? made.length : yield* Effect.fail(failure)
+    })
+    const fiber = yield* Effect.fork(Effect.either(Effect.retry(attempt, schedule)))
+    yield* TestClock.adjust("5 minutes")
+    const outcome = yield* Fiber.join(fiber)
+    return { times: yield* Ref.get(times), outcome }
+  })
+
+/** Running sums: the clock time of each attempt when the first runs at 0. */
+const cumulative = (delays: ReadonlyArray<number>) =>
+  delays.reduce<Array<number>>((times, delay) => [...times, (times.at(-1) ?? 0) + delay], [0])
+
+describe("Backoff", () => {
+  describe("ceilingMillis", () => {
+    it("doubles from base and stops at cap", () => {
+      assert.deepStrictEqual(
+        [0, 1, 2, 3, 4, 5, 6, 40].map((retry) => Backoff.ceilingMillis(100, 2000, retry)),
+        [100, 200, 400, 800, 1600, 2000, 2000, 2000]
+      )
+      assert.strictEqual(Backoff.ceilingMillis(250, Number.POSITIVE_INFINITY, 3), 2000)
+      assert.strictEqual(Backoff.ceilingMillis(0, 1000, 5), 0)
+      assert.strictEqual(Backoff.ceilingMillis(100, 2000, 2000), 2000)
+    })
+  })
+
+  describe("delayOf", () => {
+    it("is undefined when the decision is done", () => {
+      assert.strictEqual(Backoff.delayOf(ScheduleDecision.done, 1000), undefined)
+    })
+
+    it("is the time from now to the start of the next interval, never negative", () => {
+      const decision = ScheduleDecision.continueWith(ScheduleInterval.after(1500))
+      assert.strictEqual(Backoff.delayOf(decision, 1000), 500)
+      assert.strictEqual(Backoff.delayOf(decision, 1500), 0)
+      assert.strictEqual(Backoff.delayOf(decision, 2000), 0)
+      assert.strictEqual(Backoff.delayOf(ScheduleDecision.continueWith(ScheduleInterval.make(1200, 1300)), 1000), 200)
+    })
+
+    it.effect("reads the delay of Effect's own schedules", () =>
+      Effect.gen(function*() {
+        const [spaced] = yield* stepAll(Schedule.spaced("2 seconds"), [undefined], 10_000)
+        assert.strictEqual(spaced?.delay, 2000)
+        const recurs = yield* stepAll(Schedule.recurs(1), [undefined, undefined], 10_000)
+        assert.deepStrictEqual(recurs.map((step) => step.delay), [0, undefined])
+      }))
+  })
+
+  describe("fullJitter", () => {
+    it.effect("draws exact, seeded delays within [0, min(cap, base·2^n)]", () =>
+      Effect.gen(function*() {
+        const steps = yield* stepAll(Backoff.fullJitter(options), Array.from({ length: 8 }, () => undefined))
+        assert.deepStrictEqual(delaysOf(steps), [...seed42Delays])
+        // the schedule outputs the delay it chose
+        assert.deepStrictEqual(outputsOf(steps), [...seed42Delays])
+        steps.forEach((step, n) => {
+          const delay = step.delay ?? Number.NaN
+          assert.isTrue(Number.isInteger(delay), `retry ${n}: ${delay} is whole milliseconds`)
+          assert.isTrue(delay >= 0 && delay <= Math.min(2000, 100 * 2 ** n), `retry ${n}: ${delay} out of range`)
+        })
+      }).pipe(seeded(42)))
+
+    it.effect("asks for the same delays relative to any now", () =>
+      Effect.gen(function*() {
+        const steps = yield* stepAll(
+          Backoff.fullJitter(options),
+          Array.from({ length: 8 }, () => undefined),
+          1_700_000_000_000
+        )
+        assert.deepStrictEqual(delaysOf(steps), [...seed42Delays])
+      }).pipe(seeded(42)))
+
+    it.effect("is the same for the same seed and different for another", () =>
+      Effect.gen(function*() {
+        const inputs = Array.from({ length: 8 }, () => undefined)
+        const again = yield* stepAll(Backoff.fullJitter(options), inputs).pipe(seeded(42))
+        const other = yield* stepAll(Backoff.fullJitter(options), inputs).pipe(seeded(43))
+        assert.deepStrictEqual(delaysOf(again), [...seed42Delays])
+        assert.notDeepEqual(delaysOf(other), [...seed42Delays])
+      }))
+
+    it.effect("spreads draws over the whole range across many seeds", () =>
+      Effect.gen(function*() {
+        const inputs = Array.from({ length: bounds.length }, () => undefined)
+        const byRetry: Array<Array<number>> = bounds.map(() => [])
+        for (let seed = 0; seed < 200; seed++) {
+          const steps = yield* stepAll(Backoff.fullJitter(options), inputs).pipe(seeded(seed))
+          steps.forEach((step, n) => byRetry[n]?.push(step.delay ?? Number.NaN))
+        }
+        byRetry.forEach((draws, n) => {
+          const bound = bounds[n] ?? Number.NaN
+          assert.strictEqual(draws.length, 200)
+          for (const delay of draws) {
+            assert.isTrue(
+              Number.isInteger(delay) && delay >= 0 && delay <= bound,
+              `retry ${n}: ${delay} not in [0, ${bound}]`
+            )
+          }
+          const max = Math.max(...draws)
+          const min = Math.min(...draws)
+          const mean = draws.reduce((sum, delay) => sum + delay, 0) / draws.length
+          // the largest draw approaches the bound and the smallest approaches zero: full jitter, not
+          // Schedule.jittered, which stays within 0.8–1.2 of the exponential delay
+          assert.isAbove(max, 0.9 * bound, `retry ${n}: max ${max}`)
+          assert.isBelow(min, 0.1 * bound, `retry ${n}: min ${min}`)
+          assert.isTrue(mean > 0.4 * bound && mean < 0.6 * bound, `retry ${n}: mean ${mean}`)
+          assert.isAbove(new Set(draws).size, 50, `retry ${n}: distinct draws`)
+        })
+      }))
+
+    it.effect("never ends by itself and stays under the cap", () =>
+      Effect.gen(function*() {
+        const steps = yield* stepAll(Backoff.fullJitter(options), Array.from({ length: 60 }, () => undefined))
+        for (const step of steps) {
+          assert.isDefined(step.delay)
+          assert.isTrue((step.delay ?? Number.NaN) >= 0 && (step.delay ?? Number.NaN) <= 2000)
+        }
+      }).pipe(seeded(7)))
+
+    it.effect("makes Effect.retry sleep exactly the drawn delays", () =>
+      Effect.gen(function*() {
+        const failures = Array.from({ length: 7 }, () => serverError)
+        const { outcome, times } = yield* retryTimes(Backoff.fullJitter(options), failures)
+        assert.deepStrictEqual(outcome, Either.right(8))
+        assert.deepStrictEqual(times, cumulative(seed42Delays.slice(0, 7)))
+        assert.deepStrictEqual(times, [0, 74, 210, 378, 1134, 2303, 3073, 4249])
+      }).pipe(seeded(42)))
+
+    it.effect("does not retry before the drawn delay has passed", () =>
+      Effect.gen(function*() {
+        const count = yield* Ref.make(0)
+        const attempt = Ref.updateAndGet(count, (n) => n + 1).pipe(
+          Effect.flatMap((n) => n < 3 ? Effect.fail(serverError) : Effect.succeed(n))
+        )
+        const fiber = yield* Effect.fork(Effect.retry(attempt, Backoff.fullJitter(options)))
+        yield* TestClock.adjust("73 millis")
+        assert.strictEqual(yield* Ref.get(count), 1)
+        yield* TestClock.adjust("1 millis")
+        assert.strictEqual(yield* Ref.get(count), 2)
+        yield* TestClock.adjust("135 millis")
+        assert.strictEqual(yield* Ref.get(count), 2)
+        yield* TestClock.adjust("1 millis")
+        assert.strictEqual(yield* Fiber.join(fiber), 3)
+      }).pipe(seeded(42)))
+  })
+
+  describe("withRetryAfter", () => {
+    const hinted7s = rateLimited(Duration.seconds(7))
+
+    it.effect("sleeps the hint plus a seeded spread in [0, 1 s) by default", () =>
+      Effect.gen(function*() {
+        const steps = yield* stepAll(Backoff.withRetryAfter(Backoff.fullJitter(options)), [hinted7s, hinted7s])
+        assert.deepStrictEqual(delaysOf(steps), [7679, 7944])
+        assert.deepStrictEqual(outputsOf(steps), [7679, 7944])
+      }).pipe(seeded(42)))
+
+    it.effect("keeps the spread in [0, 1 s) across many seeds, and uses the whole of it", () =>
+      Effect.gen(function*() {
+        const delays: Array<number> = []
+        for (let seed = 0; seed < 200; seed++) {
+          const [step] = yield* stepAll(Backoff.withRetryAfter(Backoff.fullJitter(options)), [hinted7s]).pipe(
+            seeded(seed)
+          )
+          delays.push(step?.delay ?? Number.NaN)
+        }
+        for (const delay of delays) {
+          assert.isTrue(Number.isInteger(delay) && delay >= 7000 && delay < 8000, `${delay} not in [7000, 8000)`)
+        }
+        assert.isAbove(Math.max(...delays), 7900)
+        assert.isBelow(Math.min(...delays), 7100)
+        assert.isAbove(new Set(delays).size, 100)
+      }))
+
+    it.effect("takes a custom spread", () =>
+      Effect.gen(function*() {
+        const [quarter] = yield* stepAll(
+          Backoff.withRetryAfter(Backoff.fullJitter(options), { spread: "250 millis" }),
+          [hinted7s]
+        ).pipe(seeded(42))
+        assert.strictEqual(quarter?.delay, 7169)
+        for (let seed = 0; seed < 50; seed++) {
+          const [none] = yield* stepAll(
+            Backoff.withRetryAfter(Backoff.fullJitter(options), { spread: Duration.zero }),
+            [hinted7s]
+          ).pipe(seeded(seed))
+          assert.strictEqual(none?.delay, 7000)
+        }
+      }))
+
+    it.effect("offers both call styles", () =>
+      Effect.gen(function*() {
+        const inner = Backoff.fullJitter(options)
+        const spread = { spread: "250 millis" } as const
+        const dataFirst = yield* stepAll(Backoff.withRetryAfter(inner, spread), [hinted7s]).pipe(seeded(42))
+        const dataLast = yield* stepAll(inner.pipe(Backoff.withRetryAfter(spread)), [hinted7s]).pipe(seeded(42))
+        const defaults = yield* stepAll(Backoff.withRetryAfter()(inner), [hinted7s]).pipe(seeded(42))
+        assert.deepStrictEqual(delaysOf(dataFirst), [7169])
+        assert.deepStrictEqual(delaysOf(dataLast), [7169])
+        assert.deepStrictEqual(delaysOf(defaults), [7679])
+      }))
+
+    it.effect("falls back to the inner schedule's delay without a hint", () =>
+      Effect.gen(function*() {
+        const jitter = yield* stepAll(
+          Backoff.withRetryAfter(Backoff.fullJitter(options)),
+          [serverError, new Failure.RateLimited({ status: 429 }), new Failure.ConnectFailed({ detail: "refused" })]
+        ).pipe(seeded(42))
+        assert.deepStrictEqual(delaysOf(jitter), [74, 136, 168])
+        assert.deepStrictEqual(outputsOf(jitter), [74, 136, 168])
+        const spaced = yield* stepAll(Backoff.withRetryAfter(Schedule.spaced("2 seconds")), [serverError], 5000)
+        assert.deepStrictEqual(delaysOf(spaced), [2000])
+        assert.deepStrictEqual(outputsOf(spaced), [2000])
+      }))
+
+    it.effect("reads the hint from any input with a Duration retryAfter, and only a Duration", () =>
+      Effect.gen(function*() {
+        const steps = yield* stepAll(
+          Backoff.withRetryAfter(Schedule.spaced("2 seconds"), { spread: Duration.zero }),
+          [{ retryAfter: Duration.millis(1234) }, { retryAfter: 1234 }, "Retry-After: 5", null]
+        )
+        assert.deepStrictEqual(delaysOf(steps), [1234, 2000, 2000, 2000])
+      }))
+
+    it.effect("replaces the formula even when the hint is shorter, and a zero hint means now plus spread", () =>
+      Effect.gen(function*() {
+        const steps = yield* stepAll(
+          Backoff.withRetryAfter(Schedule.spaced("10 seconds"), { spread: Duration.zero }),
+          [rateLimited(Duration.millis(300)), rateLimited(Duration.zero)]
+        )
+        assert.deepStrictEqual(delaysOf(steps), [300, 0])
+      }))
+
+    it.effect("is done when the inner schedule is done, even with a hint", () =>
+      Effect.gen(function*() {
+        const limited = Backoff.fullJitter(options).pipe(Schedule.intersect(Schedule.recurs(2)))
+        const steps = yield* stepAll(Backoff.withRetryAfter(limited), [hinted7s, hinted7s, hinted7s])
+        assert.deepStrictEqual(delaysOf(steps), [7679, 7944, undefined])
+        assert.deepStrictEqual(outputsOf(steps), [7679, 7944, 0])
+      }).pipe(seeded(42)))
+
+    it.effect("makes Effect.retry wait for the hint, and stop when the inner schedule stops", () =>
+      Effect.gen(function*() {
+        const limited = Backoff.fullJitter(options).pipe(Schedule.intersect(Schedule.recurs(2)))
+        const failures = Array.from({ length: 5 }, () => hinted7s)
+        const { outcome, times } = yield* retryTimes(Backoff.withRetryAfter(limited), failures)
+        assert.deepStrictEqual(times, [0, 7679, 15623])
+        assert.deepStrictEqual(outcome, Either.left(hinted7s))
+      }).pipe(seeded(42)))
+  })
+
+  describe("fullJitterWithRetryAfter", () => {
+    it.effect("sleeps the hint when there is one and keeps counting retries for the formula", () =>
+      Effect.gen(function*() {
+        const schedule = Backoff.fullJitterWithRetryAfter({ ...options, spread: "1 second" })
+        const { outcome, times } = yield* retryTimes(schedule, [rateLimited(Duration.seconds(3)), serverError])
+        assert.deepStrictEqual(outcome, Either.right(3))
+        // 3000 + ⌊0.679·1000⌋, then the second retry's full jitter ⌊0.421·(200 + 1)⌋ (the first retry's
+        // bound would give ⌊0.421·101⌋ = 42)
+        assert.deepStrictEqual(times, [0, 3679, 3763])
+      }).pipe(seeded(42)))
+
+    it.effect("defaults the spread to one second", () =>
+      Effect.gen(function*() {
+        const steps = yield* stepAll(Backoff.fullJitterWithRetryAfter(options), [rateLimited(Duration.seconds(7))])
+        assert.deepStrictEqual(delaysOf(steps), [7679])
+      }).pipe(seeded(42)))
+  })
+})

@@ -1,0 +1,647 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Classifier, ConcurrencyGate, Deadline, Failure, Metrics, Resilient, RetryBudget } from "@resilient-ai/policy"
+import { Cause, Duration, Effect, Exit, Fiber, Layer, Logger, LogLevel, Random, Ref, Schedule, TestClock } from "effect"
+import { captureLogs, freshTarget, scripted, services } from "./support.js"
+
+const serverError = new Failure.ServerError({ status: 500 })
+const millis = (duration: Duration.Duration) => Duration.toMillis(duration)
+
+/** Runs `effect` in the background, moves the test clock far enough, and returns its exit. */
+const settle = <A, E, R>(effect: Effect.Effect<A, E, R>, by: Duration.DurationInput = "10 minutes") =>
+  Effect.gen(function*() {
+    const fiber = yield* Effect.fork(effect)
+    yield* TestClock.adjust(by)
+    return yield* Fiber.await(fiber)
+  })
+
+const failureOf = <A, E>(exit: Exit.Exit<A, E>): E => {
+  if (Exit.isSuccess(exit)) throw new Error(`expected a failure, got ${String(exit.value)}`)
+  const failure = Cause.failureOption(exit.cause)
+  if (failure._tag === "None") throw new Error(`expected a typed failure, got ${Cause.pretty(exit.cause)}`)
+  return failure.value
+}
+
+describe("Resilient.retry", () => {
+  describe("classification", () => {
+    it.effect("a terminal failure stops after one attempt", () => {
+      const target = freshTarget("terminal")
+      return Effect.gen(function*() {
+        const { attempt, times } = yield* scripted([{ fail: new Failure.ClientError({ status: 400 }) }])
+        const exit = yield* settle(attempt.pipe(Resilient.retry(Resilient.policy({ target, maxAttempts: 5 }))))
+        const failure = failureOf(exit)
+        assert.strictEqual(failure.reason, "terminal")
+        assert.strictEqual(failure.last._tag, "ClientError")
+        assert.deepStrictEqual(yield* times, [0])
+      }).pipe(Effect.provide(services(target)))
+    })
+
+    it.effect("retryable failures are retried until one succeeds", () => {
+      const target = freshTarget("recovers")
+      return Effect.gen(function*() {
+        const { attempt, times } = yield* scripted<string>([
+          { fail: serverError },
+          { fail: new Failure.ConnectFailed({ detail: "ECONNREFUSED" }) },
+          { succeed: "answer" }
+        ])
+        const exit = yield* settle(attempt.pipe(Resilient.retry(Resilient.policy({ target, maxAttempts: 5 }))))
+        assert.deepStrictEqual(exit, Exit.succeed("answer"))
+        assert.strictEqual((yield* times).length, 3)
+      }).pipe(Effect.provide(services(target)), Effect.withRandom(Random.make(1)))
+    })
+
+    it.effect("a read timeout is replayed only when the call is replay-safe", () => {
+      const target = freshTarget("ambiguous")
+      const readTimeout = new Failure.ReadTimeout({ timeout: Duration.seconds(30), phase: "body" })
+      const policy = Resilient.policy({ target, maxAttempts: 3 })
+      return Effect.gen(function*() {
+        const unsafe = yield* scripted<string>([{ fail: readTimeout }, { succeed: "ok" }])
+        const refused = failureOf(yield* settle(unsafe.attempt.pipe(Resilient.retry(policy))))
+        assert.strictEqual(refused.reason, "not-replay-safe")
+        assert.strictEqual((yield* unsafe.times).length, 1)
+
+        const safe = yield* scripted<string>([{ fail: readTimeout }, { succeed: "ok" }])
+        const replayed = yield* settle(safe.attempt.pipe(Resilient.retry(policy, { replaySafe: true })))
+        assert.deepStrictEqual(replayed, Exit.succeed("ok"))
+        assert.strictEqual((yield* safe.times).length, 2)
+        assert.deepStrictEqual((yield* safe.arrivals).map((a) => a.info?.replaySafe), [true, true])
+      }).pipe(Effect.provide(services(target)))
+    })
+
+    it.effect("a reset before the request was sent is retried, after it only when replay-safe", () => {
+      const target = freshTarget("reset")
+      const policy = Resilient.policy({ target, maxAttempts: 2 })
+      return Effect.gen(function*() {
+        const before = yield* scripted<string>([{ fail: new Failure.ConnectionReset({ afterSend: false }) }, {
+          succeed: "ok"
+        }])
+        assert.deepStrictEqual(yield* settle(before.attempt.pipe(Resilient.retry(policy))), Exit.succeed("ok"))
+        const after = yield* scripted<string>([{ fail: new Failure.ConnectionReset({ afterSend: true }) }, {
+          succeed: "ok"
+        }])
+        assert.strictEqual(
+          failureOf(yield* settle(after.attempt.pipe(Resilient.retry(policy)))).reason,
+          "not-replay-safe"
+        )
+      }).pipe(Effect.provide(services(target)))
+    })
+
+    it.effect("exhausted quota behind a 429 is terminal", () => {
+      const target = freshTarget("quota")
+      return Effect.gen(function*() {
+        const { attempt, times } = yield* scripted([{
+          fail: new Failure.RateLimited({ status: 429, providerCode: "insufficient_quota" })
+        }])
+        const failure = failureOf(yield* settle(attempt.pipe(Resilient.retry(Resilient.policy({ target })))))
+        assert.strictEqual(failure.reason, "terminal")
+        assert.strictEqual((yield* times).length, 1)
+      }).pipe(Effect.provide(services(target)))
+    })
+
+    it.effect("a target's own classifier layer decides", () => {
+      const target = freshTarget("classifier")
+      return Effect.gen(function*() {
+        const { attempt, times } = yield* scripted<string>([
+          { fail: new Failure.ClientError({ status: 400, providerCode: "busy_try_again" }) },
+          { succeed: "ok" }
+        ])
+        const exit = yield* settle(attempt.pipe(Resilient.retry(Resilient.policy({ target }))))
+        assert.deepStrictEqual(exit, Exit.succeed("ok"))
+        assert.strictEqual((yield* times).length, 2)
+      }).pipe(
+        Effect.provide(services(target)),
+        Effect.provide(
+          Classifier.layerOverriding((failure) =>
+            failure._tag === "ClientError" && failure.providerCode === "busy_try_again" ? "retryable" : undefined
+          )
+        )
+      )
+    })
+
+    it.effect("a defect is not a failure: it propagates at once and is not retried", () => {
+      const target = freshTarget("defect")
+      return Effect.gen(function*() {
+        const { attempt, times } = yield* scripted<string>([{ run: Effect.die(new Error("bug")) }])
+        const exit = yield* settle(attempt.pipe(Resilient.retry(Resilient.policy({ target }))))
+        assert.isTrue(Exit.isFailure(exit) && Cause.isDie(exit.cause))
+        assert.strictEqual((yield* times).length, 1)
+      }).pipe(Effect.provide(services(target)))
+    })
+  })
+
+  describe("backoff", () => {
+    it.effect("sleeps the seeded full-jitter delays between attempts", () => {
+      const target = freshTarget("schedule")
+      // base 100 ms, cap 1 s: retry n draws from [0, min(1000, 100·2^n)]; with seed 7 the draws are these.
+      const expected = [98, 47, 150, 87]
+      return Effect.gen(function*() {
+        const { attempt, times } = yield* scripted([{ fail: serverError }])
+        const policy = Resilient.policy({ target, maxAttempts: 5, baseDelay: "100 millis", maxDelay: "1 second" })
+        const failure = failureOf(yield* settle(attempt.pipe(Resilient.retry(policy))))
+        assert.strictEqual(failure.reason, "attempts")
+        const delays = failure.attempts.map((record) => millis(record.delayBefore))
+        assert.deepStrictEqual(delays, [0, ...expected])
+        expected.forEach((delay, retry) => assert.isAtMost(delay, Math.min(1000, 100 * 2 ** retry)))
+        // The attempts happened exactly that far apart.
+        const at = yield* times
+        assert.deepStrictEqual(at.slice(1).map((time, i) => time - at[i]!), expected)
+      }).pipe(Effect.provide(services(target)), Effect.withRandom(Random.make(7)))
+    })
+
+    it.effect("a 7 s Retry-After is slept as 7 s plus the spread, not the formula", () => {
+      const target = freshTarget("hint")
+      return Effect.gen(function*() {
+        const { attempt, times } = yield* scripted<string>([
+          { fail: new Failure.RateLimited({ status: 429, retryAfter: Duration.seconds(7) }) },
+          { succeed: "ok" }
+        ])
+        const fiber = yield* attempt.pipe(Resilient.retry(Resilient.policy({ target })), Effect.fork)
+        yield* TestClock.adjust("6999 millis")
+        assert.deepStrictEqual(yield* times, [0])
+        yield* TestClock.adjust("1 second")
+        assert.deepStrictEqual(yield* Fiber.join(fiber), "ok")
+        const [, second] = yield* times
+        // 7 s, plus a whole-millisecond draw from [0, 1 s) that seed 7 makes 233 ms.
+        assert.strictEqual(second, 7_233)
+      }).pipe(Effect.provide(services(target)), Effect.withRandom(Random.make(7)))
+    })
+
+    it.effect("a hint longer than maxRetryAfter ends the call instead of being slept through", () => {
+      const target = freshTarget("long-hint")
+      return Effect.gen(function*() {
+        const { attempt } = yield* scripted([{
+          fail: new Failure.RateLimited({ status: 429, retryAfter: Duration.minutes(2) })
+        }])
+        const fiber = yield* attempt.pipe(
+          Resilient.retry(Resilient.policy({ target, maxRetryAfter: "60 seconds" })),
+          Effect.fork
+        )
+        yield* TestClock.adjust(0)
+        const failure = failureOf(yield* Fiber.await(fiber))
+        assert.strictEqual(failure.reason, "retry-after-too-long")
+        assert.deepStrictEqual(failure.last, new Failure.RateLimited({ status: 429, retryAfter: Duration.minutes(2) }))
+      }).pipe(Effect.provide(services(target)))
+    })
+
+    it.effect("a hint longer than the time left is not slept: the call ends at once", () => {
+      const target = freshTarget("hint-deadline")
+      return Effect.gen(function*() {
+        const { attempt } = yield* scripted([{
+          fail: new Failure.Overloaded({ status: 503, retryAfter: Duration.seconds(7) })
+        }])
+        const fiber = yield* attempt.pipe(
+          Resilient.retry(Resilient.policy({ target }), { timeout: "5 seconds" }),
+          Effect.fork
+        )
+        yield* TestClock.adjust(0)
+        const failure = failureOf(yield* Fiber.await(fiber))
+        assert.strictEqual(failure.reason, "deadline")
+        assert.strictEqual(failure.last._tag, "Overloaded")
+        assert.strictEqual((yield* Metrics.summary(target)).deadlineSkips, 1)
+      }).pipe(Effect.provide(services(target)))
+    })
+  })
+
+  describe("the aggregate failure", () => {
+    it.effect("says why the sequence stopped and carries every attempt", () => {
+      const target = freshTarget("history")
+      return Effect.gen(function*() {
+        const { attempt } = yield* scripted([
+          { fail: serverError, after: 120 },
+          { fail: new Failure.RateLimited({ status: 429, retryAfter: Duration.seconds(2) }), after: 80 },
+          { fail: new Failure.Overloaded({ status: 503, providerCode: "overloaded" }), after: 40 }
+        ])
+        const policy = Resilient.policy({ target, maxAttempts: 3, baseDelay: "100 millis", maxDelay: "1 second" })
+        const failure = failureOf(yield* settle(attempt.pipe(Resilient.retry(policy))))
+        assert.strictEqual(failure.reason, "attempts")
+        assert.strictEqual(failure.target, target)
+        assert.deepStrictEqual(failure.last, new Failure.Overloaded({ status: 503, providerCode: "overloaded" }))
+        assert.deepStrictEqual(
+          failure.attempts.map((record) => ({
+            ...record,
+            latency: millis(record.latency),
+            delayBefore: millis(record.delayBefore)
+          })),
+          [
+            { attempt: 1, outcome: "ServerError", status: 500, latency: 120, delayBefore: 0 },
+            { attempt: 2, outcome: "RateLimited", status: 429, latency: 80, delayBefore: 98 },
+            { attempt: 3, outcome: "Overloaded", status: 503, latency: 40, delayBefore: 2_375 }
+          ]
+        )
+        assert.match(failure.message, /stopped \(attempts\) after 3 attempt\(s\)/)
+      }).pipe(Effect.provide(services(target)), Effect.withRandom(Random.make(7)))
+    })
+  })
+
+  describe("deadline", () => {
+    it.effect("an attempt that cannot finish before the deadline is not started", () => {
+      const target = freshTarget("deadline-skip")
+      return Effect.gen(function*() {
+        const { attempt, times } = yield* scripted([{ fail: serverError, after: 400 }])
+        const policy = Resilient.policy({
+          target,
+          maxAttempts: 10,
+          schedule: Schedule.spaced("100 millis"),
+          minAttemptTime: "300 millis"
+        })
+        const fiber = yield* attempt.pipe(Resilient.retry(policy, { timeout: "1 second" }), Effect.fork)
+        yield* TestClock.adjust("900 millis")
+        // Attempt 1 ran 0–400 ms, attempt 2 500–900 ms. A third would start at 1000 ms with no time left.
+        const failure = failureOf(yield* Fiber.await(fiber))
+        assert.deepStrictEqual(yield* times, [0, 500])
+        assert.strictEqual(failure.reason, "deadline")
+        assert.strictEqual(failure.last._tag, "ServerError")
+        assert.strictEqual((yield* Metrics.summary(target)).deadlineSkips, 1)
+      }).pipe(Effect.provide(services(target)))
+    })
+
+    it.effect("each attempt's timeout is the smaller of its own and what remains", () => {
+      const target = freshTarget("attempt-timeout")
+      return Effect.gen(function*() {
+        const { arrivals, attempt } = yield* scripted([{ run: Effect.never }])
+        const policy = Resilient.policy({
+          target,
+          maxAttempts: 10,
+          schedule: Schedule.spaced("50 millis"),
+          attemptTimeout: "400 millis",
+          minAttemptTime: "100 millis"
+        })
+        const failure = failureOf(
+          yield* settle(attempt.pipe(Resilient.retry(policy, { timeout: "1 second", replaySafe: true })), "2 seconds")
+        )
+        const seen = yield* arrivals
+        assert.deepStrictEqual(seen.map((a) => a.at), [0, 450, 900])
+        assert.deepStrictEqual(seen.map((a) => a.info?.deadline), [400, 850, 1_000])
+        assert.deepStrictEqual(failure.attempts.map((record) => record.outcome), [
+          "ReadTimeout",
+          "ReadTimeout",
+          "DeadlineExceeded"
+        ])
+        assert.deepStrictEqual(failure.last, new Failure.DeadlineExceeded({ deadline: 1_000, phase: "attempt" }))
+        assert.strictEqual(failure.reason, "deadline")
+      }).pipe(Effect.provide(services(target)))
+    })
+
+    it.effect("the deadline set at the entry point bounds a call below it", () => {
+      const target = freshTarget("entry-deadline")
+      return Effect.gen(function*() {
+        const { attempt } = yield* scripted([{ run: Effect.never }])
+        const call = attempt.pipe(Resilient.retry(Resilient.policy({ target }), { timeout: "1 hour" }))
+        const fiber = yield* Effect.fork(Deadline.within(call, "3 seconds"))
+        yield* TestClock.adjust("3 seconds")
+        const failure = failureOf(yield* Fiber.await(fiber))
+        assert.deepStrictEqual(failure.last, new Failure.DeadlineExceeded({ deadline: 3_000, phase: "attempt" }))
+      }).pipe(Effect.provide(services(target)))
+    })
+
+    it.effect("a call whose deadline has passed makes no attempt", () => {
+      const target = freshTarget("late")
+      return Effect.gen(function*() {
+        const { attempt, times } = yield* scripted([{ succeed: 1 }])
+        yield* TestClock.adjust("5 seconds")
+        const exit = yield* attempt.pipe(Resilient.retry(Resilient.policy({ target })), Deadline.at(4_000), Effect.exit)
+        const failure = failureOf(exit)
+        assert.strictEqual(failure.reason, "deadline")
+        assert.deepStrictEqual(failure.last, new Failure.DeadlineExceeded({ deadline: 4_000, phase: "before-attempt" }))
+        assert.deepStrictEqual(failure.attempts, [])
+        assert.deepStrictEqual(yield* times, [])
+      }).pipe(Effect.provide(services(target)))
+    })
+  })
+
+  describe("cancellation", () => {
+    it.effect("interrupting during a sleep starts no further attempt", () => {
+      const target = freshTarget("interrupt-sleep")
+      return Effect.gen(function*() {
+        const { attempt, times } = yield* scripted([{ fail: serverError }])
+        const policy = Resilient.policy({ target, maxAttempts: 5, schedule: Schedule.spaced("1 second") })
+        const fiber = yield* Effect.fork(attempt.pipe(Resilient.retry(policy)))
+        yield* TestClock.adjust("500 millis")
+        yield* Fiber.interrupt(fiber)
+        yield* TestClock.adjust("1 minute")
+        assert.deepStrictEqual(yield* times, [0])
+        const exit = yield* Fiber.await(fiber)
+        assert.isTrue(Exit.isInterrupted(exit))
+      }).pipe(Effect.provide(services(target)))
+    })
+
+    it.effect("interrupting during an attempt interrupts it, returns its permit and starts no other", () => {
+      const target = freshTarget("interrupt-attempt")
+      return Effect.gen(function*() {
+        const finalized = yield* Ref.make(0)
+        const { attempt, times } = yield* scripted([{
+          run: Effect.never.pipe(Effect.onInterrupt(() => Ref.update(finalized, (n) => n + 1)))
+        }])
+        const fiber = yield* Effect.fork(attempt.pipe(Resilient.retry(Resilient.policy({ target, replaySafe: true }))))
+        yield* TestClock.adjust("1 second")
+        const gate = yield* ConcurrencyGate.ConcurrencyGate
+        assert.strictEqual((yield* gate.snapshot).inFlight, 1)
+        yield* Fiber.interrupt(fiber)
+        assert.strictEqual(yield* Ref.get(finalized), 1)
+        assert.strictEqual((yield* gate.snapshot).inFlight, 0)
+        yield* TestClock.adjust("10 minutes")
+        assert.deepStrictEqual(yield* times, [0])
+      }).pipe(Effect.provide(services(target)))
+    })
+
+    it("an aborted AbortSignal stops the sequence the same way", async () => {
+      const target = freshTarget("abort")
+      let attempts = 0
+      let finalized = 0
+      let started: () => void = () => {}
+      const firstStarted = new Promise<void>((resolve) => (started = resolve))
+      const attempt = Effect.suspend(() => {
+        attempts++
+        started()
+        return Effect.never.pipe(Effect.onInterrupt(() => Effect.sync(() => finalized++)))
+      })
+      const controller = new AbortController()
+      const running = Effect.runPromise(
+        attempt.pipe(
+          Resilient.retry(Resilient.policy({ target, replaySafe: true, attemptTimeout: "1 hour" })),
+          Effect.provide(services(target))
+        ),
+        { signal: controller.signal }
+      )
+      await firstStarted
+      controller.abort()
+      const outcome = await running.then(() => "resolved", () => "rejected")
+      await new Promise((resolve) => setImmediate(resolve))
+      assert.strictEqual(outcome, "rejected")
+      assert.strictEqual(attempts, 1)
+      assert.strictEqual(finalized, 1)
+    })
+  })
+
+  describe("one retrying layer", () => {
+    it.effect("a nested resilient call makes one attempt per outer attempt, and says so", () => {
+      const outerTarget = freshTarget("outer")
+      const innerTarget = freshTarget("inner")
+      return Effect.gen(function*() {
+        const logs = yield* captureLogs
+        const { attempt, arrivals } = yield* scripted([{ fail: serverError }])
+        const inner = attempt.pipe(Resilient.retry(Resilient.policy({ target: innerTarget, maxAttempts: 5 })))
+        const outer = inner.pipe(Resilient.retry(Resilient.policy({ target: outerTarget, maxAttempts: 3 })))
+        const failure = failureOf(yield* settle(outer.pipe(Effect.provide(logs.layer))))
+
+        const seen = yield* arrivals
+        assert.strictEqual(seen.length, 3)
+        assert.deepStrictEqual(seen.map((a) => a.info?.attempt), [1, 1, 1])
+        assert.strictEqual(new Set(seen.map((a) => a.info?.requestId)).size, 1)
+        assert.strictEqual(failure.reason, "attempts")
+        assert.deepStrictEqual(failure.last, serverError)
+        assert.deepStrictEqual(failure.attempts.map((record) => record.outcome), [
+          "ServerError",
+          "ServerError",
+          "ServerError"
+        ])
+        assert.strictEqual((yield* Metrics.summary(innerTarget)).nestedSingleAttempts, 3)
+        assert.strictEqual((yield* Metrics.summary(innerTarget)).attempts, 0)
+        assert.strictEqual((yield* Metrics.summary(outerTarget)).attempts, 3)
+        const deferred = (yield* logs.lines).filter((line) => line.annotations.stop === "deferred")
+        assert.strictEqual(deferred.length, 3)
+        assert.match(deferred[0]!.message, /left to the enclosing resilient call/)
+        assert.strictEqual(deferred[0]!.annotations.target, innerTarget)
+      }).pipe(
+        Effect.provide(Layer.merge(RetryBudget.layerMemory(), ConcurrencyGate.layer({ target: "shared", limit: 10 }))),
+        Effect.withRandom(Random.make(3))
+      )
+    })
+
+    it.effect("a nested call to the same target does not wait on the outer call's own permit", () => {
+      const target = freshTarget("same-target")
+      return Effect.gen(function*() {
+        const { attempt } = yield* scripted<string>([{ succeed: "ok" }])
+        const policy = Resilient.policy({ target })
+        const nested = attempt.pipe(Resilient.retry(policy), Resilient.retry(policy))
+        assert.deepStrictEqual(yield* settle(nested, "1 second"), Exit.succeed("ok"))
+      }).pipe(Effect.provide(services(target, { gate: { limit: 1 } })))
+    })
+
+    it.effect("an inner call that already retried on its own is not retried again", () => {
+      const target = freshTarget("settled")
+      return Effect.gen(function*() {
+        const { attempt } = yield* scripted([{ fail: serverError }])
+        const finished = attempt.pipe(
+          Effect.mapError((last) =>
+            new Failure.CallFailed({ reason: "budget", last, attempts: [], target: "elsewhere" })
+          )
+        )
+        const failure = failureOf(yield* settle(finished.pipe(Resilient.retry(Resilient.policy({ target })))))
+        assert.strictEqual(failure.reason, "terminal")
+        assert.strictEqual(failure.attempts.length, 1)
+      }).pipe(Effect.provide(services(target)))
+    })
+  })
+
+  describe("budget", () => {
+    it.effect("a refused retry stops the call with reason budget and is counted", () => {
+      const target = freshTarget("no-budget")
+      return Effect.gen(function*() {
+        const { attempt, times } = yield* scripted([{ fail: serverError }])
+        const failure = failureOf(yield* settle(attempt.pipe(Resilient.retry(Resilient.policy({ target })))))
+        assert.strictEqual(failure.reason, "budget")
+        assert.deepStrictEqual(yield* times, [0])
+        assert.strictEqual((yield* Metrics.summary(target)).budgetExhausted, 1)
+      }).pipe(
+        Effect.provide(Layer.merge(RetryBudget.layerDisabled, ConcurrencyGate.layer({ target, limit: 10 })))
+      )
+    })
+
+    it.effect("one budget bounds the retries of many calls during an outage", () => {
+      const target = freshTarget("outage")
+      return Effect.gen(function*() {
+        const { attempt, times } = yield* scripted([{ fail: serverError }])
+        const policy = Resilient.policy({ target, maxAttempts: 3 })
+        // A floor of 0.05/s over 60 s allows 3 retries in the window, whatever the number of calls.
+        yield* settle(Effect.all(Array.from({ length: 10 }, () => Effect.exit(attempt.pipe(Resilient.retry(policy))))))
+        assert.strictEqual((yield* times).length, 13)
+        const summary = yield* Metrics.summary(target)
+        assert.strictEqual(summary.retries, 3)
+        // Call 1 retries twice, call 2 once before the budget refuses; calls 3–10 are refused at once.
+        assert.strictEqual(summary.budgetExhausted, 9)
+        assert.deepStrictEqual(summary.callsFailedByReason, { attempts: 1, budget: 9 })
+      }).pipe(
+        Effect.provide(services(target, { budget: { minPerSecond: 0.05 } })),
+        Effect.withRandom(Random.make(11))
+      )
+    })
+
+    it.effect("successful traffic earns retries for a lone failure", () => {
+      const target = freshTarget("healthy")
+      return Effect.gen(function*() {
+        const policy = Resilient.policy({ target })
+        const healthy = yield* scripted<number>([{ succeed: 1 }])
+        yield* Effect.repeatN(healthy.attempt.pipe(Resilient.retry(policy)), 99)
+        const lone = yield* scripted<number>([{ fail: serverError }, { succeed: 2 }])
+        assert.deepStrictEqual(yield* settle(lone.attempt.pipe(Resilient.retry(policy)), "1 second"), Exit.succeed(2))
+        const budget = yield* RetryBudget.RetryBudget
+        assert.deepStrictEqual(yield* budget.snapshot, { successes: 101, retries: 1, allowance: 10.100000000000001 })
+      }).pipe(Effect.provide(services(target, { budget: { minPerSecond: 0 } })))
+    })
+  })
+
+  describe("gate", () => {
+    it.effect("a full gate of a shedding target refuses at once", () => {
+      const target = freshTarget("shed")
+      return Effect.gen(function*() {
+        const { attempt } = yield* scripted<string>([{ run: Effect.never }])
+        const policy = Resilient.policy({ target, attemptTimeout: "1 hour" })
+        yield* Effect.fork(attempt.pipe(Resilient.retry(policy)))
+        yield* TestClock.adjust(0)
+        const failure = failureOf(yield* Effect.exit(attempt.pipe(Resilient.retry(policy))))
+        assert.strictEqual(failure.reason, "shed")
+        assert.deepStrictEqual(failure.last, new Failure.Shed({ target, limit: 1, inFlight: 1 }))
+        assert.deepStrictEqual(failure.attempts, [])
+        assert.strictEqual((yield* Metrics.summary(target)).shed, 1)
+      }).pipe(Effect.provide(services(target, { gate: { limit: 1, mode: "shed" } })))
+    })
+
+    it.effect("a queued call waits no longer than its deadline", () => {
+      const target = freshTarget("queue")
+      return Effect.gen(function*() {
+        const { attempt, times } = yield* scripted<string>([{ run: Effect.never }])
+        const policy = Resilient.policy({ target, attemptTimeout: "1 hour" })
+        yield* Effect.fork(attempt.pipe(Resilient.retry(policy)))
+        const waiting = yield* Effect.fork(attempt.pipe(Resilient.retry(policy, { timeout: "2 seconds" })))
+        yield* TestClock.adjust("2 seconds")
+        const failure = failureOf(yield* Fiber.await(waiting))
+        assert.strictEqual(failure.reason, "deadline")
+        assert.deepStrictEqual(failure.last, new Failure.DeadlineExceeded({ deadline: 2_000, phase: "queue" }))
+        assert.deepStrictEqual(yield* times, [0])
+      }).pipe(Effect.provide(services(target, { gate: { limit: 1 } })))
+    })
+
+    it.effect("capacity failures through the combinator degrade the gate and a success starts the ramp", () => {
+      const target = freshTarget("degrade")
+      return Effect.gen(function*() {
+        const gate = yield* ConcurrencyGate.ConcurrencyGate
+        const failing = yield* scripted([{ fail: new Failure.Overloaded({ status: 503 }) }])
+        const policy = Resilient.policy({ target, maxAttempts: 1 })
+        yield* Effect.repeatN(Effect.exit(failing.attempt.pipe(Resilient.retry(policy))), 4)
+        assert.deepStrictEqual(yield* gate.snapshot, { limit: 2, inFlight: 0, waiting: 0, health: "degraded" })
+        const healthy = yield* scripted([{ succeed: 1 }])
+        yield* healthy.attempt.pipe(Resilient.retry(policy))
+        assert.deepStrictEqual(yield* gate.snapshot, { limit: 2, inFlight: 0, waiting: 0, health: "recovering" })
+        yield* TestClock.adjust("5 seconds")
+        assert.strictEqual((yield* gate.snapshot).limit, 3)
+      }).pipe(Effect.provide(services(target, { gate: { limit: 20 } })))
+    })
+  })
+
+  describe("observability", () => {
+    it.effect("metrics count attempts, successes, retries, delays and failures by kind", () => {
+      const target = freshTarget("metrics")
+      return Effect.gen(function*() {
+        const policy = Resilient.policy({
+          target,
+          model: "small",
+          maxAttempts: 3,
+          schedule: Schedule.spaced("250 millis")
+        })
+        const recovers = yield* scripted<number>([{ fail: serverError }, { fail: serverError }, { succeed: 1 }])
+        const firstTry = yield* scripted<number>([{ succeed: 2 }])
+        const fails = yield* scripted<number>([{ fail: new Failure.AuthenticationFailed({ status: 401 }) }])
+        yield* settle(recovers.attempt.pipe(Resilient.retry(policy)))
+        yield* firstTry.attempt.pipe(Resilient.retry(policy))
+        yield* Effect.exit(fails.attempt.pipe(Resilient.retry(policy)))
+
+        const summary = yield* Metrics.summary(target, "small")
+        assert.strictEqual(summary.attempts, 5)
+        assert.strictEqual(summary.successes, 2)
+        assert.strictEqual(summary.attemptsPerSuccess, 2.5)
+        assert.strictEqual(summary.retries, 2)
+        assert.strictEqual(summary.retriesSucceeded, 1)
+        assert.strictEqual(summary.retryDelay.count, 2)
+        assert.strictEqual(summary.retryDelay.sum, 500)
+        assert.deepStrictEqual(summary.failuresByKind, { ServerError: 2, AuthenticationFailed: 1 })
+        assert.deepStrictEqual(summary.callsFailedByReason, { terminal: 1 })
+        const perSuccess = Metrics.forTarget(target, "small").attemptsPerSuccess.unsafeValue([])
+        assert.strictEqual(perSuccess.count, 2)
+        assert.strictEqual(perSuccess.sum, 4)
+      }).pipe(Effect.provide(services(target)))
+    })
+
+    it.effect("one log line per attempt, with request id, attempt, duration and failure kind", () => {
+      const target = freshTarget("logs")
+      return Effect.gen(function*() {
+        const logs = yield* captureLogs
+        const { attempt } = yield* scripted<string>([
+          { fail: serverError, after: 30 },
+          { fail: new Failure.Overloaded({ status: 503 }), after: 20 },
+          { succeed: "ok", after: 10 }
+        ])
+        const policy = Resilient.policy({ target, model: "large", schedule: Schedule.spaced("1 second") })
+        yield* settle(
+          attempt.pipe(
+            Resilient.retry(policy, { requestId: "req-42" }),
+            Effect.provide(logs.layer),
+            Logger.withMinimumLogLevel(LogLevel.Debug)
+          )
+        )
+        const lines = yield* logs.lines
+        assert.deepStrictEqual(lines.map((line) => [line.level, line.message]), [
+          ["INFO", "attempt failed, retrying"],
+          ["INFO", "attempt failed, retrying"],
+          ["DEBUG", "attempt succeeded"]
+        ])
+        assert.deepStrictEqual(lines.map((line) => line.annotations), [
+          {
+            requestId: "req-42",
+            target,
+            model: "large",
+            attempt: 1,
+            durationMs: 30,
+            failure: "ServerError",
+            status: 500,
+            verdict: "retryable",
+            retryInMs: 1000
+          },
+          {
+            requestId: "req-42",
+            target,
+            model: "large",
+            attempt: 2,
+            durationMs: 20,
+            failure: "Overloaded",
+            status: 503,
+            verdict: "retryable",
+            retryInMs: 1000
+          },
+          { requestId: "req-42", target, model: "large", attempt: 3, durationMs: 10 }
+        ])
+      }).pipe(Effect.provide(services(target)))
+    })
+
+    it.effect("every attempt of one call sees the same request id", () => {
+      const target = freshTarget("request-id")
+      return Effect.gen(function*() {
+        const { arrivals, attempt } = yield* scripted<string>([{ fail: serverError }, { succeed: "ok" }])
+        yield* settle(attempt.pipe(Resilient.retry(Resilient.policy({ target }))))
+        const ids = (yield* arrivals).map((a) => a.info?.requestId)
+        assert.strictEqual(ids.length, 2)
+        assert.strictEqual(ids[0], ids[1])
+        assert.match(ids[0]!, /^[0-9a-f-]{36}$/)
+      }).pipe(Effect.provide(services(target)))
+    })
+  })
+
+  describe("policy", () => {
+    it("rejects values that cannot work, naming them", () => {
+      assert.throws(() => Resilient.policy({ target: "t", maxAttempts: 0 }), /maxAttempts must be an integer >= 1/)
+      assert.throws(() => Resilient.policy({ target: "t", maxAttempts: 1.5 }), /maxAttempts/)
+      assert.throws(() => Resilient.policy({ target: "t", attemptTimeout: 0 }), /attemptTimeout must be positive/)
+      assert.throws(() => Resilient.policy({ target: "t", baseDelay: "2 seconds", maxDelay: "1 second" }), /baseDelay/)
+      assert.throws(() => Resilient.policy({ target: "" }), /target must be a non-empty string/)
+      assert.throws(() => Resilient.policy({ target: "t", minAttemptTime: "2 minutes" }), /minAttemptTime/)
+    })
+
+    it("fills in the defaults", () => {
+      const policy = Resilient.policy({ target: "t" })
+      assert.strictEqual(policy.maxAttempts, 3)
+      assert.strictEqual(millis(policy.attemptTimeout), 60_000)
+      assert.strictEqual(millis(policy.minAttemptTime), 100)
+      assert.strictEqual(millis(policy.maxRetryAfter), 60_000)
+      assert.strictEqual(policy.replaySafe, false)
+    })
+  })
+})

@@ -1,0 +1,330 @@
+import { assert, describe, it } from "@effect/vitest"
+import { RetryBudget } from "@resilient-ai/policy"
+import { Duration, Effect, Fiber, TestClock } from "effect"
+
+const defaults = RetryBudget.settings()
+
+/** Asks `n` times and counts the grants. */
+const acquireTimes = (budget: RetryBudget.Service, n: number) =>
+  Effect.map(Effect.replicateEffect(budget.tryAcquire, n), (answers) => answers.filter((granted) => granted).length)
+
+const recordTimes = (budget: RetryBudget.Service, n: number) =>
+  Effect.asVoid(Effect.replicateEffect(budget.recordSuccess, n))
+
+const windowAcquireTimes = (window: RetryBudget.Window, nowMillis: number, n: number): number => {
+  let granted = 0
+  for (let i = 0; i < n; i++) if (window.tryAcquire(nowMillis)) granted++
+  return granted
+}
+
+describe("RetryBudget.settings", () => {
+  it("fills in ratio 0.1, a 60 s window, 5 per second and 60 buckets", () => {
+    assert.deepStrictEqual(RetryBudget.settings(), { ratio: 0.1, windowMillis: 60_000, minPerSecond: 5, buckets: 60 })
+    assert.deepStrictEqual(RetryBudget.settings({}), defaults)
+    assert.deepStrictEqual(
+      RetryBudget.settings({ ratio: undefined, window: undefined, minPerSecond: undefined, buckets: undefined }),
+      defaults
+    )
+  })
+
+  it("keeps the values given, with the window in milliseconds", () => {
+    assert.deepStrictEqual(
+      RetryBudget.settings({ ratio: 0.25, window: "30 seconds", minPerSecond: 2, buckets: 15 }),
+      { ratio: 0.25, windowMillis: 30_000, minPerSecond: 2, buckets: 15 }
+    )
+    assert.strictEqual(RetryBudget.settings({ window: 1500 }).windowMillis, 1500)
+    assert.strictEqual(RetryBudget.settings({ window: Duration.minutes(2) }).windowMillis, 120_000)
+  })
+
+  it("accepts a zero ratio and a zero floor", () => {
+    const settings = RetryBudget.settings({ ratio: 0, minPerSecond: 0 })
+    assert.strictEqual(settings.ratio, 0)
+    assert.strictEqual(settings.minPerSecond, 0)
+  })
+
+  const invalid: ReadonlyArray<readonly [string, RetryBudget.Options, string]> = [
+    ["negative ratio", { ratio: -0.1 }, "retry budget ratio must be a finite number >= 0, got -0.1"],
+    ["NaN ratio", { ratio: NaN }, "retry budget ratio must be a finite number >= 0, got NaN"],
+    ["infinite ratio", { ratio: Infinity }, "retry budget ratio must be a finite number >= 0, got Infinity"],
+    ["zero window", { window: 0 }, "retry budget window must be positive, got 0 ms"],
+    ["negative window", { window: "-5 seconds" }, "retry budget window must be positive, got 0 ms"],
+    ["infinite window", { window: Duration.infinity }, "retry budget window must be positive, got Infinity ms"],
+    ["negative minPerSecond", { minPerSecond: -1 }, "retry budget minPerSecond must be a finite number >= 0, got -1"],
+    ["NaN minPerSecond", { minPerSecond: NaN }, "retry budget minPerSecond must be a finite number >= 0, got NaN"],
+    ["non-integer buckets", { buckets: 1.5 }, "retry budget buckets must be a positive integer, got 1.5"],
+    ["zero buckets", { buckets: 0 }, "retry budget buckets must be a positive integer, got 0"],
+    ["negative buckets", { buckets: -60 }, "retry budget buckets must be a positive integer, got -60"]
+  ]
+  for (const [name, options, message] of invalid) {
+    it(`throws a RangeError naming the option for a ${name}`, () => {
+      assert.throws(() => RetryBudget.settings(options), RangeError, message)
+    })
+  }
+
+  it("throws when the budget is assembled, not on the first retry", () => {
+    assert.throws(() => RetryBudget.make({ ratio: -1 }), RangeError, "ratio")
+    assert.throws(() => RetryBudget.layerMemory({ buckets: 0 }), RangeError, "buckets")
+  })
+})
+
+describe("RetryBudget.allowance", () => {
+  it("is the floor of minPerSecond × window until ratio × successes passes it", () => {
+    assert.strictEqual(RetryBudget.allowance(defaults, 0), 300)
+    assert.strictEqual(RetryBudget.allowance(defaults, 2_000), 300)
+    assert.strictEqual(RetryBudget.allowance(defaults, 3_000), 300)
+    assert.strictEqual(RetryBudget.allowance(defaults, 5_000), 500)
+    assert.strictEqual(RetryBudget.allowance(defaults, 10_000), 1_000)
+  })
+
+  it("follows the settings", () => {
+    const settings = RetryBudget.settings({ ratio: 0.5, window: "10 seconds", minPerSecond: 1 })
+    assert.strictEqual(RetryBudget.allowance(settings, 0), 10)
+    assert.strictEqual(RetryBudget.allowance(settings, 30), 15)
+    assert.strictEqual(RetryBudget.allowance(RetryBudget.settings({ ratio: 0, minPerSecond: 0 }), 1_000_000), 0)
+  })
+})
+
+describe("RetryBudget.make", () => {
+  it.effect("starts empty, allowing the floor", () =>
+    Effect.gen(function*() {
+      const budget = yield* RetryBudget.make()
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 0, allowance: 300 })
+    }))
+
+  it.effect("with 10,000 successes allows 1,000 retries and refuses the 1,001st", () =>
+    Effect.gen(function*() {
+      const budget = yield* RetryBudget.make()
+      yield* recordTimes(budget, 10_000)
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 10_000, retries: 0, allowance: 1_000 })
+      assert.strictEqual(yield* acquireTimes(budget, 1_000), 1_000)
+      assert.isFalse(yield* budget.tryAcquire)
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 10_000, retries: 1_000, allowance: 1_000 })
+    }))
+
+  it.effect("counts only granted retries, and a new success makes room for more", () =>
+    Effect.gen(function*() {
+      const budget = yield* RetryBudget.make()
+      yield* recordTimes(budget, 10_000)
+      assert.strictEqual(yield* acquireTimes(budget, 1_500), 1_000)
+      assert.strictEqual((yield* budget.snapshot).retries, 1_000)
+      // 10 more successes raise the allowance by exactly one retry.
+      yield* recordTimes(budget, 10)
+      assert.strictEqual(yield* acquireTimes(budget, 5), 1)
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 10_010, retries: 1_001, allowance: 1_001 })
+    }))
+
+  it.effect("lets a lone retry through a healthy stream of 100 successes a second", () =>
+    Effect.gen(function*() {
+      const budget = yield* RetryBudget.make()
+      const traffic = yield* Effect.fork(
+        Effect.forEach(Array.from({ length: 60 }), () =>
+          Effect.zipRight(recordTimes(budget, 100), Effect.sleep("1 second")), { discard: true })
+      )
+      yield* TestClock.adjust("59 seconds")
+      // Seconds 0 to 59 are all in the window.
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 6_000, retries: 0, allowance: 600 })
+      assert.isTrue(yield* budget.tryAcquire)
+      yield* TestClock.adjust("1 second")
+      yield* Fiber.join(traffic)
+      // Second 0 has left the window; the retry granted at second 59 is still in it.
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 5_900, retries: 1, allowance: 590 })
+      assert.isTrue(yield* budget.tryAcquire)
+    }))
+
+  it.effect("grants exactly the floor, 300 retries a window, in a total outage", () =>
+    Effect.gen(function*() {
+      const budget = yield* RetryBudget.make()
+      assert.strictEqual(yield* acquireTimes(budget, 1_000), 300)
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 300, allowance: 300 })
+      // Spreading the asks over the window does not get more: the 300 are for the whole window.
+      yield* TestClock.adjust("30 seconds")
+      assert.isFalse(yield* budget.tryAcquire)
+      yield* TestClock.adjust("29 seconds")
+      assert.isFalse(yield* budget.tryAcquire)
+    }))
+
+  it.effect("slides: successes and granted retries leave the window after it passes", () =>
+    Effect.gen(function*() {
+      const budget = yield* RetryBudget.make()
+      yield* recordTimes(budget, 10_000)
+      assert.strictEqual(yield* acquireTimes(budget, 1_000), 1_000)
+      assert.isFalse(yield* budget.tryAcquire)
+
+      yield* TestClock.adjust(59_999)
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 10_000, retries: 1_000, allowance: 1_000 })
+      assert.isFalse(yield* budget.tryAcquire)
+
+      // The bucket of t = 0 leaves the window at t = 60 s.
+      yield* TestClock.adjust(1)
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 0, allowance: 300 })
+      // With the successes gone, retries collapse to the floor.
+      assert.strictEqual(yield* acquireTimes(budget, 1_000), 300)
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 300, allowance: 300 })
+
+      yield* TestClock.adjust("61 seconds")
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 0, allowance: 300 })
+      assert.isTrue(yield* budget.tryAcquire)
+    }))
+
+  it.effect("slides one bucket at a time", () =>
+    Effect.gen(function*() {
+      // A 10 s window in five buckets of 2 s.
+      const budget = yield* RetryBudget.make({ window: "10 seconds", buckets: 5, minPerSecond: 0, ratio: 1 })
+      yield* TestClock.adjust("1 second")
+      yield* recordTimes(budget, 7)
+      yield* TestClock.adjust("2 seconds")
+      yield* recordTimes(budget, 3)
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 10, retries: 0, allowance: 10 })
+      // The 7 were recorded in the bucket [0 s, 2 s), which leaves at 10 s, 9 s after they were recorded.
+      yield* TestClock.adjust(6_999)
+      assert.strictEqual((yield* budget.snapshot).successes, 10)
+      yield* TestClock.adjust(1)
+      assert.strictEqual((yield* budget.snapshot).successes, 3)
+      // The 3 were recorded in [2 s, 4 s) and leave at 12 s.
+      yield* TestClock.adjust(1_999)
+      assert.strictEqual((yield* budget.snapshot).successes, 3)
+      yield* TestClock.adjust(1)
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 0, allowance: 0 })
+      assert.isFalse(yield* budget.tryAcquire)
+    }))
+
+  it.effect("layerMemory provides a budget driven by the clock", () =>
+    Effect.gen(function*() {
+      const fiber = yield* Effect.fork(
+        Effect.gen(function*() {
+          const budget = yield* RetryBudget.RetryBudget
+          yield* recordTimes(budget, 5_000)
+          const before = yield* acquireTimes(budget, 600)
+          yield* Effect.sleep("60 seconds")
+          const after = yield* acquireTimes(budget, 600)
+          return [before, after, yield* budget.snapshot] as const
+        }).pipe(Effect.provide(RetryBudget.layerMemory({ minPerSecond: 1 })))
+      )
+      yield* TestClock.adjust("60 seconds")
+      const [before, after, snapshot] = yield* Fiber.join(fiber)
+      assert.strictEqual(before, 500)
+      assert.strictEqual(after, 60)
+      assert.deepStrictEqual(snapshot, { successes: 0, retries: 60, allowance: 60 })
+    }))
+})
+
+describe("RetryBudget.layerDisabled", () => {
+  it.layer(RetryBudget.layerDisabled)((it) => {
+    it.effect("never grants a retry, however many successes", () =>
+      Effect.gen(function*() {
+        const budget = yield* RetryBudget.RetryBudget
+        assert.isFalse(yield* budget.tryAcquire)
+        yield* recordTimes(budget, 10_000)
+        assert.strictEqual(yield* acquireTimes(budget, 100), 0)
+      }))
+
+    it.effect("reports an empty budget allowing nothing", () =>
+      Effect.gen(function*() {
+        const budget = yield* RetryBudget.RetryBudget
+        yield* recordTimes(budget, 10)
+        assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 0, allowance: 0 })
+        assert.strictEqual(budget, RetryBudget.disabled)
+      }))
+  })
+})
+
+describe("RetryBudget.Window", () => {
+  it("gives the same answers with explicit times", () => {
+    const window = new RetryBudget.Window(defaults)
+    assert.strictEqual(window.settings, defaults)
+    assert.deepStrictEqual(window.snapshot(0), { successes: 0, retries: 0, allowance: 300 })
+    for (let i = 0; i < 10_000; i++) window.recordSuccess(0)
+    assert.strictEqual(windowAcquireTimes(window, 0, 1_001), 1_000)
+    assert.deepStrictEqual(window.snapshot(59_999), { successes: 10_000, retries: 1_000, allowance: 1_000 })
+    assert.isFalse(window.tryAcquire(59_999))
+    assert.deepStrictEqual(window.snapshot(60_000), { successes: 0, retries: 0, allowance: 300 })
+    assert.strictEqual(windowAcquireTimes(window, 60_000, 1_000), 300)
+    assert.deepStrictEqual(window.snapshot(60_000), { successes: 0, retries: 300, allowance: 300 })
+  })
+
+  it.effect("agrees with the service decision for decision", () =>
+    Effect.gen(function*() {
+      const budget = yield* RetryBudget.make()
+      const window = new RetryBudget.Window(defaults)
+      const fromService: Array<boolean> = []
+      const fromWindow: Array<boolean> = []
+      // 90 s of traffic: 160 successes and 40 asks per second for 45 s, then 45 s of asks alone.
+      for (let second = 0; second < 90; second++) {
+        const now = second * 1_000
+        for (let i = 0; i < 40; i++) {
+          if (second < 45) {
+            for (let j = 0; j < 4; j++) {
+              yield* budget.recordSuccess
+              window.recordSuccess(now)
+            }
+          }
+          fromService.push(yield* budget.tryAcquire)
+          fromWindow.push(window.tryAcquire(now))
+        }
+        assert.deepStrictEqual(yield* budget.snapshot, window.snapshot(now))
+        yield* TestClock.adjust("1 second")
+      }
+      assert.deepStrictEqual(fromService, fromWindow)
+      // 720 while successes come in (the floor's 300, then 10% of 7,200), 172 more as the first buckets leave.
+      assert.strictEqual(fromService.filter((granted) => granted).length, 892)
+    }))
+
+  it("keeps its memory constant over 1,000,000 operations across 1,000 seconds", () => {
+    const window = new RetryBudget.Window(defaults)
+    // Memory is not observable through the API, so this reads the ring the window keeps.
+    const ring = (window as unknown as {
+      readonly counts: { readonly successes: Float64Array; readonly retries: Float64Array }
+    }).counts
+    const successes = ring.successes
+    const retries = ring.retries
+    assert.strictEqual(successes.length, 60)
+    assert.strictEqual(retries.length, 60)
+
+    // 1,000 operations a second, a success then an ask, for 1,000 seconds.
+    let granted = 0
+    for (let i = 0; i < 1_000_000; i++) {
+      const now = Math.floor(i / 1_000) * 1_000
+      if (i % 2 === 0) window.recordSuccess(now)
+      else if (window.tryAcquire(now)) granted++
+    }
+    // 10% of the 500,000 successes: the floor's early retries are paid back as the window fills.
+    assert.strictEqual(granted, 50_000)
+    assert.deepStrictEqual(window.snapshot(999_000), { successes: 30_000, retries: 3_000, allowance: 3_000 })
+    assert.strictEqual(ring.successes, successes)
+    assert.strictEqual(ring.retries, retries)
+    assert.strictEqual(successes.length, 60)
+    assert.strictEqual(retries.length, 60)
+
+    // Nothing older than the window is kept: a quiet minute forgets the whole history.
+    assert.deepStrictEqual(window.snapshot(1_058_999), { successes: 500, retries: 50, allowance: 300 })
+    assert.deepStrictEqual(window.snapshot(1_059_000), { successes: 0, retries: 0, allowance: 300 })
+    assert.strictEqual(windowAcquireTimes(window, 1_059_000, 1_000), 300)
+  })
+})
+
+/**
+ * A first use at a time whose bucket index is below `buckets - 1` once left the totals `NaN` (the
+ * ring's slot was computed with a negative modulo), and then every retry was granted. `TestClock`
+ * starts there, and a simulator's own clock may too.
+ */
+describe("RetryBudget first used at any time", () => {
+  for (const first of [0, 1, 58_999, 59_000, 1_700_000_000_123]) {
+    it(`counts from a first use at ${first} ms`, () => {
+      const window = new RetryBudget.Window(defaults)
+      assert.deepStrictEqual(window.snapshot(first), { successes: 0, retries: 0, allowance: 300 })
+      for (let i = 0; i < 5_000; i++) window.recordSuccess(first)
+      assert.strictEqual(windowAcquireTimes(window, first, 600), 500)
+      assert.deepStrictEqual(window.snapshot(first), { successes: 5_000, retries: 500, allowance: 500 })
+      // The first bucket leaves the window 60 s after it began, at the latest.
+      assert.deepStrictEqual(window.snapshot(first + 60_000), { successes: 0, retries: 0, allowance: 300 })
+      assert.strictEqual(windowAcquireTimes(window, first + 60_000, 600), 300)
+    })
+  }
+
+  it.effect("grants exactly 300 retries in a total outage from TestClock's epoch 0", () =>
+    Effect.gen(function*() {
+      const budget = yield* RetryBudget.make()
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 0, allowance: 300 })
+      assert.strictEqual(yield* acquireTimes(budget, 1_000), 300)
+    }))
+})

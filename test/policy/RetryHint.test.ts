@@ -1,0 +1,237 @@
+import { assert, describe, it } from "@effect/vitest"
+import { RetryHint } from "@resilient-ai/policy"
+import { Duration, Option } from "effect"
+
+/** The example date of RFC 9110 §5.6.7, `Sun, 06 Nov 1994 08:49:37 GMT`, in epoch milliseconds. */
+const exampleDate = 784111777000
+
+/** A hint as milliseconds, `undefined` for no hint, so `Some(zero)` and `None` stay apart. */
+const millisOf = (hint: Option.Option<Duration.Duration>): number | undefined =>
+  Option.match(hint, { onNone: () => undefined, onSome: Duration.toMillis })
+
+describe("RetryHint", () => {
+  describe("parseRetryAfter", () => {
+    it("reads integer seconds", () => {
+      assert.strictEqual(millisOf(RetryHint.parseRetryAfter("7", 0)), 7000)
+      assert.strictEqual(millisOf(RetryHint.parseRetryAfter("120", exampleDate)), 120_000)
+      assert.strictEqual(millisOf(RetryHint.parseRetryAfter("0", 0)), 0)
+    })
+
+    it("reads decimal seconds", () => {
+      assert.strictEqual(millisOf(RetryHint.parseRetryAfter("1.5", 0)), 1500)
+      assert.strictEqual(millisOf(RetryHint.parseRetryAfter("0.25", 0)), 250)
+      assert.strictEqual(millisOf(RetryHint.parseRetryAfter(".5", 0)), 500)
+      assert.strictEqual(millisOf(RetryHint.parseRetryAfter("3.", 0)), 3000)
+    })
+
+    it("tolerates surrounding whitespace", () => {
+      assert.strictEqual(millisOf(RetryHint.parseRetryAfter(" 2 ", 0)), 2000)
+      assert.strictEqual(
+        millisOf(RetryHint.parseRetryAfter("  Sun, 06 Nov 1994 08:49:37 GMT ", exampleDate - 1000)),
+        1000
+      )
+    })
+
+    it("reads an IMF-fixdate relative to now, to the millisecond", () => {
+      assert.strictEqual(
+        millisOf(RetryHint.parseRetryAfter("Sun, 06 Nov 1994 08:49:37 GMT", exampleDate - 30_500)),
+        30_500
+      )
+    })
+
+    it("reads an RFC 850 date relative to now, to the millisecond", () => {
+      assert.strictEqual(
+        millisOf(RetryHint.parseRetryAfter("Sunday, 06-Nov-94 08:49:37 GMT", exampleDate - 12_345)),
+        12_345
+      )
+    })
+
+    it("reads an asctime date relative to now, to the millisecond", () => {
+      assert.strictEqual(
+        millisOf(RetryHint.parseRetryAfter("Sun Nov  6 08:49:37 1994", exampleDate - 61_001)),
+        61_001
+      )
+    })
+
+    it("gives zero for a date in the past", () => {
+      for (
+        const value of [
+          "Sun, 06 Nov 1994 08:49:37 GMT",
+          "Sunday, 06-Nov-94 08:49:37 GMT",
+          "Sun Nov  6 08:49:37 1994"
+        ]
+      ) {
+        assert.strictEqual(millisOf(RetryHint.parseRetryAfter(value, exampleDate + 5000)), 0, value)
+      }
+      assert.strictEqual(millisOf(RetryHint.parseRetryAfter("Sun, 06 Nov 1994 08:49:37 GMT", exampleDate)), 0)
+    })
+
+    it("gives zero for a negative number", () => {
+      assert.strictEqual(millisOf(RetryHint.parseRetryAfter("-5", 0)), 0)
+      assert.strictEqual(millisOf(RetryHint.parseRetryAfter("-0.5", 0)), 0)
+    })
+
+    it("gives no hint for garbage", () => {
+      for (
+        const value of [
+          "soon",
+          "",
+          " ",
+          "1e3",
+          "12abc",
+          "Tue",
+          "+5",
+          "0x10",
+          "Infinity",
+          "NaN",
+          "1.2.3",
+          "- 5",
+          "Sun, 06 Nov 1994 08:49:37 UTC",
+          "Sun, 6 Nov 1994 08:49:37 GMT",
+          "06 Nov 1994 08:49:37 GMT",
+          "Sun, 06 Nov 1994 25:61:61 GMT",
+          "Sunday, 06-Nov-1994 08:49:37 GMT",
+          "Sun Nov 6 08:49:37 1994"
+        ]
+      ) {
+        assert.strictEqual(millisOf(RetryHint.parseRetryAfter(value, exampleDate)), undefined, JSON.stringify(value))
+      }
+    })
+  })
+
+  describe("parseHttpDate", () => {
+    it("reads each of the three forms to the same epoch milliseconds", () => {
+      assert.strictEqual(RetryHint.parseHttpDate("Sun, 06 Nov 1994 08:49:37 GMT", 0), exampleDate)
+      assert.strictEqual(RetryHint.parseHttpDate("Sunday, 06-Nov-94 08:49:37 GMT", exampleDate), exampleDate)
+      assert.strictEqual(RetryHint.parseHttpDate("Sun Nov  6 08:49:37 1994", 0), exampleDate)
+      assert.strictEqual(RetryHint.parseHttpDate("Thu Nov 16 08:49:37 1994", 0), exampleDate + 10 * 86_400_000)
+    })
+
+    it("puts a two-digit year more than 50 years ahead in the past century", () => {
+      const now = Date.UTC(2026, 10, 29, 20, 0, 0)
+      assert.strictEqual(RetryHint.parseHttpDate("Wednesday, 06-Nov-30 08:49:37 GMT", now), 1920185377000)
+      assert.strictEqual(RetryHint.parseHttpDate("Friday, 06-Nov-76 08:49:37 GMT", now), 3371878177000)
+      assert.strictEqual(RetryHint.parseHttpDate("Sunday, 06-Nov-77 08:49:37 GMT", now), 247654177000)
+      assert.strictEqual(RetryHint.parseHttpDate("Sunday, 06-Nov-94 08:49:37 GMT", now), exampleDate)
+    })
+
+    it("rejects anything else", () => {
+      assert.strictEqual(RetryHint.parseHttpDate("120", 0), undefined)
+      assert.strictEqual(RetryHint.parseHttpDate("1994-11-06T08:49:37Z", 0), undefined)
+      assert.strictEqual(RetryHint.parseHttpDate("Tue", 0), undefined)
+    })
+  })
+
+  describe("impossible values", () => {
+    it("are no date, not a date rolled over", () => {
+      for (
+        const value of [
+          "Tue, 31 Feb 1994 08:49:37 GMT",
+          "Sun, 06 Nov 1994 24:00:00 GMT",
+          "Sun, 06 Nov 1994 08:60:37 GMT",
+          "Sunday, 32-Nov-94 08:49:37 GMT",
+          "Sun Nov 31 08:49:37 1994"
+        ]
+      ) {
+        assert.isUndefined(RetryHint.parseHttpDate(value, 0), value)
+      }
+    })
+
+    it("are no hint when the number does not fit in a duration", () => {
+      assert.isUndefined(millisOf(RetryHint.parseRetryAfter("9".repeat(400), 0)))
+      assert.isUndefined(millisOf(RetryHint.parseRetryAfterMillis("9".repeat(400))))
+    })
+  })
+
+  describe("parseRetryAfterMillis", () => {
+    it("reads milliseconds, negative as zero, garbage as no hint", () => {
+      assert.strictEqual(millisOf(RetryHint.parseRetryAfterMillis("250")), 250)
+      assert.strictEqual(millisOf(RetryHint.parseRetryAfterMillis("1.5")), 1.5)
+      assert.strictEqual(millisOf(RetryHint.parseRetryAfterMillis("0")), 0)
+      assert.strictEqual(millisOf(RetryHint.parseRetryAfterMillis("-20")), 0)
+      assert.strictEqual(millisOf(RetryHint.parseRetryAfterMillis("soon")), undefined)
+      assert.strictEqual(millisOf(RetryHint.parseRetryAfterMillis("")), undefined)
+      assert.strictEqual(millisOf(RetryHint.parseRetryAfterMillis("1e3")), undefined)
+      assert.strictEqual(millisOf(RetryHint.parseRetryAfterMillis("Sun, 06 Nov 1994 08:49:37 GMT")), undefined)
+    })
+  })
+
+  describe("fromHeaders", () => {
+    it("skips a header key whose value is undefined and reads the next spelling", () => {
+      assert.strictEqual(millisOf(RetryHint.fromHeaders({ "Retry-After": undefined, "retry-after": "5" }, 0)), 5000)
+    })
+
+    it("reads retry-after-ms in milliseconds", () => {
+      assert.strictEqual(millisOf(RetryHint.fromHeaders({ "retry-after-ms": "1500" }, 0)), 1500)
+    })
+
+    it("reads retry-after in seconds or as a date", () => {
+      assert.strictEqual(millisOf(RetryHint.fromHeaders({ "retry-after": "3" }, 0)), 3000)
+      assert.strictEqual(
+        millisOf(RetryHint.fromHeaders({ "retry-after": "Sun, 06 Nov 1994 08:49:37 GMT" }, exampleDate - 4200)),
+        4200
+      )
+    })
+
+    it("prefers retry-after-ms when both parse", () => {
+      assert.strictEqual(millisOf(RetryHint.fromHeaders({ "retry-after": "7", "retry-after-ms": "250" }, 0)), 250)
+      assert.strictEqual(millisOf(RetryHint.fromHeaders({ "retry-after-ms": "250", "retry-after": "7" }, 0)), 250)
+      // "now" from retry-after-ms is still a hint, and still wins
+      assert.strictEqual(millisOf(RetryHint.fromHeaders({ "retry-after-ms": "-20", "retry-after": "7" }, 0)), 0)
+    })
+
+    it("falls back to retry-after when retry-after-ms is garbled or absent", () => {
+      assert.strictEqual(millisOf(RetryHint.fromHeaders({ "retry-after-ms": "abc", "retry-after": "7" }, 0)), 7000)
+      assert.strictEqual(millisOf(RetryHint.fromHeaders({ "retry-after-ms": "", "retry-after": "7" }, 0)), 7000)
+      assert.strictEqual(
+        millisOf(RetryHint.fromHeaders({ "retry-after-ms": undefined, "retry-after": "7" }, 0)),
+        7000
+      )
+    })
+
+    it("gives no hint when neither header parses or is present", () => {
+      assert.strictEqual(millisOf(RetryHint.fromHeaders({}, 0)), undefined)
+      assert.strictEqual(millisOf(RetryHint.fromHeaders({ "content-type": "application/json" }, 0)), undefined)
+      assert.strictEqual(
+        millisOf(RetryHint.fromHeaders({ "retry-after-ms": "x", "retry-after": "soon" }, 0)),
+        undefined
+      )
+      assert.strictEqual(millisOf(RetryHint.fromHeaders({ "retry-after": [] }, 0)), undefined)
+    })
+
+    it("matches header names case-insensitively in a record", () => {
+      assert.strictEqual(millisOf(RetryHint.fromHeaders({ "Retry-After": "3" }, 0)), 3000)
+      assert.strictEqual(millisOf(RetryHint.fromHeaders({ "RETRY-AFTER": "4" }, 0)), 4000)
+      assert.strictEqual(millisOf(RetryHint.fromHeaders({ "Retry-After-Ms": "125", "Retry-After": "4" }, 0)), 125)
+    })
+
+    it("takes the first value of an array-valued header", () => {
+      assert.strictEqual(millisOf(RetryHint.fromHeaders({ "retry-after": ["4", "9"] }, 0)), 4000)
+      assert.strictEqual(millisOf(RetryHint.fromHeaders({ "retry-after-ms": ["300"], "retry-after": "4" }, 0)), 300)
+    })
+
+    it("reads a WHATWG Headers", () => {
+      const both = new Headers({ "Retry-After": "7", "Retry-After-Ms": "1250" })
+      assert.strictEqual(millisOf(RetryHint.fromHeaders(both, 0)), 1250)
+      const dateOnly = new Headers({ "Retry-After": "Sun, 06 Nov 1994 08:49:37 GMT" })
+      assert.strictEqual(millisOf(RetryHint.fromHeaders(dateOnly, exampleDate - 9000)), 9000)
+      const garbled = new Headers({ "retry-after-ms": "later", "retry-after": "2.5" })
+      assert.strictEqual(millisOf(RetryHint.fromHeaders(garbled, 0)), 2500)
+      assert.strictEqual(millisOf(RetryHint.fromHeaders(new Headers(), 0)), undefined)
+    })
+
+    it("reads any object with get, asking for lower-case names", () => {
+      const asked: Array<string> = []
+      const values = new Map([["retry-after", "6"]])
+      const headers = {
+        get: (name: string) => {
+          asked.push(name)
+          return values.get(name) ?? null
+        }
+      }
+      assert.strictEqual(millisOf(RetryHint.fromHeaders(headers, 0)), 6000)
+      assert.deepStrictEqual(asked, ["retry-after-ms", "retry-after"])
+      assert.strictEqual(millisOf(RetryHint.fromHeaders({ get: () => undefined }, 0)), undefined)
+    })
+  })
+})

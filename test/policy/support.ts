@@ -1,0 +1,73 @@
+/** Helpers shared by the policy tests: scripted attempts, their arrival times, captured log lines. */
+import { ConcurrencyGate, type Failure, Resilient, RetryBudget } from "@resilient-ai/policy"
+import { Clock, Effect, FiberRef, HashMap, Layer, List, Logger, Ref } from "effect"
+
+/** One scripted attempt: fail with a failure, succeed with a value, or run an effect. */
+export type Step<A> =
+  | { readonly fail: Failure.Failure; readonly after?: number }
+  | { readonly succeed: A; readonly after?: number }
+  | { readonly run: Effect.Effect<A, Failure.Failure> }
+
+export interface Arrival {
+  readonly at: number
+  readonly info: Resilient.AttemptInfo | undefined
+}
+
+/**
+ * An attempt that plays `steps` in order (the last one repeats), recording when each attempt
+ * started and the `AttemptInfo` it saw.
+ */
+export const scripted = <A>(steps: ReadonlyArray<Step<A>>) =>
+  Effect.gen(function*() {
+    const arrivals = yield* Ref.make<ReadonlyArray<Arrival>>([])
+    const attempt: Effect.Effect<A, Failure.Failure> = Effect.gen(function*() {
+      const at = yield* Clock.currentTimeMillis
+      const info = yield* FiberRef.get(Resilient.CurrentAttempt)
+      const index = (yield* Ref.getAndUpdate(arrivals, (all) => [...all, { at, info }])).length
+      const step = steps[Math.min(index, steps.length - 1)]!
+      if ("run" in step) return yield* step.run
+      if (step.after !== undefined) yield* Effect.sleep(step.after)
+      if ("fail" in step) return yield* Effect.fail(step.fail)
+      return step.succeed
+    })
+    return { attempt, arrivals: Ref.get(arrivals), times: Effect.map(Ref.get(arrivals), (all) => all.map((a) => a.at)) }
+  })
+
+/** An in-memory budget and an ample queueing gate for `target`. */
+export const services = (
+  target: string,
+  options: { readonly budget?: RetryBudget.Options; readonly gate?: Partial<ConcurrencyGate.Options> } = {}
+) =>
+  Layer.merge(
+    RetryBudget.layerMemory(options.budget),
+    ConcurrencyGate.layer({ target, limit: 100, ...options.gate })
+  )
+
+let targets = 0
+/** A target name no other test uses, so metrics read back belong to this test alone. */
+export const freshTarget = (name: string) => `${name}-${++targets}`
+
+export interface LogLine {
+  readonly level: string
+  readonly message: string
+  readonly annotations: Record<string, unknown>
+}
+
+/** A logger that keeps every line, with its annotations. */
+export const captureLogs = Effect.gen(function*() {
+  const lines = yield* Ref.make<ReadonlyArray<LogLine>>([])
+  const logger = Logger.make<unknown, void>(({ annotations, logLevel, message }) => {
+    const text = List.isList(message)
+      ? List.toArray(message).join(" ")
+      : Array.isArray(message)
+      ? message.join(" ")
+      : String(message)
+    const line: LogLine = {
+      level: logLevel.label,
+      message: text,
+      annotations: Object.fromEntries(HashMap.toEntries(annotations))
+    }
+    Ref.update(lines, (all) => [...all, line]).pipe(Effect.runSync)
+  })
+  return { layer: Logger.add(logger), lines: Ref.get(lines) }
+})
