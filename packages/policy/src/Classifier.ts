@@ -35,8 +35,10 @@ export const classifyDefault = (failure: Failure.Failure): Verdict => {
   if ("providerCode" in failure && (isQuotaCode(failure.providerCode) || isModelCode(failure.providerCode))) {
     return "terminal"
   }
-  if ("shouldRetry" in failure && failure.shouldRetry !== undefined && failure._tag !== "QuotaExhausted" &&
-    failure._tag !== "ModelUnavailable") {
+  if (
+    "shouldRetry" in failure && failure.shouldRetry !== undefined && failure._tag !== "QuotaExhausted" &&
+    failure._tag !== "ModelUnavailable"
+  ) {
     return failure.shouldRetry ? "retryable" : "terminal"
   }
   switch (failure._tag) {

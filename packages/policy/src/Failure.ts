@@ -218,6 +218,28 @@ export type Failure =
   | Shed
   | Cancelled
 
+const everyFailureTag: Record<Failure["_tag"], null> = {
+  ConnectFailed: null,
+  ConnectTimeout: null,
+  ReadTimeout: null,
+  ConnectionReset: null,
+  RateLimited: null,
+  QuotaExhausted: null,
+  ServerError: null,
+  Overloaded: null,
+  ClientError: null,
+  AuthenticationFailed: null,
+  ModelUnavailable: null,
+  NotJson: null,
+  ContractViolation: null,
+  DeadlineExceeded: null,
+  Shed: null,
+  Cancelled: null
+}
+
+/** The tag of every failure, for reports that list them all. */
+export const failureTags = Object.keys(everyFailureTag) as ReadonlyArray<Failure["_tag"]>
+
 /** Why a retry sequence stopped. */
 export type StopReason =
   /** the failure's verdict was terminal */
@@ -236,6 +258,20 @@ export type StopReason =
   | "retry-after-too-long"
   /** a nested call made its single attempt and left retrying to the enclosing call */
   | "deferred"
+
+const everyStopReason: Record<StopReason, null> = {
+  terminal: null,
+  "not-replay-safe": null,
+  attempts: null,
+  budget: null,
+  deadline: null,
+  shed: null,
+  "retry-after-too-long": null,
+  deferred: null
+}
+
+/** Every stop reason, for reports that list them all. */
+export const stopReasons = Object.keys(everyStopReason) as ReadonlyArray<StopReason>
 
 /** One attempt of a sequence, as the aggregate failure reports it. */
 export interface AttemptRecord {

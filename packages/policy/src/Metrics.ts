@@ -13,24 +13,21 @@ import * as Metric from "effect/Metric"
 import * as MetricBoundaries from "effect/MetricBoundaries"
 import * as MetricLabel from "effect/MetricLabel"
 import type * as MetricState from "effect/MetricState"
+import * as Failure from "./Failure.js"
+
+const counter = (name: string, description: string) => Metric.counter(name, { description, incremental: true })
 
 /** Attempts started, first attempts included. */
-export const attempts = Metric.counter("resilient_ai_attempts", {
-  description: "attempts sent to the provider, first attempts included",
-  incremental: true
-})
+export const attempts = counter("resilient_ai_attempts", "attempts sent to the provider, first attempts included")
 
 /** Logical calls that succeeded. */
-export const successes = Metric.counter("resilient_ai_successes", {
-  description: "logical calls that returned a validated success",
-  incremental: true
-})
+export const successes = counter("resilient_ai_successes", "logical calls that returned a validated success")
 
 /** Logical calls that ended in `CallFailed`, tagged by `reason`. */
-export const callsFailed = Metric.counter("resilient_ai_calls_failed", {
-  description: "logical calls that ended without a success, by stop reason",
-  incremental: true
-})
+export const callsFailed = counter(
+  "resilient_ai_calls_failed",
+  "logical calls that ended without a success, by stop reason"
+)
 
 /** For each successful call, the attempts it took. */
 export const attemptsPerSuccess = Metric.histogram(
@@ -40,34 +37,22 @@ export const attemptsPerSuccess = Metric.histogram(
 )
 
 /** Attempt failures, tagged by `kind` (the failure's tag). */
-export const failures = Metric.counter("resilient_ai_failures", {
-  description: "failed attempts, by failure kind",
-  incremental: true
-})
+export const failures = counter("resilient_ai_failures", "failed attempts, by failure kind")
 
 /** Retries started (second and later attempts). */
-export const retries = Metric.counter("resilient_ai_retries", {
-  description: "retries started",
-  incremental: true
-})
+export const retries = counter("resilient_ai_retries", "retries started")
 
 /** Retries that returned the call's success. */
-export const retriesSucceeded = Metric.counter("resilient_ai_retries_succeeded", {
-  description: "retries that returned the call's success",
-  incremental: true
-})
+export const retriesSucceeded = counter("resilient_ai_retries_succeeded", "retries that returned the call's success")
 
 /** Retries the budget refused. */
-export const budgetExhausted = Metric.counter("resilient_ai_budget_exhausted", {
-  description: "retries refused by the retry budget",
-  incremental: true
-})
+export const budgetExhausted = counter("resilient_ai_budget_exhausted", "retries refused by the retry budget")
 
 /** Attempts and sleeps not started because they could not finish before the deadline. */
-export const deadlineSkips = Metric.counter("resilient_ai_deadline_skips", {
-  description: "attempts or sleeps skipped because they could not finish before the deadline",
-  incremental: true
-})
+export const deadlineSkips = counter(
+  "resilient_ai_deadline_skips",
+  "attempts or sleeps skipped because they could not finish before the deadline"
+)
 
 /** Delays actually slept before retries, in milliseconds. */
 export const retryDelay = Metric.histogram(
@@ -77,22 +62,16 @@ export const retryDelay = Metric.histogram(
 )
 
 /** Calls refused at once by a full gate of a shedding target. */
-export const shed = Metric.counter("resilient_ai_shed", {
-  description: "calls shed by a full concurrency gate",
-  incremental: true
-})
+export const shed = counter("resilient_ai_shed", "calls shed by a full concurrency gate")
 
 /** Resilient calls that ran inside another's attempt and so made a single attempt. */
-export const nestedSingleAttempts = Metric.counter("resilient_ai_nested_single_attempts", {
-  description: "resilient calls nested in another's attempt, which made one attempt and left retrying to it",
-  incremental: true
-})
+export const nestedSingleAttempts = counter(
+  "resilient_ai_nested_single_attempts",
+  "resilient calls nested in another's attempt, which made one attempt and left retrying to it"
+)
 
 /** Tokens the provider reported, tagged by `kind` (`prompt`, `completion`). */
-export const tokens = Metric.counter("resilient_ai_tokens", {
-  description: "tokens the provider reported as used, by kind",
-  incremental: true
-})
+export const tokens = counter("resilient_ai_tokens", "tokens the provider reported as used, by kind")
 
 /** The labels that name a target and a model. */
 export const labelsFor = (target: string, model: string | undefined): ReadonlyArray<MetricLabel.MetricLabel> => [
@@ -175,36 +154,6 @@ export interface Summary {
   readonly callsFailedByReason: Readonly<Record<string, number>>
 }
 
-const failureKinds = [
-  "ConnectFailed",
-  "ConnectTimeout",
-  "ReadTimeout",
-  "ConnectionReset",
-  "RateLimited",
-  "QuotaExhausted",
-  "ServerError",
-  "Overloaded",
-  "ClientError",
-  "AuthenticationFailed",
-  "ModelUnavailable",
-  "NotJson",
-  "ContractViolation",
-  "DeadlineExceeded",
-  "Shed",
-  "Cancelled"
-] as const
-
-const stopReasons = [
-  "terminal",
-  "not-replay-safe",
-  "attempts",
-  "budget",
-  "deadline",
-  "shed",
-  "retry-after-too-long",
-  "deferred"
-] as const
-
 const nonZero = <K extends string>(keys: ReadonlyArray<K>, read: (key: K) => number): Record<string, number> => {
   const result: Record<string, number> = {}
   for (const key of keys) {
@@ -232,7 +181,7 @@ export const summary = (target: string, model?: string | undefined): Effect.Effe
       shed: count(metrics.shed),
       nestedSingleAttempts: count(metrics.nestedSingleAttempts),
       retryDelay: metrics.retryDelay.unsafeValue([]),
-      failuresByKind: nonZero(failureKinds, (kind) => count(metrics.failures(kind))),
-      callsFailedByReason: nonZero(stopReasons, (reason) => count(metrics.callsFailed(reason)))
+      failuresByKind: nonZero(Failure.failureTags, (kind) => count(metrics.failures(kind))),
+      callsFailedByReason: nonZero(Failure.stopReasons, (reason) => count(metrics.callsFailed(reason)))
     }
   })
