@@ -91,7 +91,8 @@ describe("ConcurrencyGate.settings", () => {
     ["infinite rampStep", { rampStep: Duration.infinity }, "rampStep must be positive, got Infinity"],
     ["zero degradeAfter", { degradeAfter: 0 }, "degradeAfter must be an integer >= 1, got 0"],
     ["fractional degradeAfter", { degradeAfter: 2.5 }, "degradeAfter must be an integer >= 1, got 2.5"],
-    ["negative maxWaiting", { maxWaiting: -1 }, "maxWaiting must be >= 0, got -1"]
+    ["negative maxWaiting", { maxWaiting: -1 }, "maxWaiting must be an integer >= 0, got -1"],
+    ["fractional maxWaiting", { maxWaiting: 1.5 }, "maxWaiting must be an integer >= 0, got 1.5"]
   ]
   for (const [name, options, message] of invalid) {
     it(`throws a RangeError naming the option for a ${name}`, () => {
@@ -118,6 +119,14 @@ describe("ConcurrencyGate ramp", () => {
       [10, 15, 23, 35, 53, 80, 100, 100]
     )
     assert.strictEqual(ConcurrencyGate.rampLimit(settings, 1_000), 100)
+  })
+
+  it("rounds each step up, not to the nearest", () => {
+    const settings = ConcurrencyGate.settings({ target: "llm", limit: 100, rampFactor: 1.3 })
+    assert.deepStrictEqual(
+      [0, 1, 2, 3, 4, 5, 6, 7, 8, 9].map((steps) => ConcurrencyGate.rampLimit(settings, steps)),
+      [10, 13, 17, 23, 30, 39, 51, 67, 88, 100]
+    )
   })
 
   it("never goes below one", () => {
@@ -230,6 +239,20 @@ describe("ConcurrencyGate queue mode", () => {
       assert.deepStrictEqual(yield* gate.snapshot, { limit: 1, inFlight: 0, waiting: 0, health: "steady" })
       yield* gate.acquire(Number.POSITIVE_INFINITY)
       assert.deepStrictEqual(yield* gate.snapshot, { limit: 1, inFlight: 1, waiting: 0, health: "steady" })
+    }))
+
+  it.effect("a waiter interrupted just after being granted gives the permit back", () =>
+    Effect.gen(function*() {
+      const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 1 })
+      const order = yield* Ref.make<ReadonlyArray<string>>([])
+      yield* hold(gate, 1)
+      const waiter = yield* enqueue(gate, order, "w")
+      // The release hands the permit to the waiter, which is interrupted before it runs again.
+      yield* gate.release("success")
+      yield* Fiber.interrupt(waiter)
+      assert.deepStrictEqual(yield* Ref.get(order), [])
+      assert.deepStrictEqual(yield* gate.snapshot, { limit: 1, inFlight: 0, waiting: 0, health: "steady" })
+      yield* gate.acquire(Number.POSITIVE_INFINITY)
     }))
 
   it.effect("removes a waiter interrupted while its deadline runs", () =>
@@ -400,12 +423,12 @@ describe("ConcurrencyGate health", () => {
     }))
 
   /**
-   * BUG (ConcurrencyGate.ts:277-278): a waiter sets its ramp wake-up from `nextRaiseAt` only when it
-   * starts waiting. One that started while the target was degraded (or steady) has no wake-up at the
-   * raises, so after the ramp starts it stays queued while the limit is above `inFlight`, until a
-   * release or a new `acquire` happens to call `grantWaiting`.
+   * BUG (ConcurrencyGate.ts, `waitForPermit`, `const wakeAt`): a waiter takes its ramp wake-up from
+   * `nextRaiseAt` only when it starts waiting. One that started while the target was degraded (or
+   * steady) has no wake-up at the raises, so once the ramp runs it stays queued while the limit is
+   * above `inFlight`, until a release or a new `acquire` happens to call `grantWaiting`.
    */
-  it.effect.fails("admits a waiter queued while degraded when the ramp raises the limit", () =>
+  it.effect("admits a waiter queued while degraded when the ramp raises the limit", () =>
     Effect.gen(function*() {
       const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 100 })
       yield* hold(gate, 10)
@@ -420,12 +443,13 @@ describe("ConcurrencyGate health", () => {
     }))
 
   /**
-   * BUG (ConcurrencyGate.ts:279-282): at a ramp step every queued waiter's timer fires; each one is
-   * taken out of the line (the `Effect.async` canceler), `grantWaiting` serves whoever is left, and a
-   * waiter that gets no permit calls `waitForPermit` again and joins the back of the line. Arrival
-   * order is lost at every raise, against "first come, first served".
+   * BUG (ConcurrencyGate.ts, `waitForPermit`, the `timeoutOption` branch): at a ramp step every queued
+   * waiter's timer fires; each one is taken out of the line (the `Effect.async` canceler),
+   * `grantWaiting` serves whoever is left, and a waiter that gets no permit calls `waitForPermit`
+   * again and joins the back of the line. Arrival order is lost at every raise, against "first
+   * come, first served".
    */
-  it.effect.fails("keeps first come, first served across ramp raises", () =>
+  it.effect("keeps first come, first served across ramp raises", () =>
     Effect.gen(function*() {
       // A limit of 3 ramps 1, 2, 3: one more permit at each step.
       const gate = yield* ConcurrencyGate.make({ target: "gpu", limit: 3 })
@@ -514,6 +538,19 @@ describe("ConcurrencyGate.withPermit", () => {
       assert.strictEqual(inside.inFlight, 1)
       // The success started the recovery.
       assert.deepStrictEqual(yield* gate.snapshot, { limit: 10, inFlight: 0, waiting: 0, health: "recovering" })
+    }))
+
+  it.effect("reports a capacity failure of the effect to the gate's health", () =>
+    Effect.gen(function*() {
+      const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 100, degradeAfter: 2 })
+      const overloaded = ConcurrencyGate.withPermit(Effect.fail(new Failure.Overloaded({ status: 503 }))).pipe(
+        Effect.flip,
+        Effect.provideService(ConcurrencyGate.ConcurrencyGate, gate)
+      )
+      yield* overloaded
+      assert.strictEqual((yield* gate.snapshot).health, "steady")
+      yield* overloaded
+      assert.deepStrictEqual(yield* gate.snapshot, { limit: 10, inFlight: 0, waiting: 0, health: "degraded" })
     }))
 
   it.effect("releases the permit when the effect fails, as a neutral outcome", () =>

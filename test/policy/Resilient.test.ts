@@ -1,6 +1,20 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Classifier, ConcurrencyGate, Deadline, Failure, Metrics, Resilient, RetryBudget } from "@resilient-ai/policy"
-import { Cause, Duration, Effect, Exit, Fiber, Layer, Logger, LogLevel, Random, Ref, Schedule, TestClock } from "effect"
+import {
+  Cause,
+  Duration,
+  Effect,
+  Exit,
+  Fiber,
+  Layer,
+  Logger,
+  LogLevel,
+  Random,
+  Redacted,
+  Ref,
+  Schedule,
+  TestClock
+} from "effect"
 import { captureLogs, freshTarget, scripted, services } from "./support.js"
 
 const serverError = new Failure.ServerError({ status: 500 })
@@ -609,6 +623,27 @@ describe("Resilient.retry", () => {
           },
           { requestId: "req-42", target, model: "large", attempt: 3, durationMs: 10 }
         ])
+      }).pipe(Effect.provide(services(target)))
+    })
+
+    it.effect("a Redacted value in scope is never printed by the attempt log lines", () => {
+      const target = freshTarget("redacted")
+      return Effect.gen(function*() {
+        const printed: Array<string> = []
+        const printing = Logger.make((options) => printed.push(Logger.logfmtLogger.log(options)))
+        const { attempt } = yield* scripted<string>([{ fail: serverError }, { fail: serverError }])
+        yield* settle(
+          attempt.pipe(
+            Resilient.retry(Resilient.policy({ target, maxAttempts: 2 })),
+            Effect.annotateLogs("apiKey", Redacted.make("sk-live-0123456789")),
+            Effect.provide(Logger.replace(Logger.defaultLogger, printing))
+          )
+        )
+        assert.strictEqual(printed.length, 2)
+        for (const line of printed) {
+          assert.notInclude(line, "sk-live-0123456789")
+          assert.include(line, "<redacted>")
+        }
       }).pipe(Effect.provide(services(target)))
     })
 

@@ -47,7 +47,7 @@ describe("RetryBudget.settings", () => {
     ["NaN ratio", { ratio: NaN }, "retry budget ratio must be a finite number >= 0, got NaN"],
     ["infinite ratio", { ratio: Infinity }, "retry budget ratio must be a finite number >= 0, got Infinity"],
     ["zero window", { window: 0 }, "retry budget window must be positive, got 0 ms"],
-    ["negative window", { window: "-5 seconds" }, "retry budget window must be positive, got 0 ms"],
+    ["negative window", { window: "-5 seconds" }, "retry budget window must be positive, got -5 seconds"],
     ["infinite window", { window: Duration.infinity }, "retry budget window must be positive, got Infinity ms"],
     ["negative minPerSecond", { minPerSecond: -1 }, "retry budget minPerSecond must be a finite number >= 0, got -1"],
     ["NaN minPerSecond", { minPerSecond: NaN }, "retry budget minPerSecond must be a finite number >= 0, got NaN"],

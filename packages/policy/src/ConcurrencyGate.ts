@@ -14,9 +14,11 @@
  * The limit is computed from the clock when asked, so no background fiber runs and `TestClock`
  * drives the ramp.
  */
+import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -48,6 +50,19 @@ export const outcomeOf = (failure: Failure.Failure): Outcome => {
     default:
       return "neutral"
   }
+}
+
+const failureTagSet: ReadonlySet<string> = new Set(Failure.failureTags)
+
+/** What an effect's exit says about capacity: a success, one of the toolkit's failures, or nothing. */
+export const outcomeOfExit = (exit: Exit.Exit<unknown, unknown>): Outcome => {
+  if (Exit.isSuccess(exit)) return "success"
+  const failure = Cause.failureOption(exit.cause)
+  if (Option.isNone(failure)) return "neutral"
+  const error = failure.value
+  const isFailure = typeof error === "object" && error !== null && "_tag" in error &&
+    failureTagSet.has(String(error._tag))
+  return isFailure ? outcomeOf(error as Failure.Failure) : "neutral"
 }
 
 /** Settings of a gate. */
@@ -118,7 +133,11 @@ export const settings = (options: Options): Settings => {
     "degradeAfter must be an integer >= 1",
     result.degradeAfter
   )
-  check(result.maxWaiting >= 0, "maxWaiting must be >= 0", result.maxWaiting)
+  check(
+    result.maxWaiting >= 0 && (Number.isInteger(result.maxWaiting) || result.maxWaiting === Infinity),
+    "maxWaiting must be an integer >= 0",
+    result.maxWaiting
+  )
   return result
 }
 
@@ -267,40 +286,65 @@ export const make = (options: Options): Effect.Effect<Service> => {
       }
     }
 
+    /** Lets every waiter look again at the clock: the health changed, and with it when the limit next rises. */
+    const afterHealthChange = (at: number) => {
+      grantWaiting(at)
+      for (const waiter of waiters) waiter.wake()
+    }
+
+    const removeWaiter = (waiter: Waiter) => {
+      const index = waiters.indexOf(waiter)
+      if (index >= 0) waiters.splice(index, 1)
+    }
+
     const shed = () =>
       new Failure.Shed({ target: checked.target, limit: limiter.limit(now()), inFlight: limiter.inFlight })
 
-    const waitForPermit = (deadline: number): Effect.Effect<void, Failure.DeadlineExceeded> =>
-      Effect.suspend(() => {
-        const at = now()
-        if (at >= deadline) return Effect.fail(new Failure.DeadlineExceeded({ deadline, phase: "queue" }))
-        const waiter: Waiter = { granted: false, wake: () => {} }
-        const granted = Effect.async<void>((resume) => {
-          waiter.wake = () => resume(Effect.void)
-          waiters.push(waiter)
-          return Effect.sync(() => {
-            const index = waiters.indexOf(waiter)
-            if (index >= 0) waiters.splice(index, 1)
-          })
-        }).pipe(
-          Effect.onInterrupt(() =>
-            Effect.sync(() => {
-              if (waiter.granted) {
-                limiter.release(now(), "neutral")
-                grantWaiting(now())
-              }
-            })
-          )
-        )
-        // The ramp raises the limit with time alone, so a waiter also wakes at the next raise.
-        const wakeAt = Math.min(deadline, limiter.nextRaiseAt(at) ?? Number.POSITIVE_INFINITY)
-        if (!Number.isFinite(wakeAt)) return granted
-        return Effect.flatMap(Effect.timeoutOption(granted, Duration.millis(wakeAt - at)), (result) => {
-          if (Option.isSome(result)) return Effect.void
-          grantWaiting(now())
-          return limiter.tryAcquire(now()) ? Effect.void : waitForPermit(deadline)
+    /**
+     * Waits in line until granted, until `deadline`, or until interrupted; the place in line is
+     * kept throughout. The ramp raises the limit with time alone, so the waiter also wakes at the
+     * next raise and serves the head of the line.
+     */
+    const waitForPermit = (deadline: number): Effect.Effect<void, Failure.DeadlineExceeded> => {
+      const waiter: Waiter = { granted: false, wake: () => {} }
+      const signalled = Effect.async<void>((resume) => {
+        waiter.wake = () => resume(Effect.void)
+        return Effect.sync(() => {
+          waiter.wake = () => {}
         })
       })
+      const wait: Effect.Effect<void, Failure.DeadlineExceeded> = Effect.suspend(() => {
+        if (waiter.granted) return Effect.void
+        const at = now()
+        if (at >= deadline) {
+          removeWaiter(waiter)
+          return Effect.fail(new Failure.DeadlineExceeded({ deadline, phase: "queue" }))
+        }
+        const wakeAt = Math.min(deadline, limiter.nextRaiseAt(at) ?? Number.POSITIVE_INFINITY)
+        const woken = Number.isFinite(wakeAt)
+          ? Effect.asVoid(Effect.timeoutOption(signalled, Duration.millis(wakeAt - at)))
+          : signalled
+        return Effect.flatMap(woken, () => {
+          grantWaiting(now())
+          return wait
+        })
+      })
+      return Effect.suspend(() => {
+        waiters.push(waiter)
+        return wait
+      }).pipe(
+        Effect.onInterrupt(() =>
+          Effect.sync(() => {
+            if (waiter.granted) {
+              limiter.release(now(), "neutral")
+              grantWaiting(now())
+            } else {
+              removeWaiter(waiter)
+            }
+          })
+        )
+      )
+    }
 
     const service: Service = {
       acquire: (deadline) =>
@@ -309,18 +353,24 @@ export const make = (options: Options): Effect.Effect<Service> => {
           grantWaiting(at)
           if (waiters.length === 0 && limiter.tryAcquire(at)) return Effect.void
           if (checked.mode === "shed" || waiters.length >= checked.maxWaiting) return Effect.fail(shed())
+          if (at >= deadline) return Effect.fail(new Failure.DeadlineExceeded({ deadline, phase: "queue" }))
           return waitForPermit(deadline)
         }),
       release: (outcome) =>
         Effect.sync(() => {
           const at = now()
+          const before = limiter.health(at)
           limiter.release(at, outcome)
-          grantWaiting(at)
+          if (limiter.health(at) === before) grantWaiting(at)
+          else afterHealthChange(at)
         }),
-      markDegraded: Effect.sync(() => limiter.markDegraded()),
+      markDegraded: Effect.sync(() => {
+        limiter.markDegraded()
+        afterHealthChange(now())
+      }),
       markRecovered: Effect.sync(() => {
         limiter.markRecovered(now())
-        grantWaiting(now())
+        afterHealthChange(now())
       }),
       snapshot: Effect.sync(() => {
         const at = now()
@@ -355,6 +405,6 @@ export const withPermit = <A, E, R>(
     ([gate, deadline]) =>
       Effect.uninterruptibleMask((restore) =>
         Effect.flatMap(restore(gate.acquire(deadline)), () =>
-          Effect.onExit(restore(self), (exit) => gate.release(exit._tag === "Success" ? "success" : "neutral")))
+          Effect.onExit(restore(self), (exit) => gate.release(outcomeOfExit(exit))))
       )
   )

@@ -278,9 +278,10 @@ const runSequence = <A, E extends AttemptError, R>(
 
     const outcomeFor = (attempted: Attempted<A, E>): ConcurrencyGate.Outcome => {
       if (attempted._tag === "TimedOut") return "overload"
-      if (Exit.isSuccess(attempted.exit)) return "success"
-      const failure = Cause.failureOption(attempted.exit.cause)
-      return Option.isSome(failure) ? ConcurrencyGate.outcomeOf(unwrap(failure.value).failure) : "neutral"
+      const failure = Exit.isFailure(attempted.exit) ? Cause.failureOption(attempted.exit.cause) : Option.none()
+      return Option.isSome(failure)
+        ? ConcurrencyGate.outcomeOf(unwrap(failure.value).failure)
+        : ConcurrencyGate.outcomeOfExit(attempted.exit)
     }
 
     const gatedAttempt = (
