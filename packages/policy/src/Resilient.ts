@@ -23,6 +23,7 @@ import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
 import * as FiberRefs from "effect/FiberRefs"
 import { dual } from "effect/Function"
@@ -36,7 +37,7 @@ import { Classifier } from "./Classifier.js"
 import * as ConcurrencyGate from "./ConcurrencyGate.js"
 import { CurrentDeadline } from "./Deadline.js"
 import * as Failure from "./Failure.js"
-import { runBounded, timedOut } from "./internal/boundedRun.js"
+import { startBounded, timedOut } from "./internal/boundedRun.js"
 import * as Metrics from "./Metrics.js"
 import * as RetryBudget from "./RetryBudget.js"
 
@@ -179,21 +180,15 @@ const randomId = (): string => {
   return crypto?.randomUUID?.() ?? `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 12)}`
 }
 
-type Attempted<A, E> =
-  | { readonly _tag: "Done"; readonly exit: Exit.Exit<A, E>; readonly latency: number }
-  | {
-    readonly _tag: "TimedOut"
-    readonly failure: Failure.ReadTimeout | Failure.DeadlineExceeded
-    readonly latency: number
-  }
-
 const runSequence = <A, E extends AttemptError, R>(
   self: Effect.Effect<A, E, R>,
   policy: Policy,
   options: CallOptions | undefined
 ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R | Services> =>
-  Effect.withFiberRuntime((fiber) => {
+  Effect.withFiberRuntime((fiber, status) => {
     type Last = LastFailure<E>
+    // Attempts run with the caller's flags, not with those of the region that guards the permit.
+    const callerFlags = status.runtimeFlags
     const services = fiber.currentContext as Context.Context<Services>
     const budget = Context.get(services, RetryBudget.RetryBudget)
     const gate = Context.get(services, ConcurrencyGate.ConcurrencyGate)
@@ -202,7 +197,7 @@ const runSequence = <A, E extends AttemptError, R>(
     const metricLabels = fiber.getFiberRef(FiberRef.currentMetricLabels)
     const minimumLogLevel = fiber.getFiberRef(FiberRef.currentMinimumLogLevel)
     const outer = fiber.getFiberRef(CurrentAttempt)
-    const metrics = Metrics.forTarget(policy.target, policy.model)
+    const metrics = Metrics.forPolicy(policy)
 
     const startedAt = clock.unsafeCurrentTimeMillis()
     const inheritedDeadline = fiber.getFiberRef(CurrentDeadline)
@@ -215,7 +210,9 @@ const runSequence = <A, E extends AttemptError, R>(
     const gated = !(nested && outer.target === policy.target)
     const maxAttempts = nested ? 1 : policy.maxAttempts
     const replaySafe = options?.replaySafe ?? policy.replaySafe
-    const requestId = options?.requestId ?? outer?.requestId ?? randomId()
+    // Generated on first use: a first-try success that nobody logs or reads never needs one.
+    let requestId = options?.requestId ?? outer?.requestId
+    const requestIdNow = () => (requestId ??= randomId())
     const attemptTimeoutMillis = Duration.toMillis(policy.attemptTimeout)
     const minAttemptMillis = Duration.toMillis(policy.minAttemptTime)
     const maxRetryAfterMillis = Duration.toMillis(policy.maxRetryAfter)
@@ -251,53 +248,6 @@ const runSequence = <A, E extends AttemptError, R>(
     const skipForDeadline = (phase: Failure.DeadlinePhase) => {
       count(metrics.deadlineSkips)
       return stop("deadline", lastFailure ?? new Failure.DeadlineExceeded({ deadline, phase }))
-    }
-
-    const runAttempt = (attempt: number, attemptDeadline: number, timeoutMillis: number, boundByDeadline: boolean) =>
-      Effect.withFiberRuntime<Attempted<A, E>, never, R>((current, status) => {
-        const info: AttemptInfo = { requestId, attempt, target: policy.target, deadline: attemptDeadline, replaySafe }
-        const fiberRefs = FiberRefs.updateManyAs(current.getFiberRefs(), {
-          entries: [
-            [CurrentAttempt, [[current.id(), info]]],
-            [CurrentDeadline, [[current.id(), deadline]]],
-            // The attempt's failure is this sequence's to handle, not an unhandled error to report.
-            [FiberRef.unhandledErrorLogLevel, [[current.id(), Option.none()]]]
-          ]
-        })
-        const started = clock.unsafeCurrentTimeMillis()
-        if (!nested) count(metrics.attempts)
-        return Effect.map(runBounded(self, current, status.runtimeFlags, fiberRefs, timeoutMillis), (result) => {
-          const latency = clock.unsafeCurrentTimeMillis() - started
-          if (result !== timedOut) return { _tag: "Done", exit: result, latency }
-          const failure = boundByDeadline
-            ? new Failure.DeadlineExceeded({ deadline, phase: "attempt" })
-            : new Failure.ReadTimeout({ timeout: Duration.millis(timeoutMillis), phase: "attempt" })
-          return { _tag: "TimedOut", failure, latency }
-        })
-      })
-
-    const outcomeFor = (attempted: Attempted<A, E>): ConcurrencyGate.Outcome => {
-      if (attempted._tag === "TimedOut") return "overload"
-      const failure = Exit.isFailure(attempted.exit) ? Cause.failureOption(attempted.exit.cause) : Option.none()
-      return Option.isSome(failure)
-        ? ConcurrencyGate.outcomeOf(unwrap(failure.value).failure)
-        : ConcurrencyGate.outcomeOfExit(attempted.exit)
-    }
-
-    const gatedAttempt = (
-      attempt: number,
-      attemptDeadline: number,
-      timeoutMillis: number,
-      boundByDeadline: boolean
-    ): Effect.Effect<Attempted<A, E>, Failure.Shed | Failure.DeadlineExceeded, R> => {
-      const run = runAttempt(attempt, attemptDeadline, timeoutMillis, boundByDeadline)
-      if (!gated) return run
-      // Waiting for a permit stays interruptible; once granted, the permit goes back however the attempt ends.
-      return Effect.acquireUseRelease(
-        Effect.interruptible(gate.acquire(deadline)),
-        () => run,
-        (_, exit) => gate.release(Exit.isSuccess(exit) ? outcomeFor(exit.value) : "neutral")
-      )
     }
 
     const succeed = (attempt: number, value: A, latency: number): Effect.Effect<A> => {
@@ -377,31 +327,101 @@ const runSequence = <A, E extends AttemptError, R>(
       })
     }
 
+    type Restore = <X, Y, Z>(effect: Effect.Effect<X, Y, Z>) => Effect.Effect<X, Y, Z>
+
+    /** Gives the permit back with what the attempt said about capacity, then goes on with `next`. */
+    const releasing = <X, Y>(outcome: ConcurrencyGate.Outcome, next: Effect.Effect<X, Y, R>) =>
+      gated ? Effect.zipRight(gate.release(outcome), next) : next
+
+    const settle = (
+      restore: Restore,
+      attempt: number,
+      exit: Exit.Exit<A, E>,
+      latency: number,
+      delayBefore: number
+    ): Effect.Effect<A, Failure.CallFailed<Last>, R> => {
+      if (Exit.isSuccess(exit)) return releasing("success", succeed(attempt, exit.value, latency))
+      const failure = Cause.failureOption(exit.cause)
+      // Defects and interruptions are not failures of the call: they propagate untouched.
+      if (Cause.isDie(exit.cause) || Cause.isInterrupted(exit.cause) || Option.isNone(failure)) {
+        return releasing("neutral", Effect.failCause(Cause.stripFailures(exit.cause)))
+      }
+      const outcome = ConcurrencyGate.outcomeOf(unwrap(failure.value).failure)
+      return releasing(outcome, restore(fail(attempt, failure.value, latency, delayBefore)))
+    }
+
+    /**
+     * Runs one attempt in a bounded fiber of its own, holding the permit already taken. Only
+     * waiting for a suspended attempt can be interrupted; the permit goes back however it ends.
+     */
+    const runAttempt = (
+      restore: Restore,
+      attempt: number,
+      started: number,
+      timeoutMillis: number,
+      boundByDeadline: boolean,
+      delayBefore: number
+    ): Effect.Effect<A, Failure.CallFailed<Last>, R> =>
+      Effect.withFiberRuntime((current) => {
+        const info: AttemptInfo = {
+          get requestId() {
+            return requestIdNow()
+          },
+          attempt,
+          target: policy.target,
+          deadline: started + timeoutMillis,
+          replaySafe
+        }
+        const fiberRefs = FiberRefs.updateManyAs(current.getFiberRefs(), {
+          entries: [
+            [CurrentAttempt, [[current.id(), info]]],
+            [CurrentDeadline, [[current.id(), deadline]]],
+            // The attempt's failure is this sequence's to handle, not an unhandled error to report.
+            [FiberRef.unhandledErrorLogLevel, [[current.id(), Option.none()]]]
+          ]
+        })
+        if (!nested) count(metrics.attempts)
+        const run = startBounded(self, current, callerFlags, fiberRefs, timeoutMillis)
+        if (run._tag === "Finished") {
+          return settle(restore, attempt, run.exit, clock.unsafeCurrentTimeMillis() - started, delayBefore)
+        }
+        return restore(run.result).pipe(
+          // Interrupted before or while awaiting it: stop the attempt, then give its permit back.
+          Effect.onInterrupt(() => releasing("neutral", Fiber.interrupt(run.fiber))),
+          Effect.flatMap((result) => {
+            const latency = clock.unsafeCurrentTimeMillis() - started
+            if (result !== timedOut) return settle(restore, attempt, result, latency, delayBefore)
+            const failure = boundByDeadline
+              ? new Failure.DeadlineExceeded({ deadline, phase: "attempt" })
+              : new Failure.ReadTimeout({ timeout: Duration.millis(timeoutMillis), phase: "attempt" })
+            return releasing("overload", restore(fail(attempt, failure, latency, delayBefore)))
+          })
+        )
+      })
+
+    const refused = (refusal: Failure.Shed | Failure.DeadlineExceeded) => {
+      lastFailure = refusal
+      if (refusal._tag === "DeadlineExceeded") return skipForDeadline("queue")
+      count(metrics.shed)
+      return stop("shed", refusal)
+    }
+
     const attemptFrom = (attempt: number, delayBefore: number): Effect.Effect<A, Failure.CallFailed<Last>, R> => {
       const now = clock.unsafeCurrentTimeMillis()
       const remaining = deadline - now
       if (remaining <= 0 || remaining < minAttemptMillis) return skipForDeadline("before-attempt")
       const boundByDeadline = remaining <= attemptTimeoutMillis
       const timeoutMillis = boundByDeadline ? remaining : attemptTimeoutMillis
-      return Effect.matchEffect(gatedAttempt(attempt, now + timeoutMillis, timeoutMillis, boundByDeadline), {
-        onFailure: (refusal) => {
-          lastFailure = refusal
-          if (refusal._tag === "DeadlineExceeded") return skipForDeadline("queue")
-          count(metrics.shed)
-          return stop("shed", refusal)
-        },
-        onSuccess: (attempted) => {
-          if (attempted._tag === "TimedOut") return fail(attempt, attempted.failure, attempted.latency, delayBefore)
-          const exit = attempted.exit
-          if (Exit.isSuccess(exit)) return succeed(attempt, exit.value, attempted.latency)
-          // Defects and interruptions are not failures of the call: they propagate untouched.
-          const failure = Cause.failureOption(exit.cause)
-          if (Cause.isDie(exit.cause) || Cause.isInterrupted(exit.cause) || Option.isNone(failure)) {
-            return Effect.failCause(Cause.stripFailures(exit.cause))
-          }
-          return fail(attempt, failure.value, attempted.latency, delayBefore)
-        }
-      })
+      // Only waiting (for a permit, for a suspended attempt) can be interrupted: between taking the
+      // permit, starting the attempt's fiber and awaiting it, nothing can be lost.
+      return Effect.uninterruptibleMask((restore) =>
+        gated
+          ? Effect.matchEffect(restore(gate.acquire(deadline)), {
+            onFailure: refused,
+            onSuccess: () => runAttempt(restore, attempt, now, timeoutMillis, boundByDeadline, delayBefore)
+          })
+          : runAttempt(restore, attempt, now, timeoutMillis, boundByDeadline, delayBefore)
+      )
     }
 
     if (nested) count(metrics.nestedSingleAttempts)

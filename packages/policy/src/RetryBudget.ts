@@ -72,7 +72,11 @@ export const settings = (options: Options = {}): Settings => {
     throw new RangeError(`retry budget ratio must be a finite number >= 0, got ${result.ratio}`)
   }
   if (!(result.windowMillis > 0) || !Number.isFinite(result.windowMillis)) {
-    const given = typeof options.window === "string" ? options.window : `${result.windowMillis} ms`
+    const given = typeof options.window === "string"
+      ? options.window
+      : typeof options.window === "number"
+      ? `${options.window} ms`
+      : `${result.windowMillis} ms`
     throw new RangeError(`retry budget window must be positive, got ${given}`)
   }
   if (!(result.minPerSecond >= 0) || !Number.isFinite(result.minPerSecond)) {
