@@ -11,20 +11,10 @@ import { Effect, Layer, Schedule } from "effect"
 import pRetry from "p-retry"
 
 const calls = Number(process.env.BENCH_CALLS ?? 50_000)
-const rounds = Number(process.env.BENCH_ROUNDS ?? 5)
+const rounds = Number(process.env.BENCH_ROUNDS ?? 9)
 
-/** Median microseconds per call over `rounds` rounds of `calls` calls, after one warm-up round. */
-const measure = async (run: (calls: number) => Promise<void>): Promise<number> => {
-  await run(calls)
-  const perCall: Array<number> = []
-  for (let round = 0; round < rounds; round++) {
-    const started = performance.now()
-    await run(calls)
-    perCall.push(((performance.now() - started) * 1000) / calls)
-  }
-  perCall.sort((a, b) => a - b)
-  return perCall[Math.floor(perCall.length / 2)]!
-}
+/** Median of the rounds' microseconds per call. */
+const median = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
 
 const noop = async () => 1
 const inPromises = (call: () => Promise<unknown>) => async (count: number) => {
@@ -55,29 +45,37 @@ const provided =
       }).pipe(Effect.provide(services))
     )
 
-const rows: Array<readonly [string, number]> = []
-const row = async (name: string, run: (calls: number) => Promise<void>) => {
-  const micros = await measure(run)
-  rows.push([name, micros])
-  console.log(`${name.padEnd(58)} ${micros.toFixed(2).padStart(8)} µs`)
-}
+const cases: ReadonlyArray<readonly [string, (calls: number) => Promise<void>]> = [
+  ["bare async function", inPromises(noop)],
+  ["cockatiel 3.2 retry", inPromises(() => cockatielRetry.execute(noop))],
+  ["cockatiel 3.2 retry + timeout", inPromises(() => cockatielRetryTimeout.execute(noop))],
+  ["p-retry 7", inPromises(() => pRetry(noop, { retries: 2 }))],
+  ["Effect.succeed, in one fiber", inOneFiber(succeed)],
+  ["Effect.retry, in one fiber", inOneFiber(Effect.retry(succeed, Schedule.recurs(2)))],
+  [
+    "Effect.timeout + Effect.retry, in one fiber",
+    inOneFiber(Effect.retry(Effect.timeout(succeed, "60 seconds"), Schedule.recurs(2)))
+  ],
+  ["resilient-ai: Resilient.retry, whole stack, in one fiber", provided(resilient)],
+  [
+    "resilient-ai: same, under Deadline.within at the entry point",
+    provided(Deadline.within(Resilient.retry(succeed, policy), "30 seconds"))
+  ]
+]
 
-console.log(`${calls} calls of a no-op that succeeds at once, median of ${rounds} rounds, Node ${process.version}\n`)
-await row("bare async function", inPromises(noop))
-await row("cockatiel 3.2 retry", inPromises(() => cockatielRetry.execute(noop)))
-await row("cockatiel 3.2 retry + timeout", inPromises(() => cockatielRetryTimeout.execute(noop)))
-await row("p-retry 7", inPromises(() => pRetry(noop, { retries: 2 })))
-await row("Effect.succeed, in one fiber", inOneFiber(succeed))
-await row("Effect.retry, in one fiber", inOneFiber(Effect.retry(succeed, Schedule.recurs(2))))
-await row(
-  "Effect.timeout + Effect.retry, in one fiber",
-  inOneFiber(Effect.retry(Effect.timeout(succeed, "60 seconds"), Schedule.recurs(2)))
-)
-await row("resilient-ai: Resilient.retry, whole stack, in one fiber", provided(resilient))
-await row(
-  "resilient-ai: same, under Deadline.within at the entry point",
-  provided(Deadline.within(Resilient.retry(succeed, policy), "30 seconds"))
-)
+console.log(`${calls} calls of a no-op that succeeds at once; median of ${rounds} rounds, the cases taking turns`)
+console.log(`within each round so a busy moment of the machine touches them all; Node ${process.version}\n`)
+// One warm-up round, then the measured rounds.
+const samples = cases.map(() => [] as Array<number>)
+for (let round = 0; round <= rounds; round++) {
+  for (const [index, [, run]] of cases.entries()) {
+    const started = performance.now()
+    await run(calls)
+    if (round > 0) samples[index]!.push(((performance.now() - started) * 1000) / calls)
+  }
+}
+const rows = cases.map(([name], index) => [name, median(samples[index]!)] as const)
+for (const [name, micros] of rows) console.log(`${name.padEnd(60)} ${micros.toFixed(2).padStart(8)} µs`)
 
 const micros = (name: string) => rows.find(([label]) => label.startsWith(name))![1]
 const ours = micros("resilient-ai: Resilient.retry")
