@@ -251,12 +251,14 @@ const runSequence = <A, E extends AttemptError, R>(
     }
 
     const succeed = (attempt: number, value: A, latency: number): Effect.Effect<A> => {
-      const logged = log(LogLevel.Debug, "attempt succeeded", { attempt, durationMs: latency })
-      if (nested) return Effect.as(logged, value)
+      const done = LogLevel.lessThan(LogLevel.Debug, minimumLogLevel)
+        ? Effect.succeed(value)
+        : Effect.as(log(LogLevel.Debug, "attempt succeeded", { attempt, durationMs: latency }), value)
+      if (nested) return done
       count(metrics.successes)
       count(metrics.attemptsPerSuccess, attempt)
       if (attempt > 1) count(metrics.retriesSucceeded)
-      return Effect.zipRight(budget.recordSuccess, Effect.as(logged, value))
+      return Effect.zipRight(budget.recordSuccess, done)
     }
 
     const fail = (
