@@ -647,15 +647,23 @@ describe("Resilient.retry", () => {
       }).pipe(Effect.provide(services(target)))
     })
 
-    it.effect("every attempt of one call sees the same request id", () => {
+    it.effect("every attempt of one call, and its log lines, see the same generated request id", () => {
       const target = freshTarget("request-id")
       return Effect.gen(function*() {
+        const logs = yield* captureLogs
         const { arrivals, attempt } = yield* scripted<string>([{ fail: serverError }, { succeed: "ok" }])
-        yield* settle(attempt.pipe(Resilient.retry(Resilient.policy({ target }))))
+        yield* settle(
+          attempt.pipe(
+            Resilient.retry(Resilient.policy({ target })),
+            Effect.provide(logs.layer),
+            Logger.withMinimumLogLevel(LogLevel.Debug)
+          )
+        )
         const ids = (yield* arrivals).map((a) => a.info?.requestId)
         assert.strictEqual(ids.length, 2)
         assert.strictEqual(ids[0], ids[1])
         assert.match(ids[0]!, /^[0-9a-f-]{36}$/)
+        assert.deepStrictEqual((yield* logs.lines).map((line) => line.annotations.requestId), [ids[0], ids[0]])
       }).pipe(Effect.provide(services(target)))
     })
   })

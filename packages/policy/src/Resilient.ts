@@ -233,7 +233,7 @@ const runSequence = <A, E extends AttemptError, R>(
         : Effect.annotateLogs(
           Effect.logWithLevel(level, message),
           definedOnly({
-            requestId,
+            requestId: requestIdNow(),
             target: policy.target,
             model: policy.model,
             ...annotations
