@@ -1,0 +1,2 @@
+/** `@resilient-ai/client` */
+export {}

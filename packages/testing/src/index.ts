@@ -1,0 +1,2 @@
+/** `@resilient-ai/testing` */
+export {}
