@@ -36,6 +36,7 @@ const table: { readonly [K in Tag]: ReadonlyArray<Row<K>> } = {
   AuthenticationFailed: [[new Failure.AuthenticationFailed({ status: 401 }), "terminal"]],
   ModelUnavailable: [[new Failure.ModelUnavailable({ status: 404, model: "mistral-large-4" }), "terminal"]],
   NotJson: [[new Failure.NotJson({ status: 200, excerpt: "<html>" }), "terminal"]],
+  ResponseTooLarge: [[new Failure.ResponseTooLarge({ status: 200, limitBytes: 1024 }), "terminal"]],
   ContractViolation: [
     [new Failure.ContractViolation({ issues: [{ path: "choices", message: "missing" }] }), "terminal"]
   ],
@@ -58,7 +59,7 @@ const statusFailures = {
 describe("Classifier", () => {
   describe("classifyDefault", () => {
     it("gives every failure class its documented verdict", () => {
-      assert.strictEqual(Object.keys(table).length, 16)
+      assert.strictEqual(Object.keys(table).length, 17)
       for (const [failure, verdict] of cases) {
         assert.strictEqual(verdictOf(failure), verdict, failure.message)
       }

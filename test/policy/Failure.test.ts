@@ -15,6 +15,7 @@ const every: ReadonlyArray<Failure.Failure> = [
   new Failure.AuthenticationFailed({ status: 401 }),
   new Failure.ModelUnavailable({ status: 404, model: "mistral-large-4" }),
   new Failure.NotJson({ status: 200, excerpt: "<html>" }),
+  new Failure.ResponseTooLarge({ status: 200, limitBytes: 1024 }),
   new Failure.ContractViolation({ issues: [] }),
   new Failure.DeadlineExceeded({ deadline: 0, phase: "attempt" }),
   new Failure.Shed({ target: "pool", limit: 2, inFlight: 2 }),
@@ -164,7 +165,7 @@ describe("Failure", () => {
   describe("as Effect errors", () => {
     it.effect("every failure is caught by its own tag and only by it", () =>
       Effect.gen(function*() {
-        assert.strictEqual(new Set(every.map((failure) => failure._tag)).size, 16)
+        assert.strictEqual(new Set(every.map((failure) => failure._tag)).size, 17)
         for (const failure of every) {
           assert.instanceOf(failure, Error)
           const caught = yield* Effect.fail(failure).pipe(

@@ -6,6 +6,7 @@ import {
   Effect,
   Exit,
   Fiber,
+  FiberRef,
   Layer,
   Logger,
   LogLevel,
@@ -292,6 +293,28 @@ describe("Resilient.retry", () => {
         ])
         assert.deepStrictEqual(failure.last, new Failure.DeadlineExceeded({ deadline: 1_000, phase: "attempt" }))
         assert.strictEqual(failure.reason, "deadline")
+      }).pipe(Effect.provide(services(target)))
+    })
+
+    it.effect("a timed-out attempt is reported in the phase it said it had reached", () => {
+      const target = freshTarget("phase")
+      return Effect.gen(function*() {
+        const stallIn = (phase: "headers" | "body" | undefined): Effect.Effect<never, Failure.Failure> =>
+          Effect.flatMap(FiberRef.get(Resilient.CurrentAttempt), (info) => {
+            if (phase !== undefined) info?.enter(phase)
+            return Effect.never
+          })
+        const policy = Resilient.policy({ target, maxAttempts: 1, attemptTimeout: "2 seconds" })
+        const phases: Array<unknown> = []
+        for (const phase of ["headers", "body", undefined] as const) {
+          const failure = failureOf(yield* settle(stallIn(phase).pipe(Resilient.retry(policy)), "3 seconds"))
+          phases.push(failure.last)
+        }
+        assert.deepStrictEqual(phases, [
+          new Failure.ReadTimeout({ timeout: Duration.seconds(2), phase: "headers" }),
+          new Failure.ReadTimeout({ timeout: Duration.seconds(2), phase: "body" }),
+          new Failure.ReadTimeout({ timeout: Duration.seconds(2), phase: "attempt" })
+        ])
       }).pipe(Effect.provide(services(target)))
     })
 
@@ -626,6 +649,32 @@ describe("Resilient.retry", () => {
       }).pipe(Effect.provide(services(target)))
     })
 
+    it.effect("an attempt's own notes (token usage) join its log line", () => {
+      const target = freshTarget("notes")
+      return Effect.gen(function*() {
+        const logs = yield* captureLogs
+        const attempt = Effect.flatMap(FiberRef.get(Resilient.CurrentAttempt), (info) => {
+          info?.annotate("promptTokens", 12)
+          info?.annotate("completionTokens", 30)
+          return info?.attempt === 1 ? Effect.fail(serverError) : Effect.succeed("ok")
+        })
+        yield* settle(
+          attempt.pipe(
+            Resilient.retry(Resilient.policy({ target, schedule: Schedule.spaced("1 second") }), { requestId: "r" }),
+            Effect.provide(logs.layer),
+            Logger.withMinimumLogLevel(LogLevel.Debug)
+          )
+        )
+        const lines = yield* logs.lines
+        assert.deepStrictEqual(
+          lines.map((
+            line
+          ) => [line.annotations.attempt, line.annotations.promptTokens, line.annotations.completionTokens]),
+          [[1, 12, 30], [2, 12, 30]]
+        )
+      }).pipe(Effect.provide(services(target)))
+    })
+
     it.effect("a Redacted value in scope is never printed by the attempt log lines", () => {
       const target = freshTarget("redacted")
       return Effect.gen(function*() {
@@ -665,6 +714,25 @@ describe("Resilient.retry", () => {
         assert.match(ids[0]!, /^[0-9a-f-]{36}$/)
         assert.deepStrictEqual((yield* logs.lines).map((line) => line.annotations.requestId), [ids[0], ids[0]])
       }).pipe(Effect.provide(services(target)))
+    })
+  })
+
+  describe("retryWith", () => {
+    it.effect("takes the target's budget and gate as values, needing nothing from the context", () => {
+      const target = freshTarget("with")
+      return Effect.gen(function*() {
+        const budget = yield* RetryBudget.make({ minPerSecond: 0 })
+        const gate = yield* ConcurrencyGate.make({ target, limit: 1, mode: "shed" })
+        const { attempt, times } = yield* scripted<string>([{ fail: serverError }, { succeed: "ok" }])
+        // No successes yet and no floor: the budget refuses the retry.
+        const call: Effect.Effect<string, Failure.CallFailed<Resilient.LastFailure<Failure.Failure>>> = attempt.pipe(
+          Resilient.retryWith(Resilient.policy({ target }), { budget, gate })
+        )
+        const failure = failureOf(yield* settle(call))
+        assert.strictEqual(failure.reason, "budget")
+        assert.deepStrictEqual(yield* times, [0])
+        assert.deepStrictEqual(yield* gate.snapshot, { limit: 1, inFlight: 0, waiting: 0, health: "steady" })
+      })
     })
   })
 

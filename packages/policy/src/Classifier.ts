@@ -62,6 +62,7 @@ export const classifyDefault = (failure: Failure.Failure): Verdict => {
     case "AuthenticationFailed":
     case "ModelUnavailable":
     case "NotJson":
+    case "ResponseTooLarge":
     case "ContractViolation":
     case "DeadlineExceeded":
     case "Shed":

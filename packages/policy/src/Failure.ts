@@ -150,6 +150,16 @@ export interface ContractIssue {
   readonly message: string
 }
 
+/** A response body larger than the target allows: read no further, never retried. */
+export class ResponseTooLarge extends Data.TaggedError("ResponseTooLarge")<{
+  readonly status: number
+  readonly limitBytes: number
+}> {
+  override get message() {
+    return `HTTP ${this.status} body exceeds the ${this.limitBytes}-byte limit; it was not read further`
+  }
+}
+
 /** A body that parsed but does not match the schema the caller relies on. Never repaired or retried. */
 export class ContractViolation extends Data.TaggedError("ContractViolation")<{
   readonly issues: ReadonlyArray<ContractIssue>
@@ -213,6 +223,7 @@ export type Failure =
   | AuthenticationFailed
   | ModelUnavailable
   | NotJson
+  | ResponseTooLarge
   | ContractViolation
   | DeadlineExceeded
   | Shed
@@ -231,6 +242,7 @@ const everyFailureTag: Record<Failure["_tag"], null> = {
   AuthenticationFailed: null,
   ModelUnavailable: null,
   NotJson: null,
+  ResponseTooLarge: null,
   ContractViolation: null,
   DeadlineExceeded: null,
   Shed: null,

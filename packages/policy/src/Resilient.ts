@@ -54,6 +54,14 @@ export interface AttemptInfo {
   /** When this attempt's time runs out, in epoch milliseconds of Effect's `Clock`. */
   readonly deadline: number
   readonly replaySafe: boolean
+  /**
+   * Says how far the attempt got: `"headers"` once the request is on its way and the answer's
+   * headers are awaited, `"body"` once they arrived. If the attempt's time runs out, the
+   * `ReadTimeout` names the phase it stalled in.
+   */
+  readonly enter: (phase: "headers" | "body") => void
+  /** Adds a key to this attempt's log line: token usage, the provider's own request id. */
+  readonly annotate: (key: string, value: unknown) => void
 }
 
 /** The attempt the current fiber is running, inside a resilient call; `undefined` outside one. */
@@ -180,18 +188,31 @@ const randomId = (): string => {
   return crypto?.randomUUID?.() ?? `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 12)}`
 }
 
+/** What the attempt told the sequence about itself while it ran. */
+interface AttemptNotes {
+  phase: "headers" | "body" | undefined
+  readonly annotations: Record<string, unknown>
+}
+
+/** The services of one target, given to `retryWith` instead of being read from the context. */
+export interface TargetServices {
+  readonly budget: RetryBudget.Service
+  readonly gate: ConcurrencyGate.Service
+}
+
 const runSequence = <A, E extends AttemptError, R>(
   self: Effect.Effect<A, E, R>,
   policy: Policy,
-  options: CallOptions | undefined
-): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R | Services> =>
+  options: CallOptions | undefined,
+  targetServices: TargetServices | undefined
+): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> =>
   Effect.withFiberRuntime((fiber, status) => {
     type Last = LastFailure<E>
     // Attempts run with the caller's flags, not with those of the region that guards the permit.
     const callerFlags = status.runtimeFlags
     const services = fiber.currentContext as Context.Context<Services>
-    const budget = Context.get(services, RetryBudget.RetryBudget)
-    const gate = Context.get(services, ConcurrencyGate.ConcurrencyGate)
+    const budget = targetServices?.budget ?? Context.get(services, RetryBudget.RetryBudget)
+    const gate = targetServices?.gate ?? Context.get(services, ConcurrencyGate.ConcurrencyGate)
     const { classify } = Context.get(services, Classifier)
     const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
     const metricLabels = fiber.getFiberRef(FiberRef.currentMetricLabels)
@@ -250,10 +271,13 @@ const runSequence = <A, E extends AttemptError, R>(
       return stop("deadline", lastFailure ?? new Failure.DeadlineExceeded({ deadline, phase }))
     }
 
-    const succeed = (attempt: number, value: A, latency: number): Effect.Effect<A> => {
+    const succeed = (attempt: number, value: A, latency: number, notes: AttemptNotes): Effect.Effect<A> => {
       const done = LogLevel.lessThan(LogLevel.Debug, minimumLogLevel)
         ? Effect.succeed(value)
-        : Effect.as(log(LogLevel.Debug, "attempt succeeded", { attempt, durationMs: latency }), value)
+        : Effect.as(
+          log(LogLevel.Debug, "attempt succeeded", { attempt, durationMs: latency, ...notes.annotations }),
+          value
+        )
       if (nested) return done
       count(metrics.successes)
       count(metrics.attemptsPerSuccess, attempt)
@@ -265,7 +289,8 @@ const runSequence = <A, E extends AttemptError, R>(
       attempt: number,
       error: E | Last,
       latency: number,
-      delayBefore: number
+      delayBefore: number,
+      notes: AttemptNotes
     ): Effect.Effect<A, Failure.CallFailed<Last>, R> => {
       const { failure, settled } = unwrap(error)
       const last = failure as Last
@@ -279,7 +304,14 @@ const runSequence = <A, E extends AttemptError, R>(
         delayBefore: Duration.millis(delayBefore)
       })
       const verdict = settled ? "terminal" : classify(failure)
-      const logged = { attempt, durationMs: latency, failure: failure._tag, status: Failure.statusOf(failure), verdict }
+      const logged = {
+        attempt,
+        durationMs: latency,
+        failure: failure._tag,
+        status: Failure.statusOf(failure),
+        verdict,
+        ...notes.annotations
+      }
       const stopHere = (reason: Failure.StopReason) =>
         Effect.zipRight(
           log(LogLevel.Warning, "attempt failed, stopping", { ...logged, stop: reason }),
@@ -340,16 +372,17 @@ const runSequence = <A, E extends AttemptError, R>(
       attempt: number,
       exit: Exit.Exit<A, E>,
       latency: number,
-      delayBefore: number
+      delayBefore: number,
+      notes: AttemptNotes
     ): Effect.Effect<A, Failure.CallFailed<Last>, R> => {
-      if (Exit.isSuccess(exit)) return releasing("success", succeed(attempt, exit.value, latency))
+      if (Exit.isSuccess(exit)) return releasing("success", succeed(attempt, exit.value, latency, notes))
       const failure = Cause.failureOption(exit.cause)
       // Defects and interruptions are not failures of the call: they propagate untouched.
       if (Cause.isDie(exit.cause) || Cause.isInterrupted(exit.cause) || Option.isNone(failure)) {
         return releasing("neutral", Effect.failCause(Cause.stripFailures(exit.cause)))
       }
       const outcome = ConcurrencyGate.outcomeOf(unwrap(failure.value).failure)
-      return releasing(outcome, restore(fail(attempt, failure.value, latency, delayBefore)))
+      return releasing(outcome, restore(fail(attempt, failure.value, latency, delayBefore, notes)))
     }
 
     /**
@@ -365,6 +398,7 @@ const runSequence = <A, E extends AttemptError, R>(
       delayBefore: number
     ): Effect.Effect<A, Failure.CallFailed<Last>, R> =>
       Effect.withFiberRuntime((current) => {
+        const notes: AttemptNotes = { phase: undefined, annotations: {} }
         const info: AttemptInfo = {
           get requestId() {
             return requestIdNow()
@@ -372,7 +406,13 @@ const runSequence = <A, E extends AttemptError, R>(
           attempt,
           target: policy.target,
           deadline: started + timeoutMillis,
-          replaySafe
+          replaySafe,
+          enter: (phase) => {
+            notes.phase = phase
+          },
+          annotate: (key, value) => {
+            notes.annotations[key] = value
+          }
         }
         const fiberRefs = FiberRefs.updateManyAs(current.getFiberRefs(), {
           entries: [
@@ -385,18 +425,18 @@ const runSequence = <A, E extends AttemptError, R>(
         if (!nested) count(metrics.attempts)
         const run = startBounded(self, current, callerFlags, fiberRefs, timeoutMillis)
         if (run._tag === "Finished") {
-          return settle(restore, attempt, run.exit, clock.unsafeCurrentTimeMillis() - started, delayBefore)
+          return settle(restore, attempt, run.exit, clock.unsafeCurrentTimeMillis() - started, delayBefore, notes)
         }
         return restore(run.result).pipe(
           // Interrupted before or while awaiting it: stop the attempt, then give its permit back.
           Effect.onInterrupt(() => releasing("neutral", Fiber.interrupt(run.fiber))),
           Effect.flatMap((result) => {
             const latency = clock.unsafeCurrentTimeMillis() - started
-            if (result !== timedOut) return settle(restore, attempt, result, latency, delayBefore)
+            if (result !== timedOut) return settle(restore, attempt, result, latency, delayBefore, notes)
             const failure = boundByDeadline
               ? new Failure.DeadlineExceeded({ deadline, phase: "attempt" })
-              : new Failure.ReadTimeout({ timeout: Duration.millis(timeoutMillis), phase: "attempt" })
-            return releasing("overload", restore(fail(attempt, failure, latency, delayBefore)))
+              : new Failure.ReadTimeout({ timeout: Duration.millis(timeoutMillis), phase: notes.phase ?? "attempt" })
+            return releasing("overload", restore(fail(attempt, failure, latency, delayBefore, notes)))
           })
         )
       })
@@ -463,7 +503,35 @@ export const retry: {
 } = dual(
   (args) => Effect.isEffect(args[0]),
   <A, E extends AttemptError, R>(self: Effect.Effect<A, E, R>, policy: Policy, options?: CallOptions) =>
-    runSequence(self, policy, options)
+    runSequence(self, policy, options, undefined) as Effect.Effect<
+      A,
+      Failure.CallFailed<LastFailure<E>>,
+      R | Services
+    >
+)
+
+/**
+ * `retry` with the target's budget and gate given as values rather than read from the context:
+ * for a client that holds the services of several targets at once.
+ */
+export const retryWith: {
+  (policy: Policy, services: TargetServices, options?: CallOptions): <A, E extends AttemptError, R>(
+    self: Effect.Effect<A, E, R>
+  ) => Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R>
+  <A, E extends AttemptError, R>(
+    self: Effect.Effect<A, E, R>,
+    policy: Policy,
+    services: TargetServices,
+    options?: CallOptions
+  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R>
+} = dual(
+  (args) => Effect.isEffect(args[0]),
+  <A, E extends AttemptError, R>(
+    self: Effect.Effect<A, E, R>,
+    policy: Policy,
+    services: TargetServices,
+    options?: CallOptions
+  ) => runSequence(self, policy, options, services)
 )
 
 /** Settings of the in-memory services of one target. */
