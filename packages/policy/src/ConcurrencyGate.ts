@@ -251,6 +251,11 @@ export interface Service {
   readonly acquire: (deadline: number) => Effect.Effect<void, Failure.Shed | Failure.DeadlineExceeded>
   /** Gives a permit back, with what the attempt said about the target's capacity. */
   readonly release: (outcome: Outcome) => Effect.Effect<void>
+  /**
+   * Records what an attempt said about capacity without giving a permit back: for work that holds
+   * one permit across several attempts, like a stream retried until its first chunk.
+   */
+  readonly observe: (outcome: Outcome) => Effect.Effect<void>
   /** Marks the target degraded from outside, as a health check would. */
   readonly markDegraded: Effect.Effect<void>
   /** Starts the recovery ramp from outside. */
@@ -363,6 +368,13 @@ export const make = (options: Options): Effect.Effect<Service> => {
           limiter.release(at, outcome)
           if (limiter.health(at) === before) grantWaiting(at)
           else afterHealthChange(at)
+        }),
+      observe: (outcome) =>
+        Effect.sync(() => {
+          const at = now()
+          const before = limiter.health(at)
+          limiter.observe(at, outcome)
+          if (limiter.health(at) !== before) afterHealthChange(at)
         }),
       markDegraded: Effect.sync(() => {
         limiter.markDegraded()

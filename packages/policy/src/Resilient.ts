@@ -34,6 +34,7 @@ import * as Option from "effect/Option"
 import type * as Schedule from "effect/Schedule"
 import * as Backoff from "./Backoff.js"
 import { Classifier } from "./Classifier.js"
+import type { Service as ClassifierService } from "./Classifier.js"
 import * as ConcurrencyGate from "./ConcurrencyGate.js"
 import { CurrentDeadline } from "./Deadline.js"
 import * as Failure from "./Failure.js"
@@ -198,6 +199,8 @@ interface AttemptNotes {
 export interface TargetServices {
   readonly budget: RetryBudget.Service
   readonly gate: ConcurrencyGate.Service
+  /** The target's own classifier; the one in context (by default `Classifier.classifyDefault`) otherwise. */
+  readonly classifier?: ClassifierService | undefined
 }
 
 const runSequence = <A, E extends AttemptError, R>(
@@ -213,7 +216,7 @@ const runSequence = <A, E extends AttemptError, R>(
     const services = fiber.currentContext as Context.Context<Services>
     const budget = targetServices?.budget ?? Context.get(services, RetryBudget.RetryBudget)
     const gate = targetServices?.gate ?? Context.get(services, ConcurrencyGate.ConcurrencyGate)
-    const { classify } = Context.get(services, Classifier)
+    const { classify } = targetServices?.classifier ?? Context.get(services, Classifier)
     const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
     const metricLabels = fiber.getFiberRef(FiberRef.currentMetricLabels)
     const minimumLogLevel = fiber.getFiberRef(FiberRef.currentMinimumLogLevel)

@@ -14,7 +14,8 @@ export type HeaderSource =
   | { readonly get: (name: string) => string | null | undefined }
   | Readonly<Record<string, string | ReadonlyArray<string> | undefined>>
 
-const lookup = (headers: HeaderSource, name: string): string | undefined => {
+/** The first value of header `name` (lower case), whatever the shape of `headers`. */
+export const header = (headers: HeaderSource, name: string): string | undefined => {
   if (typeof headers.get === "function") {
     return (headers as { readonly get: (name: string) => string | null | undefined }).get(name) ?? undefined
   }
@@ -102,9 +103,9 @@ export const parseRetryAfterMillis = (value: string): Option.Option<Duration.Dur
  * a garbled one falls back to the other.
  */
 export const fromHeaders = (headers: HeaderSource, nowMillis: number): Option.Option<Duration.Duration> => {
-  const millis = lookup(headers, "retry-after-ms")
+  const millis = header(headers, "retry-after-ms")
   const parsedMillis = millis === undefined ? Option.none() : parseRetryAfterMillis(millis)
   if (Option.isSome(parsedMillis)) return parsedMillis
-  const seconds = lookup(headers, "retry-after")
+  const seconds = header(headers, "retry-after")
   return seconds === undefined ? Option.none() : parseRetryAfter(seconds, nowMillis)
 }

@@ -1,2 +1,7 @@
-/** `@resilient-ai/testing` */
-export {}
+/**
+ * `@resilient-ai/testing`: a real loopback fault server speaking the OpenAI / Mistral wire format,
+ * the plans that script its faults, and recorded provider responses.
+ */
+export * as FaultPlan from "./FaultPlan.js"
+export * as FaultServer from "./FaultServer.js"
+export * as Fixtures from "./Fixtures.js"

@@ -1,0 +1,222 @@
+/**
+ * The model client: chat, embeddings and streaming chat against one target, each call resilient.
+ *
+ * Every call is one logical request: it carries the caller's deadline (or `timeout`), one request
+ * id sent as the idempotency key on every attempt, and whether replaying it is safe (embeddings
+ * are, by default; chat is not, since a replayed generation is billed again). The target's retry
+ * budget and concurrency gate live in the client, so several targets can be used side by side,
+ * each with its own: build each with `make` under a tag of your own.
+ *
+ * ```ts
+ * class Mistral extends Context.Tag("app/Mistral")<Mistral, ModelClient.Service>() {}
+ * const MistralLive = Layer.effect(Mistral, ModelClient.makeConfig(Target.managedConfig("MISTRAL")))
+ * ```
+ */
+import type * as HttpClient from "@effect/platform/HttpClient"
+import { ConcurrencyGate, Deadline, Failure, Metrics, Resilient, RetryBudget } from "@resilient-ai/policy"
+import * as Clock from "effect/Clock"
+import type * as Config from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
+import * as Exit from "effect/Exit"
+import * as FiberRef from "effect/FiberRef"
+import * as Layer from "effect/Layer"
+import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as ChatCompletion from "./ChatCompletion.js"
+import * as Embeddings from "./Embeddings.js"
+import * as Target from "./Target.js"
+import * as Transport from "./Transport.js"
+
+/** How a call can end without a value: the policy's aggregate of its attempts. */
+export type CallFailed = Failure.CallFailed<Failure.Failure>
+
+/** Settings of one call. */
+export interface CallOptions extends Resilient.CallOptions {}
+
+/** A client of one target. */
+export interface Service {
+  readonly target: Target.Target
+  readonly chat: (
+    request: ChatCompletion.ChatRequest,
+    options?: CallOptions
+  ) => Effect.Effect<ChatCompletion.ChatCompletion, CallFailed>
+  readonly embeddings: (
+    request: Embeddings.EmbeddingsRequest,
+    options?: CallOptions
+  ) => Effect.Effect<Embeddings.Embeddings, CallFailed>
+  /**
+   * A streamed chat completion. Attempts are retried only until the first chunk reaches the
+   * caller (a `CallFailed` before it); after it, a failure ends the stream with that failure and
+   * nothing is replayed. The stream holds one permit of the target's gate until it ends.
+   */
+  readonly chatStream: (
+    request: ChatCompletion.ChatRequest,
+    options?: CallOptions
+  ) => Stream.Stream<ChatCompletion.ChatCompletionChunk, CallFailed | Failure.Failure>
+}
+
+/** The client of the application's default target. */
+export class ModelClient extends Context.Tag("@resilient-ai/client/ModelClient")<ModelClient, Service>() {}
+
+/** A target's budget and gate, when the in-memory ones are not wanted (a fleet shares them on Redis). */
+export interface Services {
+  readonly budget: RetryBudget.Service
+  readonly gate: ConcurrencyGate.Service
+}
+
+/** The in-memory budget and gate a target gets by default. */
+export const memoryServices = (target: Target.Target): Effect.Effect<Services> =>
+  Effect.zipWith(
+    RetryBudget.make(target.budget),
+    ConcurrencyGate.make({ target: target.name, limit: target.concurrency, mode: Target.gateMode(target) }),
+    (budget, gate) => ({ budget, gate })
+  )
+
+/** A gate that takes no permits but passes what attempts say about capacity to `gate`. */
+const observing = (gate: ConcurrencyGate.Service): ConcurrencyGate.Service => ({
+  ...gate,
+  acquire: () => Effect.void,
+  release: gate.observe
+})
+
+/** The failure of a stream that could not take a permit, as `retry` reports one for a call. */
+const refusedStream = (
+  target: Target.Target,
+  model: string,
+  refusal: Failure.Shed | Failure.DeadlineExceeded
+): CallFailed => {
+  const metrics = Metrics.forTarget(target.name, model)
+  if (refusal._tag === "Shed") metrics.shed.unsafeUpdate(1, [])
+  else metrics.deadlineSkips.unsafeUpdate(1, [])
+  const reason = refusal._tag === "Shed" ? "shed" : "deadline"
+  metrics.callsFailed(reason).unsafeUpdate(1, [])
+  return new Failure.CallFailed({ reason, last: refusal, attempts: [], target: target.name })
+}
+
+/** A client of `target`, with the given budget and gate. */
+export const makeWith = (
+  target: Target.Target,
+  services: Services
+): Effect.Effect<Service, never, HttpClient.HttpClient> =>
+  Effect.map(Effect.context<HttpClient.HttpClient>(), (context) => {
+    const endpoint: Transport.Endpoint = {
+      target: target.name,
+      baseUrl: target.baseUrl,
+      apiKey: target.apiKey,
+      idempotencyHeader: target.idempotencyHeader,
+      maxResponseBytes: target.maxResponseBytes,
+      connectTimeout: target.connectTimeout
+    }
+    const classifier = Target.classifierFor(target)
+    const policies = new Map<string, Resilient.Policy>()
+    const policyFor = (model: string) => {
+      let policy = policies.get(model)
+      if (policy === undefined) {
+        policy = Target.policyFor(target, model)
+        policies.set(model, policy)
+      }
+      return policy
+    }
+    const resilient = { ...services, classifier }
+
+    const chat: Service["chat"] = (request, options) => {
+      const model = request.model ?? target.model
+      return Transport.postJson(
+        endpoint,
+        "/chat/completions",
+        ChatCompletion.body(request, model, false),
+        ChatCompletion.ChatCompletion,
+        (completion) => completion.usage
+      ).pipe(
+        Resilient.retryWith(policyFor(model), resilient, options),
+        Effect.provide(context)
+      )
+    }
+
+    const embeddings: Service["embeddings"] = (request, options) => {
+      const model = request.model ?? target.model
+      return Transport.postJson(
+        endpoint,
+        "/embeddings",
+        Embeddings.body(request, model),
+        Embeddings.Embeddings,
+        (result) => result.usage
+      ).pipe(
+        Resilient.retryWith(policyFor(model), resilient, { replaySafe: true, ...options }),
+        Effect.provide(context)
+      )
+    }
+
+    const chatStream: Service["chatStream"] = (request, options) => {
+      const model = request.model ?? target.model
+      const policy = policyFor(model)
+      const body = ChatCompletion.body(request, model, true)
+      // Each attempt reads in a scope of its own: a failed attempt's connection closes at once, the
+      // one that delivered the first chunk stays open for the rest of the stream.
+      const attempt = Effect.flatMap(
+        Effect.scope,
+        (outer) =>
+          Effect.flatMap(Scope.fork(outer, ExecutionStrategy.sequential), (scope) =>
+            Transport.postStream(
+              endpoint,
+              "/chat/completions",
+              body,
+              ChatCompletion.ChatCompletionChunk,
+              (chunk) => chunk.usage,
+              policy.attemptTimeout
+            ).pipe(
+              Scope.extend(scope),
+              Effect.onExit((exit) => Exit.isFailure(exit) ? Scope.close(scope, exit) : Effect.void)
+            ))
+      )
+      const opened = Effect.gen(function*() {
+        const deadline = yield* FiberRef.get(Deadline.CurrentDeadline)
+        const permit = yield* Effect.acquireRelease(
+          Effect.either(Effect.interruptible(services.gate.acquire(deadline))),
+          (taken, exit) =>
+            taken._tag === "Right" ? services.gate.release(ConcurrencyGate.outcomeOfExit(exit)) : Effect.void
+        )
+        if (permit._tag === "Left") return yield* Effect.fail(refusedStream(target, model, permit.left))
+        const { first, rest } = yield* attempt.pipe(
+          Resilient.retryWith(policy, { ...resilient, gate: observing(services.gate) }, options)
+        )
+        const whole = Stream.concat(Stream.succeed(first), rest)
+        if (!Number.isFinite(deadline)) return whole
+        // The deadline bounds the whole stream, not only the wait for its first chunk.
+        const passed = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          Effect.zipRight(
+            Effect.sleep(Duration.millis(Math.max(0, deadline - now))),
+            Effect.fail(new Failure.DeadlineExceeded({ deadline, phase: "attempt" }))
+          ))
+        return Stream.interruptWhen(whole, passed)
+      })
+      return Stream.unwrapScoped(
+        options?.timeout === undefined ? opened : Deadline.within(opened, options.timeout)
+      ).pipe(Stream.provideContext(context))
+    }
+
+    return { target, chat, embeddings, chatStream }
+  })
+
+/** A client of `target` with an in-memory budget and gate. */
+export const make = (target: Target.Target): Effect.Effect<Service, never, HttpClient.HttpClient> =>
+  Effect.flatMap(memoryServices(target), (services) => makeWith(target, services))
+
+/** A client of the target read from `config`, failing with the `ConfigError` before any request. */
+export const makeConfig = (
+  config: Config.Config<Target.Target>
+): Effect.Effect<Service, ConfigError.ConfigError, HttpClient.HttpClient> => Effect.flatMap(config, make)
+
+/** Provides `ModelClient` for `target`. */
+export const layer = (target: Target.Target): Layer.Layer<ModelClient, never, HttpClient.HttpClient> =>
+  Layer.effect(ModelClient, make(target))
+
+/** Provides `ModelClient` for the target read from `config`. */
+export const layerConfig = (
+  config: Config.Config<Target.Target>
+): Layer.Layer<ModelClient, ConfigError.ConfigError, HttpClient.HttpClient> =>
+  Layer.effect(ModelClient, makeConfig(config))

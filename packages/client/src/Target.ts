@@ -1,0 +1,321 @@
+/**
+ * A deployment target: where the model runs, and the policy that fits the capacity behind it.
+ *
+ * The same model is consumed two ways that want opposite retry behaviour. A managed, elastic API
+ * (`managed`) has spare capacity behind a 5xx or a 429, so a modest budget and a short queue are a
+ * fair bet. A fixed-capacity, self-hosted pool (`selfHosted`) is exactly the GPUs you pay for: a
+ * 5xx means the pool is saturated, so its budget is near zero, its gate sheds instead of queueing,
+ * and only failures that never reached the pool (a refused connection) are retried. Timeouts
+ * belong to the model, so a target carries one per model.
+ *
+ * `config` reads a target from environment variables under a prefix and validates it when the
+ * layer is built, so a misconfigured deployment fails before any socket opens.
+ */
+import { Classifier, Resilient } from "@resilient-ai/policy"
+import * as Config from "effect/Config"
+import * as ConfigError from "effect/ConfigError"
+import * as Duration from "effect/Duration"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import type * as Redacted from "effect/Redacted"
+
+/** Which kind of capacity is behind the target. */
+export type Kind = "managed" | "self-hosted"
+
+/** A deployment target, with every setting resolved. */
+export interface Target {
+  /** Names the target in metrics, logs and failures. */
+  readonly name: string
+  readonly kind: Kind
+  /** The API's base URL, up to and including the version: `https://api.mistral.ai/v1`. */
+  readonly baseUrl: string
+  /** The model requests use unless they name another. */
+  readonly model: string
+  readonly apiKey: Redacted.Redacted | undefined
+  /** The per-attempt timeout of the target's model. */
+  readonly attemptTimeout: Duration.Duration
+  /** Per-attempt timeouts of other models requests may name. */
+  readonly attemptTimeoutByModel: Readonly<Record<string, Duration.Duration>>
+  /** Attempts per call, the first included. */
+  readonly maxAttempts: number
+  readonly baseDelay: Duration.Duration
+  readonly maxDelay: Duration.Duration
+  /** The random spread added to a provider's `Retry-After`, so clients told the same wait do not return together. */
+  readonly hintSpread: Duration.Duration
+  readonly budget: { readonly ratio: number; readonly minPerSecond: number }
+  /** In-flight calls allowed at once. */
+  readonly concurrency: number
+  /** The header every attempt of a call carries its request id in. */
+  readonly idempotencyHeader: string
+  readonly maxResponseBytes: number
+  /** How long opening a connection may take; set on the HTTP client's dispatcher. */
+  readonly connectTimeout: Duration.Duration
+}
+
+/** Settings of a target; what is left out takes the kind's default. */
+export interface Options {
+  readonly name: string
+  readonly baseUrl: string
+  readonly model: string
+  readonly apiKey?: Redacted.Redacted | undefined
+  readonly attemptTimeout?: Duration.DurationInput | undefined
+  readonly attemptTimeoutByModel?: Readonly<Record<string, Duration.DurationInput>> | undefined
+  readonly maxAttempts?: number | undefined
+  readonly baseDelay?: Duration.DurationInput | undefined
+  readonly maxDelay?: Duration.DurationInput | undefined
+  readonly hintSpread?: Duration.DurationInput | undefined
+  readonly budget?: { readonly ratio?: number | undefined; readonly minPerSecond?: number | undefined } | undefined
+  readonly concurrency?: number | undefined
+  readonly idempotencyHeader?: string | undefined
+  readonly maxResponseBytes?: number | undefined
+  readonly connectTimeout?: Duration.DurationInput | undefined
+}
+
+type Defaults = Omit<Target, "name" | "kind" | "baseUrl" | "model" | "apiKey" | "attemptTimeoutByModel">
+
+/** Managed, elastic capacity: three attempts, a 10% budget with a floor of 5/s, a queue of 64. */
+export const managedDefaults: Defaults = {
+  attemptTimeout: Duration.seconds(60),
+  maxAttempts: 3,
+  baseDelay: Duration.millis(500),
+  maxDelay: Duration.seconds(8),
+  hintSpread: Duration.seconds(1),
+  budget: { ratio: 0.1, minPerSecond: 5 },
+  concurrency: 64,
+  idempotencyHeader: "Idempotency-Key",
+  maxResponseBytes: 8 * 1024 * 1024,
+  connectTimeout: Duration.seconds(10)
+}
+
+/**
+ * Fixed capacity: two attempts for failures that never reached the pool, a budget of 1% with a
+ * floor of one retry every 5 s, and a gate of 8 that sheds.
+ */
+export const selfHostedDefaults: Defaults = {
+  attemptTimeout: Duration.seconds(30),
+  maxAttempts: 2,
+  baseDelay: Duration.millis(200),
+  maxDelay: Duration.seconds(2),
+  hintSpread: Duration.millis(500),
+  budget: { ratio: 0.01, minPerSecond: 0.2 },
+  concurrency: 8,
+  idempotencyHeader: "Idempotency-Key",
+  maxResponseBytes: 8 * 1024 * 1024,
+  connectTimeout: Duration.seconds(3)
+}
+
+/** Why a target's settings cannot work, one message per setting. */
+export const problems = (target: Target): ReadonlyArray<string> => {
+  const found: Array<string> = []
+  const positive = (name: string, value: Duration.Duration) => {
+    if (!(Duration.toMillis(value) > 0)) found.push(`${name} must be positive, got ${Duration.format(value)}`)
+  }
+  if (target.name.trim() === "") found.push("name must not be empty")
+  if (!isHttpUrl(target.baseUrl)) found.push(`baseUrl must be an http(s) URL, got ${JSON.stringify(target.baseUrl)}`)
+  if (target.model.trim() === "") found.push("model must not be empty")
+  if (target.kind === "managed" && target.apiKey === undefined) found.push("apiKey is required for a managed target")
+  positive("attemptTimeout", target.attemptTimeout)
+  for (const [model, timeout] of Object.entries(target.attemptTimeoutByModel)) {
+    positive(`attemptTimeout of ${model}`, timeout)
+  }
+  if (!Number.isInteger(target.maxAttempts) || target.maxAttempts < 1) {
+    found.push(`maxAttempts must be an integer >= 1, got ${target.maxAttempts}`)
+  }
+  if (Duration.greaterThan(target.baseDelay, target.maxDelay)) {
+    found.push(
+      `baseDelay (${Duration.format(target.baseDelay)}) must not exceed maxDelay (${Duration.format(target.maxDelay)})`
+    )
+  }
+  if (!(target.budget.ratio >= 0 && Number.isFinite(target.budget.ratio))) {
+    found.push(`budget ratio must be a finite number >= 0, got ${target.budget.ratio}`)
+  }
+  if (!(target.budget.minPerSecond >= 0 && Number.isFinite(target.budget.minPerSecond))) {
+    found.push(`budget minPerSecond must be a finite number >= 0, got ${target.budget.minPerSecond}`)
+  }
+  if (!Number.isInteger(target.concurrency) || target.concurrency < 1) {
+    found.push(`concurrency must be an integer >= 1, got ${target.concurrency}`)
+  }
+  if (!/^[A-Za-z0-9-]+$/.test(target.idempotencyHeader)) {
+    found.push(`idempotencyHeader must be a header name, got ${JSON.stringify(target.idempotencyHeader)}`)
+  }
+  if (!Number.isInteger(target.maxResponseBytes) || target.maxResponseBytes < 1) {
+    found.push(`maxResponseBytes must be an integer >= 1, got ${target.maxResponseBytes}`)
+  }
+  positive("connectTimeout", target.connectTimeout)
+  return found
+}
+
+const isHttpUrl = (value: string): boolean => {
+  try {
+    const url = new URL(value)
+    return url.protocol === "http:" || url.protocol === "https:"
+  } catch {
+    return false
+  }
+}
+
+const durationOf = (input: Duration.DurationInput | undefined, fallback: Duration.Duration): Duration.Duration =>
+  input === undefined ? fallback : Option.getOrElse(Duration.decodeUnknown(input), () => Duration.zero)
+
+const make = (kind: Kind, options: Options): Target => {
+  const defaults = kind === "managed" ? managedDefaults : selfHostedDefaults
+  const target: Target = {
+    name: options.name,
+    kind,
+    baseUrl: options.baseUrl,
+    model: options.model,
+    apiKey: options.apiKey,
+    attemptTimeout: durationOf(options.attemptTimeout, defaults.attemptTimeout),
+    attemptTimeoutByModel: Object.fromEntries(
+      Object.entries(options.attemptTimeoutByModel ?? {}).map((
+        [model, timeout]
+      ) => [model, durationOf(timeout, Duration.zero)])
+    ),
+    maxAttempts: options.maxAttempts ?? defaults.maxAttempts,
+    baseDelay: durationOf(options.baseDelay, defaults.baseDelay),
+    maxDelay: durationOf(options.maxDelay, defaults.maxDelay),
+    hintSpread: durationOf(options.hintSpread, defaults.hintSpread),
+    budget: {
+      ratio: options.budget?.ratio ?? defaults.budget.ratio,
+      minPerSecond: options.budget?.minPerSecond ?? defaults.budget.minPerSecond
+    },
+    concurrency: options.concurrency ?? defaults.concurrency,
+    idempotencyHeader: options.idempotencyHeader ?? defaults.idempotencyHeader,
+    maxResponseBytes: options.maxResponseBytes ?? defaults.maxResponseBytes,
+    connectTimeout: durationOf(options.connectTimeout, defaults.connectTimeout)
+  }
+  const found = problems(target)
+  if (found.length > 0) throw new RangeError(`target ${options.name}: ${found.join("; ")}`)
+  return target
+}
+
+/** A managed, elastic target. Bad settings throw a `RangeError` naming them. */
+export const managed = (options: Options): Target => make("managed", options)
+
+/** A fixed-capacity, self-hosted target. Bad settings throw a `RangeError` naming them. */
+export const selfHosted = (options: Options): Target => make("self-hosted", options)
+
+/** The policy of requests for `model` (the target's own model unless named). */
+export const policyFor = (target: Target, model: string = target.model): Resilient.Policy =>
+  Resilient.policy({
+    target: target.name,
+    model,
+    maxAttempts: target.maxAttempts,
+    baseDelay: target.baseDelay,
+    maxDelay: target.maxDelay,
+    hintSpread: target.hintSpread,
+    attemptTimeout: target.attemptTimeoutByModel[model] ?? target.attemptTimeout,
+    minAttemptTime: Duration.min(
+      Duration.millis(100),
+      Duration.divide(target.attemptTimeout, 2).pipe(Option.getOrThrow)
+    )
+  })
+
+/** How a full gate behaves: managed targets queue (bounded by the deadline), self-hosted ones shed. */
+export const gateMode = (target: Target): "queue" | "shed" => target.kind === "managed" ? "queue" : "shed"
+
+/**
+ * A self-hosted pool's classifier: a failure that reached the pool means the pool is busy, so
+ * only failures that never reached it are retried; everything else, ambiguous ones included, ends
+ * the call.
+ */
+export const selfHostedClassifier: Classifier.Service = {
+  classify: (failure) => {
+    switch (failure._tag) {
+      case "ConnectFailed":
+      case "ConnectTimeout":
+        return "retryable"
+      case "ConnectionReset":
+        return failure.afterSend ? "terminal" : "retryable"
+      default:
+        return "terminal"
+    }
+  }
+}
+
+/** The classifier a target's calls use. */
+export const classifierFor = (target: Target): Classifier.Service =>
+  target.kind === "managed" ? { classify: Classifier.classifyDefault } : selfHostedClassifier
+
+/** Reads a duration: a number is milliseconds, otherwise Effect's form ("30 seconds"); negatives are refused. */
+const durationSetting = (name: string): Config.Config<Duration.Duration> =>
+  Config.mapOrFail(Config.string(name), (text) => {
+    const trimmed = text.trim()
+    if (trimmed.startsWith("-")) {
+      return Either.left(ConfigError.InvalidData([], `${name} must not be negative, got ${trimmed}`))
+    }
+    const decoded = /^\d+(\.\d+)?$/.test(trimmed)
+      ? Option.some(Duration.millis(Number(trimmed)))
+      : Duration.decodeUnknown(trimmed)
+    return Option.match(decoded, {
+      onNone: () =>
+        Either.left(
+          ConfigError.InvalidData([], `${name} must be a duration such as 30000 or "30 seconds", got ${trimmed}`)
+        ),
+      onSome: Either.right
+    })
+  })
+
+/** Reads `model=duration` pairs, separated by commas. */
+const timeoutsByModel = (name: string): Config.Config<Record<string, Duration.Duration>> =>
+  Config.mapOrFail(Config.string(name), (text) => {
+    const result: Record<string, Duration.Duration> = {}
+    for (const pair of text.split(",").map((part) => part.trim()).filter((part) => part !== "")) {
+      const [model, timeout] = pair.split("=").map((part) => part.trim())
+      const decoded = timeout === undefined ? Option.none() : /^\d+$/.test(timeout)
+        ? Option.some(Duration.millis(Number(timeout)))
+        : Duration.decodeUnknown(timeout)
+      if (model === undefined || model === "" || Option.isNone(decoded)) {
+        return Either.left(
+          ConfigError.InvalidData([], `${name} must read model=duration,…, got ${JSON.stringify(pair)}`)
+        )
+      }
+      result[model] = decoded.value
+    }
+    return Either.right(result)
+  })
+
+/**
+ * A target read from environment variables under `prefix` (with the default `ConfigProvider`):
+ * `{prefix}_BASE_URL`, `_MODEL`, `_API_KEY` (required for a managed target), `_ATTEMPT_TIMEOUT`,
+ * `_ATTEMPT_TIMEOUTS` (`model=duration,…`), `_MAX_ATTEMPTS`, `_BASE_DELAY`, `_MAX_DELAY`,
+ * `_HINT_SPREAD`, `_BUDGET_RATIO`, `_BUDGET_MIN_PER_SECOND`, `_CONCURRENCY`, `_IDEMPOTENCY_HEADER`,
+ * `_MAX_RESPONSE_BYTES`, `_CONNECT_TIMEOUT`. Anything invalid is a `ConfigError` naming the variable.
+ */
+export const config = (kind: Kind, prefix: string, name: string = prefix.toLowerCase()): Config.Config<Target> => {
+  const defaults = kind === "managed" ? managedDefaults : selfHostedDefaults
+  const apiKey = kind === "managed" ? Config.redacted("API_KEY") : Config.option(Config.redacted("API_KEY")).pipe(
+    Config.map(Option.getOrUndefined)
+  )
+  const settings = Config.all({
+    baseUrl: Config.string("BASE_URL"),
+    model: Config.string("MODEL"),
+    apiKey,
+    attemptTimeout: Config.withDefault(durationSetting("ATTEMPT_TIMEOUT"), defaults.attemptTimeout),
+    attemptTimeoutByModel: Config.withDefault(timeoutsByModel("ATTEMPT_TIMEOUTS"), {}),
+    maxAttempts: Config.withDefault(Config.integer("MAX_ATTEMPTS"), defaults.maxAttempts),
+    baseDelay: Config.withDefault(durationSetting("BASE_DELAY"), defaults.baseDelay),
+    maxDelay: Config.withDefault(durationSetting("MAX_DELAY"), defaults.maxDelay),
+    hintSpread: Config.withDefault(durationSetting("HINT_SPREAD"), defaults.hintSpread),
+    ratio: Config.withDefault(Config.number("BUDGET_RATIO"), defaults.budget.ratio),
+    minPerSecond: Config.withDefault(Config.number("BUDGET_MIN_PER_SECOND"), defaults.budget.minPerSecond),
+    concurrency: Config.withDefault(Config.integer("CONCURRENCY"), defaults.concurrency),
+    idempotencyHeader: Config.withDefault(Config.string("IDEMPOTENCY_HEADER"), defaults.idempotencyHeader),
+    maxResponseBytes: Config.withDefault(Config.integer("MAX_RESPONSE_BYTES"), defaults.maxResponseBytes),
+    connectTimeout: Config.withDefault(durationSetting("CONNECT_TIMEOUT"), defaults.connectTimeout)
+  }).pipe(Config.nested(prefix))
+  return Config.mapOrFail(settings, ({ minPerSecond, ratio, ...rest }) => {
+    const target: Target = { ...rest, name, kind, budget: { ratio, minPerSecond } }
+    const found = problems(target)
+    return found.length === 0
+      ? Either.right(target)
+      : Either.left(ConfigError.InvalidData([prefix], `target ${name} (${prefix}_*): ${found.join("; ")}`))
+  })
+}
+
+/** `config("managed", prefix)`. */
+export const managedConfig = (prefix: string, name?: string): Config.Config<Target> => config("managed", prefix, name)
+
+/** `config("self-hosted", prefix)`. */
+export const selfHostedConfig = (prefix: string, name?: string): Config.Config<Target> =>
+  config("self-hosted", prefix, name)

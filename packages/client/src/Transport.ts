@@ -1,0 +1,392 @@
+/**
+ * One HTTP attempt against a model API, with every outcome mapped onto the policy's failures.
+ *
+ * The transport never retries: it makes exactly one request and says precisely how it ended, so
+ * the policy above it can decide. That precision is the point. A refused connection sent nothing
+ * (retry freely); a reset after the request was written may have started a billed generation
+ * (replay only when safe); a 429 that says `insufficient_quota` will not pass by waiting. The
+ * attempt tells the policy which phase it reached (`AttemptInfo.enter`), so a timeout is reported
+ * as stalling in the headers or in the body, and adds the token usage to the attempt's log line.
+ *
+ * It runs on `@effect/platform`'s `HttpClient`, which the application provides (on Node,
+ * `NodeHttpClient.layerUndici` from `@effect/platform-node`).
+ */
+import * as HttpClient from "@effect/platform/HttpClient"
+import type * as HttpClientError from "@effect/platform/HttpClientError"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
+import { Failure, Metrics, Resilient } from "@resilient-ai/policy"
+import * as Chunk from "effect/Chunk"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as ProviderError from "./ProviderError.js"
+
+/** Where and how to send: the parts of a target the transport needs. */
+export interface Endpoint {
+  /** Names the target in metrics. */
+  readonly target: string
+  /** The API's base URL, up to and including the version: `https://api.mistral.ai/v1`. */
+  readonly baseUrl: string
+  readonly apiKey: Redacted.Redacted | undefined
+  /** Sent with the logical call's request id on every attempt, so the provider can deduplicate. */
+  readonly idempotencyHeader: string
+  /** A response body larger than this is not read: `ResponseTooLarge`. */
+  readonly maxResponseBytes: number
+  /** The connect timeout of the dispatcher, to name it in a `ConnectTimeout`. */
+  readonly connectTimeout: Duration.Duration
+}
+
+/** Node and undici error codes that mean the connection was never made: nothing was sent. */
+const connectCodes = new Set([
+  "ECONNREFUSED",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EAI_NONAME",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EHOSTDOWN",
+  "EADDRNOTAVAIL"
+])
+
+/** Codes of a connection dropped under an exchange. */
+const resetCodes = new Set(["ECONNRESET", "EPIPE", "UND_ERR_SOCKET", "UND_ERR_CLOSED", "ECONNABORTED"])
+
+interface TransportCause {
+  readonly code: string | undefined
+  readonly message: string
+  /** Bytes this connection had written when it failed, when the client says (undici does). */
+  readonly bytesWritten: number | undefined
+}
+
+/** The innermost error with a code, looking through `cause` chains and aggregate errors. */
+const causeOf = (error: unknown): TransportCause => {
+  const seen = new Set<unknown>()
+  const queue: Array<unknown> = [error]
+  let first: TransportCause | undefined
+  while (queue.length > 0) {
+    const current = queue.shift()
+    if (typeof current !== "object" || current === null || seen.has(current)) continue
+    seen.add(current)
+    const candidate = current as {
+      readonly code?: unknown
+      readonly message?: unknown
+      readonly cause?: unknown
+      readonly errors?: unknown
+      readonly socket?: { readonly bytesWritten?: unknown }
+    }
+    if (typeof candidate.code === "string") {
+      const bytesWritten = candidate.socket?.bytesWritten
+      return {
+        code: candidate.code,
+        message: typeof candidate.message === "string" ? candidate.message : candidate.code,
+        bytesWritten: typeof bytesWritten === "number" ? bytesWritten : undefined
+      }
+    }
+    first ??= {
+      code: undefined,
+      message: typeof candidate.message === "string" ? candidate.message : String(current),
+      bytesWritten: undefined
+    }
+    queue.push(candidate.cause)
+    if (Array.isArray(candidate.errors)) queue.push(...candidate.errors)
+  }
+  return first ?? { code: undefined, message: String(error), bytesWritten: undefined }
+}
+
+/**
+ * Maps a failure to get a response (no headers yet) onto the policy's failures. What cannot be
+ * told apart is classified the cautious way: an unknown transport error may have reached the model.
+ */
+export const fromRequestError = (error: unknown, endpoint: Endpoint): Failure.Failure => {
+  const cause = causeOf(error)
+  const detail = cause.code === undefined ? cause.message : `${cause.code}: ${cause.message}`
+  if (cause.code !== undefined && connectCodes.has(cause.code)) return new Failure.ConnectFailed({ detail })
+  if (cause.code === "UND_ERR_CONNECT_TIMEOUT") return new Failure.ConnectTimeout({ timeout: endpoint.connectTimeout })
+  if (cause.code === "UND_ERR_HEADERS_TIMEOUT") {
+    return new Failure.ReadTimeout({ timeout: endpoint.connectTimeout, phase: "headers" })
+  }
+  if (cause.code === "UND_ERR_BODY_TIMEOUT") {
+    return new Failure.ReadTimeout({ timeout: endpoint.connectTimeout, phase: "body" })
+  }
+  if (cause.code === "UND_ERR_ABORTED" || cause.code === "ABORT_ERR") {
+    return new Failure.Cancelled({ reason: detail })
+  }
+  // A reset on a connection that had written nothing cannot have delivered the request.
+  const afterSend = !(cause.code !== undefined && resetCodes.has(cause.code) && cause.bytesWritten === 0)
+  return new Failure.ConnectionReset({ afterSend, detail })
+}
+
+/** A failure while reading a body that had started: the request was delivered, so it may have run. */
+export const fromBodyError = (error: unknown): Failure.Failure => {
+  const cause = causeOf(error)
+  return new Failure.ConnectionReset({
+    afterSend: true,
+    detail: cause.code === undefined ? cause.message : `${cause.code}: ${cause.message}`
+  })
+}
+
+/** The field-level detail of a schema mismatch. */
+export const contractViolation = (error: ParseResult.ParseError): Failure.ContractViolation =>
+  new Failure.ContractViolation({
+    issues: ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) => ({
+      path: issue.path.map((key, index) =>
+        typeof key === "number" ? `[${key}]` : index === 0 ? String(key) : `.${String(key)}`
+      )
+        .join(""),
+      message: issue.message
+    }))
+  })
+
+const textDecoder = new TextDecoder()
+
+/** Reads a whole body, refusing to read past `maxBytes`. */
+const readBody = (
+  response: HttpClientResponse.HttpClientResponse,
+  maxBytes: number
+): Effect.Effect<string, Failure.Failure> => {
+  const declared = Number(response.headers["content-length"])
+  if (Number.isFinite(declared) && declared > maxBytes) {
+    return Effect.fail(new Failure.ResponseTooLarge({ status: response.status, limitBytes: maxBytes }))
+  }
+  return response.stream.pipe(
+    Stream.mapError(fromBodyError),
+    Stream.runFoldEffect({ parts: [] as Array<Uint8Array>, size: 0 }, (read, part) => {
+      const size = read.size + part.byteLength
+      if (size > maxBytes) {
+        return Effect.fail(new Failure.ResponseTooLarge({ status: response.status, limitBytes: maxBytes }))
+      }
+      read.parts.push(part)
+      return Effect.succeed({ parts: read.parts, size })
+    }),
+    Effect.map(({ parts, size }) => {
+      const whole = new Uint8Array(size)
+      let offset = 0
+      for (const part of parts) {
+        whole.set(part, offset)
+        offset += part.byteLength
+      }
+      return textDecoder.decode(whole)
+    })
+  )
+}
+
+const parseJson = (text: string): unknown => {
+  try {
+    return JSON.parse(text) as unknown
+  } catch {
+    return notJson
+  }
+}
+const notJson: unique symbol = Symbol("notJson")
+
+/** Maps an error response onto its failure, reading (at most `maxResponseBytes` of) its body. */
+const errorResponse = (
+  response: HttpClientResponse.HttpClientResponse,
+  endpoint: Endpoint,
+  model: string
+): Effect.Effect<never, Failure.Failure> =>
+  Effect.flatMap(
+    Effect.either(readBody(response, endpoint.maxResponseBytes)),
+    (body) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const text = body._tag === "Right" ? body.right : ""
+        const parsed = parseJson(text)
+        return Effect.fail(ProviderError.toFailure({
+          status: response.status,
+          headers: response.headers,
+          body: parsed === notJson ? text : parsed,
+          model
+        }, now))
+      })
+  )
+
+const request = (
+  endpoint: Endpoint,
+  path: string,
+  body: unknown,
+  info: Resilient.AttemptInfo | undefined,
+  accept: string
+): HttpClientRequest.HttpClientRequest => {
+  const headers: Record<string, string> = { accept }
+  if (endpoint.apiKey !== undefined) headers.authorization = `Bearer ${Redacted.value(endpoint.apiKey)}`
+  if (info !== undefined) headers[endpoint.idempotencyHeader.toLowerCase()] = info.requestId
+  return HttpClientRequest.post(`${endpoint.baseUrl.replace(/\/+$/, "")}${path}`).pipe(
+    HttpClientRequest.setHeaders(headers),
+    HttpClientRequest.bodyUnsafeJson(body)
+  )
+}
+
+/** Records a response's token usage as metrics and on the attempt's log line. */
+export const recordUsage = (
+  endpoint: Endpoint,
+  model: string,
+  usage: { readonly prompt_tokens: number; readonly completion_tokens?: number | undefined } | null | undefined,
+  info: Resilient.AttemptInfo | undefined
+): void => {
+  if (usage === undefined || usage === null) return
+  const metrics = Metrics.forTarget(endpoint.target, model)
+  metrics.tokens("prompt").unsafeUpdate(usage.prompt_tokens, [])
+  info?.annotate("promptTokens", usage.prompt_tokens)
+  if (usage.completion_tokens !== undefined) {
+    metrics.tokens("completion").unsafeUpdate(usage.completion_tokens, [])
+    info?.annotate("completionTokens", usage.completion_tokens)
+  }
+}
+
+/** Sends the request and returns the response once its headers arrive, or the failure of getting them. */
+const open = (
+  endpoint: Endpoint,
+  path: string,
+  body: unknown,
+  model: string,
+  accept: string
+) =>
+  Effect.flatMap(Effect.zip(HttpClient.HttpClient, FiberRef.get(Resilient.CurrentAttempt)), ([client, info]) => {
+    info?.enter("headers")
+    return client.execute(request(endpoint, path, body, info, accept)).pipe(
+      Effect.mapError((error: HttpClientError.HttpClientError) => fromRequestError(error.cause ?? error, endpoint)),
+      Effect.flatMap((response) => {
+        info?.enter("body")
+        return response.status >= 400
+          ? errorResponse(response, endpoint, model)
+          : Effect.succeed({ response, info } as const)
+      })
+    )
+  })
+
+/**
+ * One JSON request: a success is the body decoded with `schema`; a body that is not JSON or breaks
+ * the schema is a terminal failure carrying the detail, never repaired.
+ */
+export const postJson = <A, I>(
+  endpoint: Endpoint,
+  path: string,
+  body: Record<string, unknown>,
+  schema: Schema.Schema<A, I>,
+  usageOf: (value: A) => { readonly prompt_tokens: number; readonly completion_tokens?: number | undefined }
+): Effect.Effect<A, Failure.Failure, HttpClient.HttpClient> => {
+  const model = String(body.model)
+  const decode = Schema.decodeUnknown(schema, { errors: "all" })
+  return Effect.flatMap(
+    open(endpoint, path, body, model, "application/json"),
+    ({ info, response }) =>
+      Effect.flatMap(readBody(response, endpoint.maxResponseBytes), (text): Effect.Effect<A, Failure.Failure> => {
+        const parsed = parseJson(text)
+        if (parsed === notJson) {
+          return Effect.fail(
+            new Failure.NotJson({
+              status: response.status,
+              contentType: response.headers["content-type"],
+              excerpt: ProviderError.excerpt(text)
+            })
+          )
+        }
+        return decode(parsed).pipe(
+          Effect.mapError(contractViolation),
+          Effect.tap((value) => recordUsage(endpoint, model, usageOf(value), info))
+        )
+      })
+  )
+}
+
+/** Splits a byte stream of server-sent events into the `data` of each event. */
+export const serverSentData = <E, R>(bytes: Stream.Stream<Uint8Array, E, R>): Stream.Stream<string, E, R> =>
+  bytes.pipe(
+    Stream.decodeText(),
+    Stream.splitLines,
+    Stream.mapAccum([] as Array<string>, (data, line): readonly [Array<string>, Option.Option<string>] => {
+      if (line === "") return [[], data.length === 0 ? Option.none() : Option.some(data.join("\n"))]
+      if (line.startsWith("data:")) return [[...data, line.slice(line.startsWith("data: ") ? 6 : 5)], Option.none()]
+      return [data, Option.none()]
+    }),
+    Stream.filterMap((event) => event)
+  )
+
+/** A stream that has delivered its first chunk: the chunk, and the rest to read. */
+export interface Opened<A> {
+  readonly first: A
+  readonly rest: Stream.Stream<A, Failure.Failure>
+}
+
+/**
+ * One streaming request, read up to its first chunk: that is where retrying must stop, since a
+ * replay after a chunk reached the caller would duplicate content. The rest of the stream lives
+ * in the caller's `Scope`; a failure in it ends the stream with the failure, `ReadTimeout` when no
+ * chunk arrives for `idleTimeout`.
+ */
+export const postStream = <A, I>(
+  endpoint: Endpoint,
+  path: string,
+  body: Record<string, unknown>,
+  schema: Schema.Schema<A, I>,
+  usageOf: (
+    value: A
+  ) => { readonly prompt_tokens: number; readonly completion_tokens?: number | undefined } | null | undefined,
+  idleTimeout: Duration.Duration
+): Effect.Effect<Opened<A>, Failure.Failure, HttpClient.HttpClient | Scope.Scope> => {
+  const model = String(body.model)
+  const decode = Schema.decodeUnknown(schema, { errors: "all" })
+  return Effect.flatMap(open(endpoint, path, body, model, "text/event-stream"), ({ info, response }) => {
+    let seen = 0
+    const chunks: Stream.Stream<A, Failure.Failure> = serverSentData(
+      response.stream.pipe(Stream.mapError(fromBodyError))
+    ).pipe(
+      Stream.takeWhile((data) => data.trim() !== "[DONE]"),
+      Stream.mapEffect((data): Effect.Effect<A, Failure.Failure> => {
+        seen += data.length
+        if (seen > endpoint.maxResponseBytes) {
+          return Effect.fail(
+            new Failure.ResponseTooLarge({ status: response.status, limitBytes: endpoint.maxResponseBytes })
+          )
+        }
+        const parsed = parseJson(data)
+        if (parsed === notJson) {
+          return Effect.fail(
+            new Failure.NotJson({
+              status: response.status,
+              contentType: "text/event-stream",
+              excerpt: ProviderError.excerpt(data)
+            })
+          )
+        }
+        return decode(parsed).pipe(
+          Effect.mapError(contractViolation),
+          Effect.tap((chunk) => recordUsage(endpoint, model, usageOf(chunk), info))
+        )
+      }),
+      Stream.timeoutFail(() => new Failure.ReadTimeout({ timeout: idleTimeout, phase: "body" }), idleTimeout)
+    )
+    return Effect.flatMap(Stream.toPull(chunks), (pull) => {
+      const next: Effect.Effect<Chunk.Chunk<A>, Option.Option<Failure.Failure>> = pull
+      const firstChunk = (): Effect.Effect<Opened<A>, Failure.Failure> =>
+        Effect.matchEffect(next, {
+          onFailure: Option.match({
+            onNone: () =>
+              Effect.fail(
+                new Failure.ContractViolation({
+                  issues: [{ path: "", message: "the stream ended before its first chunk" }]
+                })
+              ),
+            onSome: Effect.fail
+          }),
+          onSuccess: (chunk) => {
+            if (Chunk.isEmpty(chunk)) return firstChunk()
+            const [first, ...buffered] = Chunk.toReadonlyArray(chunk)
+            return Effect.succeed({
+              first: first!,
+              rest: Stream.concat(Stream.fromIterable(buffered), Stream.repeatEffectChunkOption(next))
+            })
+          }
+        })
+      return firstChunk()
+    })
+  })
+}

@@ -1,0 +1,148 @@
+/**
+ * What the fault server does to each request, as plain data.
+ *
+ * A plan is a script (`steps`, one per arrival), time windows of faults drawn from a seeded PRNG,
+ * a capacity limit, and a default. It is a `Schema` so the CLI can load the same plan from a JSON
+ * file that a test writes inline, and a mistyped plan fails with a message instead of misbehaving.
+ */
+import type * as Effect from "effect/Effect"
+import type * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import { fixtureNames } from "./Fixtures.js"
+
+const Millis = Schema.Number.pipe(Schema.nonNegative())
+
+/** A normal success after `delayMs` (default: the plan's `latencyMs`, else 0). */
+export const Ok = Schema.TaggedStruct("Ok", {
+  delayMs: Schema.optional(Millis)
+})
+
+/**
+ * An error response with a provider error body: OpenAI's `{"error": {...}}` or Mistral's top-level
+ * `{"object": "error", ...}`. `retryAfter` becomes `Retry-After`, `retryAfterMs` `retry-after-ms`,
+ * `shouldRetry` `x-should-retry`; `headers` are added as given.
+ */
+export const Status = Schema.TaggedStruct("Status", {
+  status: Schema.Int.pipe(Schema.between(400, 599)),
+  style: Schema.optional(Schema.Literal("openai", "mistral")),
+  code: Schema.optional(Schema.String),
+  type: Schema.optional(Schema.String),
+  message: Schema.optional(Schema.String),
+  retryAfter: Schema.optional(Schema.String),
+  retryAfterMs: Schema.optional(Schema.String),
+  shouldRetry: Schema.optional(Schema.Boolean),
+  headers: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String }))
+})
+
+/** Read the request, send nothing for `ms`, then answer as `Ok`. `ms` of 1e9 or more: never answer. */
+export const StallHeaders = Schema.TaggedStruct("StallHeaders", { ms: Millis })
+
+/**
+ * Send the status, the headers and the first half of an `Ok` body (the first event of a stream),
+ * stall `ms`, then send the rest. `ms` of 1e9 or more: never send the rest.
+ */
+export const StallBody = Schema.TaggedStruct("StallBody", { ms: Millis })
+
+/** Read the whole request, then reset the connection before any response byte. */
+export const ResetHeaders = Schema.TaggedStruct("ResetHeaders", {})
+
+/** Send the headers and part of the body (the first event of a stream), then reset the connection. */
+export const ResetBody = Schema.TaggedStruct("ResetBody", {})
+
+/** 200 `application/json` whose body stops in the middle, the response itself ending normally. */
+export const TruncatedJson = Schema.TaggedStruct("TruncatedJson", {})
+
+/** 200 with valid JSON that breaks the contract (`choices`/`data` missing, a count as a string). */
+export const SchemaBreak = Schema.TaggedStruct("SchemaBreak", {})
+
+/** A proxy's HTML error page, `text/html`, status 502 unless given. */
+export const HtmlError = Schema.TaggedStruct("HtmlError", {
+  status: Schema.optional(Schema.Int.pipe(Schema.between(400, 599)))
+})
+
+/** A recorded response from `Fixtures`, served verbatim. */
+export const Fixture = Schema.TaggedStruct("Fixture", {
+  name: Schema.Literal(...fixtureNames)
+})
+
+/**
+ * A stream that breaks: send the first `afterChunks` events (never `[DONE]`), then reset the
+ * connection. A request that did not ask for a stream gets `ResetBody`.
+ */
+export const StreamBreak = Schema.TaggedStruct("StreamBreak", {
+  afterChunks: Schema.Int.pipe(Schema.nonNegative())
+})
+
+/** One thing the server can do to a request. */
+export const Fault = Schema.Union(
+  Ok,
+  Status,
+  StallHeaders,
+  StallBody,
+  ResetHeaders,
+  ResetBody,
+  TruncatedJson,
+  SchemaBreak,
+  HtmlError,
+  Fixture,
+  StreamBreak
+)
+
+/** One thing the server can do to a request. */
+export type Fault = typeof Fault.Type
+
+/** The kind of a fault, as arrivals record it. */
+export type FaultTag = Fault["_tag"]
+
+/**
+ * A fault applied by time since the server started (or since the last `setPlan`): a request arriving
+ * in `[fromMs, toMs)` gets `fault` with probability `share` (default 1).
+ */
+export const Window = Schema.Struct({
+  fromMs: Millis,
+  toMs: Millis,
+  fault: Fault,
+  share: Schema.optional(Schema.Number.pipe(Schema.between(0, 1)))
+})
+
+/** A fault applied by time. */
+export type Window = typeof Window.Type
+
+/**
+ * A concurrency limit: requests beyond `concurrent` in flight get `status` (default 503) at once,
+ * with an OpenAI-style body, as a saturated self-hosted pool answers.
+ */
+export const Capacity = Schema.Struct({
+  concurrent: Schema.Int.pipe(Schema.nonNegative()),
+  status: Schema.optional(Schema.Literal(503, 429)),
+  retryAfter: Schema.optional(Schema.String)
+})
+
+/** A concurrency limit. */
+export type Capacity = typeof Capacity.Type
+
+/**
+ * The whole plan. Each admitted request gets, in order: the next of `steps`; else the first window
+ * that covers its arrival time and wins its draw; else `otherwise` (default `Ok`).
+ */
+export const Plan = Schema.Struct({
+  steps: Schema.optional(Schema.Array(Fault)),
+  windows: Schema.optional(Schema.Array(Window)),
+  capacity: Schema.optional(Capacity),
+  otherwise: Schema.optional(Fault),
+  /** Service time of `Ok` responses, in milliseconds. Default 0. */
+  latencyMs: Schema.optional(Millis),
+  /** Seed of the PRNG that draws window shares, so a run repeats. Default 1. */
+  seed: Schema.optional(Schema.Int)
+})
+
+/** The whole plan. */
+export type Plan = typeof Plan.Type
+
+/** Decodes a plan from an unknown value, such as parsed JSON. */
+export const decode: (u: unknown) => Effect.Effect<Plan, ParseResult.ParseError> = Schema.decodeUnknown(Plan)
+
+/** Decodes a plan from JSON text, as the CLI reads it from a file. */
+export const decodeJson: (text: string) => Effect.Effect<Plan, ParseResult.ParseError> = Schema.decodeUnknown(
+  Schema.parseJson(Plan)
+)

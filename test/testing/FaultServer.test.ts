@@ -1,0 +1,857 @@
+import { assert, describe, it } from "@effect/vitest"
+import { FaultPlan, FaultServer, Fixtures } from "@resilient-ai/testing"
+import { Effect, Either, Exit, Scope } from "effect"
+import * as Net from "node:net"
+import { performance } from "node:perf_hooks"
+
+const chat = { model: "gpt-4o-mini", messages: [{ role: "user", content: "Say hello" }] }
+const chatStream = { ...chat, stream: true }
+
+/** A network failure as fetch reports it: a `TypeError` whose cause carries the socket's code. */
+interface FetchFailure {
+  readonly name: string
+  readonly message: string
+  readonly cause?: { readonly code?: string } | undefined
+}
+
+/** POSTs JSON (or raw text) to `path` under the server's base URL. */
+const post = (
+  server: FaultServer.Service,
+  path: string,
+  body: unknown,
+  init: { readonly headers?: Record<string, string>; readonly signal?: AbortSignal } = {}
+) =>
+  Effect.tryPromise({
+    try: () =>
+      fetch(`${server.url}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...init.headers },
+        body: typeof body === "string" ? body : JSON.stringify(body),
+        ...(init.signal === undefined ? {} : { signal: init.signal })
+      }),
+    catch: (error) => error as FetchFailure
+  })
+
+const text = (response: Response) =>
+  Effect.tryPromise({ try: () => response.text(), catch: (error) => error as FetchFailure })
+
+const json = (response: Response) => Effect.map(text(response), (body): any => JSON.parse(body))
+
+const status = (server: FaultServer.Service, body: unknown = chat) =>
+  Effect.map(Effect.orDie(post(server, "/chat/completions", body)), (response) => response.status)
+
+/** The `data:` payloads of an SSE body, in order. */
+const events = (body: string): ReadonlyArray<string> =>
+  body.split("\n\n").filter((event) => event !== "").map((event) => {
+    assert.isTrue(event.startsWith("data: "), event)
+    return event.slice("data: ".length)
+  })
+
+const now = Effect.sync(() => performance.now())
+
+/** Runs `self` and how long it took, in real milliseconds. */
+const timed = <A, E, R>(self: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const start = yield* now
+    const value = yield* self
+    return [value, (yield* now) - start] as const
+  })
+
+/** Polls until `check` holds, for at most a second of real time. */
+const eventually = <A>(read: Effect.Effect<A>, check: (a: A) => boolean) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 100; i++) {
+      const value = yield* read
+      if (check(value)) return value
+      yield* Effect.sleep(10)
+    }
+    return yield* read
+  })
+
+const headersOf = (response: Response): Record<string, string> => Object.fromEntries(response.headers.entries())
+
+describe("FaultServer Ok", () => {
+  it.scopedLive("answers a chat completion as OpenAI does, echoing the model", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make()
+      assert.strictEqual(server.url, `http://127.0.0.1:${server.port}/v1`)
+      const response = yield* post(server, "/chat/completions", chat)
+      assert.strictEqual(response.status, 200)
+      assert.strictEqual(response.headers.get("content-type"), "application/json")
+      assert.strictEqual(response.headers.get("x-request-id"), "req_fault000001")
+      const body = yield* json(response)
+      assert.deepStrictEqual(body, {
+        id: "chatcmpl-fault000001",
+        object: "chat.completion",
+        created: body.created,
+        model: "gpt-4o-mini",
+        choices: [{
+          index: 0,
+          message: { role: "assistant", content: "The fault server answered.", refusal: null },
+          logprobs: null,
+          finish_reason: "stop"
+        }],
+        usage: { prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 }
+      })
+      assert.isTrue(Number.isInteger(body.created) && Math.abs(body.created - Date.now() / 1000) < 5)
+    }))
+
+  it.scopedLive("streams server-sent events: role, content deltas, finish_reason stop, then [DONE]", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make()
+      const response = yield* post(server, "/chat/completions", chatStream)
+      assert.strictEqual(response.status, 200)
+      assert.strictEqual(response.headers.get("content-type"), "text/event-stream; charset=utf-8")
+      assert.strictEqual(response.headers.get("cache-control"), "no-cache")
+      const data = events(yield* text(response))
+      assert.strictEqual(data.at(-1), "[DONE]")
+      const chunks = data.slice(0, -1).map((chunk) => JSON.parse(chunk))
+      const base = {
+        id: "chatcmpl-fault000001",
+        object: "chat.completion.chunk",
+        created: chunks[0].created,
+        model: "gpt-4o-mini"
+      }
+      const choice = (delta: object, finish_reason: string | null) => ({
+        ...base,
+        choices: [{ index: 0, delta, logprobs: null, finish_reason }]
+      })
+      assert.deepStrictEqual(chunks, [
+        choice({ role: "assistant", content: "" }, null),
+        choice({ content: "The" }, null),
+        choice({ content: " fault" }, null),
+        choice({ content: " server" }, null),
+        choice({ content: " answered." }, null),
+        choice({}, "stop")
+      ])
+    }))
+
+  it.scopedLive("adds usage in a last chunk with empty choices when stream_options.include_usage is set", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make()
+      const response = yield* post(server, "/chat/completions", {
+        ...chatStream,
+        stream_options: { include_usage: true }
+      })
+      const data = events(yield* text(response))
+      assert.strictEqual(data.length, 8)
+      assert.strictEqual(data[7], "[DONE]")
+      const chunks = data.slice(0, -1).map((chunk) => JSON.parse(chunk))
+      for (const chunk of chunks.slice(0, 6)) assert.strictEqual(chunk.usage, null)
+      assert.strictEqual(chunks[5].choices[0].finish_reason, "stop")
+      assert.deepStrictEqual(chunks[6].choices, [])
+      assert.deepStrictEqual(chunks[6].usage, { prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 })
+    }))
+
+  it.scopedLive("answers embeddings with one deterministic unit vector per input, 8 dimensions by default", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make()
+      const response = yield* post(server, "/embeddings", {
+        model: "mistral-embed",
+        input: ["first text", "second"]
+      })
+      assert.strictEqual(response.status, 200)
+      assert.strictEqual(response.headers.get("content-type"), "application/json")
+      const body = yield* json(response)
+      assert.deepStrictEqual(body, {
+        object: "list",
+        data: [
+          { object: "embedding", index: 0, embedding: FaultServer.embedding("first text") },
+          { object: "embedding", index: 1, embedding: FaultServer.embedding("second") }
+        ],
+        model: "mistral-embed",
+        usage: { prompt_tokens: 5, total_tokens: 5 }
+      })
+      const vector: ReadonlyArray<number> = body.data[0].embedding
+      assert.strictEqual(vector.length, 8)
+      assert.closeTo(Math.hypot(...vector), 1, 1e-6)
+      assert.notDeepEqual(body.data[0].embedding, body.data[1].embedding)
+      assert.deepStrictEqual(FaultServer.embedding("first text"), FaultServer.embedding("first text"))
+    }))
+
+  it.scopedLive("honours dimensions and answers base64 little-endian float32 for encoding_format base64", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make()
+      const sized = yield* json(yield* post(server, "/embeddings", { model: "e", input: "abc", dimensions: 3 }))
+      assert.deepStrictEqual(sized.data[0].embedding, FaultServer.embedding("abc", 3))
+      assert.strictEqual(sized.data[0].embedding.length, 3)
+      const encoded = yield* json(
+        yield* post(server, "/embeddings", { model: "e", input: "abc", encoding_format: "base64" })
+      )
+      const base64: string = encoded.data[0].embedding
+      assert.strictEqual(base64, FaultServer.toBase64(FaultServer.embedding("abc")))
+      const bytes = Buffer.from(base64, "base64")
+      assert.strictEqual(bytes.length, 32)
+      const decoded = Array.from({ length: 8 }, (_, i) => bytes.readFloatLE(i * 4))
+      assert.deepStrictEqual(decoded, FaultServer.embedding("abc"))
+    }))
+
+  it.scopedLive("treats an array of token ids as one input", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make()
+      const body = yield* json(yield* post(server, "/embeddings", { model: "e", input: [101, 2023, 102] }))
+      assert.strictEqual(body.data.length, 1)
+      const several = yield* json(yield* post(server, "/embeddings", { model: "e", input: [[1, 2], [3]] }))
+      assert.strictEqual(several.data.length, 2)
+    }))
+
+  it.scopedLive("delays an Ok by delayMs, or by the plan's latencyMs", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ steps: [{ _tag: "Ok", delayMs: 120 }], latencyMs: 60 })
+      const [first, firstMs] = yield* timed(status(server))
+      const [second, secondMs] = yield* timed(status(server))
+      assert.deepStrictEqual([first, second], [200, 200])
+      assert.isAtLeast(firstMs, 118)
+      assert.isAtLeast(secondMs, 58)
+      assert.isBelow(secondMs, 118)
+    }))
+})
+
+describe("FaultServer Status", () => {
+  it.scopedLive("sends an OpenAI error body with the retry headers and extra headers", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({
+        steps: [{
+          _tag: "Status",
+          status: 429,
+          retryAfter: "1",
+          retryAfterMs: "1500",
+          shouldRetry: false,
+          headers: { "x-ratelimit-remaining-requests": "0" }
+        }]
+      })
+      const response = yield* post(server, "/chat/completions", chat)
+      assert.strictEqual(response.status, 429)
+      const headers = headersOf(response)
+      assert.strictEqual(headers["content-type"], "application/json")
+      assert.strictEqual(headers["retry-after"], "1")
+      assert.strictEqual(headers["retry-after-ms"], "1500")
+      assert.strictEqual(headers["x-should-retry"], "false")
+      assert.strictEqual(headers["x-ratelimit-remaining-requests"], "0")
+      assert.deepStrictEqual(yield* json(response), {
+        error: {
+          message: "Rate limit reached for requests. Please try again later.",
+          type: "requests",
+          param: null,
+          code: "rate_limit_exceeded"
+        }
+      })
+    }))
+
+  it.scopedLive("sends Mistral's top-level error object, the 1300 body for a 429", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ steps: [{ _tag: "Status", status: 429, style: "mistral" }] })
+      const response = yield* post(server, "/chat/completions", chat)
+      assert.strictEqual(response.status, 429)
+      assert.isNull(response.headers.get("retry-after"))
+      assert.strictEqual(
+        yield* text(response),
+        `{"object":"error","message":"Requests rate limit exceeded","type":"rate_limited","param":null,"code":"1300"}`
+      )
+    }))
+
+  it.scopedLive("uses the code, type and message given, and null for a code not given", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({
+        steps: [
+          { _tag: "Status", status: 503, code: "model_not_found", type: "invalid_request_error", message: "gone" },
+          { _tag: "Status", status: 500 },
+          { _tag: "Status", status: 502, style: "mistral" },
+          { _tag: "Status", status: 401, shouldRetry: true }
+        ]
+      })
+      const first = yield* post(server, "/chat/completions", chat)
+      assert.strictEqual(first.status, 503)
+      assert.deepStrictEqual(yield* json(first), {
+        error: { message: "gone", type: "invalid_request_error", param: null, code: "model_not_found" }
+      })
+      assert.deepStrictEqual(yield* json(yield* post(server, "/chat/completions", chat)), {
+        error: {
+          message: "The server had an error while processing your request. Sorry about that!",
+          type: "server_error",
+          param: null,
+          code: null
+        }
+      })
+      assert.deepStrictEqual(yield* json(yield* post(server, "/embeddings", { model: "e", input: "x" })), {
+        object: "error",
+        message: "Bad Gateway",
+        type: "server_error",
+        param: null,
+        code: null
+      })
+      const auth = yield* post(server, "/chat/completions", chat)
+      assert.strictEqual(auth.status, 401)
+      assert.strictEqual(auth.headers.get("x-should-retry"), "true")
+      assert.strictEqual((yield* json(auth)).error.code, "invalid_api_key")
+    }))
+})
+
+describe("FaultServer stalls", () => {
+  it.scopedLive("StallHeaders sends nothing for ms, then a normal answer", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ steps: [{ _tag: "StallHeaders", ms: 150 }] })
+      const [response, headersMs] = yield* timed(post(server, "/chat/completions", chat))
+      assert.strictEqual(response.status, 200)
+      assert.isAtLeast(headersMs, 148)
+      assert.strictEqual((yield* json(response)).choices[0].message.content, FaultServer.replyText)
+      assert.strictEqual((yield* server.arrivals)[0]!.fault, "StallHeaders")
+    }))
+
+  it.scopedLive("StallBody sends the headers and half the body at once, the rest after ms", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ steps: [{ _tag: "StallBody", ms: 200 }] })
+      const start = yield* now
+      const response = yield* post(server, "/chat/completions", chat)
+      const headersMs = (yield* now) - start
+      assert.strictEqual(response.status, 200)
+      const length = Number(response.headers.get("content-length"))
+      const reader = response.body!.getReader()
+      const first = yield* Effect.promise(() => reader.read())
+      const firstMs = (yield* now) - start
+      assert.strictEqual(first.value!.length, Math.floor(length / 2))
+      let rest = 0
+      for (;;) {
+        const next = yield* Effect.promise(() => reader.read())
+        if (next.done) break
+        rest += next.value.length
+      }
+      const totalMs = (yield* now) - start
+      assert.strictEqual(first.value!.length + rest, length)
+      assert.isBelow(headersMs, 150)
+      assert.isBelow(firstMs, 150)
+      assert.isAtLeast(totalMs, 198)
+    }))
+
+  it.scopedLive("StallBody on a stream sends the first event, then the rest after ms", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ steps: [{ _tag: "StallBody", ms: 150 }] })
+      const start = yield* now
+      const response = yield* post(server, "/chat/completions", chatStream)
+      const reader = response.body!.getReader()
+      const first = new TextDecoder().decode((yield* Effect.promise(() => reader.read())).value)
+      const firstMs = (yield* now) - start
+      assert.strictEqual(events(first).length, 1)
+      assert.deepStrictEqual(JSON.parse(events(first)[0]!).choices[0].delta, { role: "assistant", content: "" })
+      let rest = ""
+      for (;;) {
+        const next = yield* Effect.promise(() => reader.read())
+        if (next.done) break
+        rest += new TextDecoder().decode(next.value)
+      }
+      assert.isBelow(firstMs, 120)
+      assert.isAtLeast((yield* now) - start, 148)
+      assert.strictEqual(events(rest).length, 6)
+      assert.strictEqual(events(rest).at(-1), "[DONE]")
+    }))
+})
+
+describe("FaultServer resets and broken bodies", () => {
+  it.scopedLive("ResetHeaders resets the connection after reading the request: the client sees ECONNRESET", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ steps: [{ _tag: "ResetHeaders" }] })
+      const failure = yield* Effect.flip(post(server, "/chat/completions", chat))
+      assert.strictEqual(failure.name, "TypeError")
+      assert.strictEqual(failure.message, "fetch failed")
+      assert.strictEqual(failure.cause?.code, "ECONNRESET")
+      const [arrival] = yield* server.arrivals
+      assert.strictEqual(arrival!.fault, "ResetHeaders")
+      assert.deepStrictEqual(arrival!.body, chat)
+      assert.isFalse(arrival!.aborted)
+    }))
+
+  it.scopedLive("ResetBody sends the headers and half the body, then resets", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ steps: [{ _tag: "ResetBody" }] })
+      const response = yield* post(server, "/chat/completions", chat)
+      assert.strictEqual(response.status, 200)
+      const length = Number(response.headers.get("content-length"))
+      const reader = response.body!.getReader()
+      let received = ""
+      const failure = yield* Effect.flip(Effect.tryPromise({
+        try: async () => {
+          for (;;) {
+            const next = await reader.read()
+            if (next.done) return
+            received += new TextDecoder().decode(next.value)
+          }
+        },
+        catch: (error) => error as FetchFailure
+      }))
+      assert.strictEqual(failure.message, "terminated")
+      assert.strictEqual(failure.cause?.code, "ECONNRESET")
+      assert.strictEqual(received.length, Math.floor(length / 2))
+      assert.isTrue(received.startsWith(`{"id":"chatcmpl-fault000001","object":"chat.completion",`))
+      assert.isFalse((yield* server.arrivals)[0]!.aborted)
+    }))
+
+  it.scopedLive("StreamBreak sends afterChunks events and resets, with no [DONE]", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({
+        steps: [{ _tag: "StreamBreak", afterChunks: 2 }, { _tag: "StreamBreak", afterChunks: 0 }]
+      })
+      const response = yield* post(server, "/chat/completions", chatStream)
+      assert.strictEqual(response.status, 200)
+      const reader = response.body!.getReader()
+      let received = ""
+      const failure = yield* Effect.flip(Effect.tryPromise({
+        try: async () => {
+          for (;;) {
+            const next = await reader.read()
+            if (next.done) return
+            received += new TextDecoder().decode(next.value)
+          }
+        },
+        catch: (error) => error as FetchFailure
+      }))
+      assert.strictEqual(failure.cause?.code, "ECONNRESET")
+      const data = events(received).map((chunk) => JSON.parse(chunk))
+      assert.deepStrictEqual(data.map((chunk) => chunk.choices[0].delta), [{ role: "assistant", content: "" }, {
+        content: "The"
+      }])
+      const empty = yield* post(server, "/chat/completions", chatStream)
+      assert.strictEqual(empty.status, 200)
+      assert.strictEqual((yield* Effect.flip(text(empty))).cause?.code, "ECONNRESET")
+    }))
+
+  it.scopedLive("StreamBreak on a request that did not ask to stream resets the body", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ steps: [{ _tag: "StreamBreak", afterChunks: 3 }] })
+      const response = yield* post(server, "/embeddings", { model: "e", input: "x" })
+      assert.strictEqual(response.status, 200)
+      assert.strictEqual((yield* Effect.flip(text(response))).cause?.code, "ECONNRESET")
+    }))
+
+  it.scopedLive("TruncatedJson ends a chunked 200 normally with half the JSON", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ steps: [{ _tag: "TruncatedJson" }, { _tag: "TruncatedJson" }] })
+      const response = yield* post(server, "/chat/completions", chat)
+      assert.strictEqual(response.status, 200)
+      assert.strictEqual(response.headers.get("content-type"), "application/json")
+      assert.strictEqual(response.headers.get("transfer-encoding"), "chunked")
+      assert.isNull(response.headers.get("content-length"))
+      const body = yield* text(response)
+      assert.isTrue(body.startsWith(`{"id":"chatcmpl-fault000001","object":"chat.completion",`))
+      assert.throws(() => JSON.parse(body), SyntaxError)
+      const streamed = yield* post(server, "/chat/completions", chatStream)
+      assert.strictEqual(streamed.headers.get("content-type"), "application/json")
+      const streamedBody = yield* text(streamed)
+      assert.isTrue(streamedBody.startsWith(`{"id":"chatcmpl-fault000002","object":"chat.completion",`))
+      assert.throws(() => JSON.parse(streamedBody), SyntaxError)
+    }))
+
+  it.scopedLive("SchemaBreak sends valid JSON that breaks the contract", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ otherwise: { _tag: "SchemaBreak" } })
+      const completion = yield* json(yield* post(server, "/chat/completions", chat))
+      assert.deepStrictEqual(completion, {
+        id: "chatcmpl-fault000001",
+        object: "chat.completion",
+        created: completion.created,
+        model: "gpt-4o-mini",
+        usage: { prompt_tokens: "12", completion_tokens: 4, total_tokens: 16 }
+      })
+      const embeddings = yield* json(yield* post(server, "/embeddings", { model: "e", input: "x" }))
+      assert.deepStrictEqual(embeddings, { object: "list", model: "e", usage: { prompt_tokens: "3", total_tokens: 3 } })
+      const stream = events(yield* text(yield* post(server, "/chat/completions", chatStream)))
+      assert.strictEqual(stream.length, 2)
+      assert.isUndefined(JSON.parse(stream[0]!).choices)
+      assert.strictEqual(stream[1], "[DONE]")
+    }))
+
+  it.scopedLive("HtmlError sends a proxy's HTML page, 502 unless told", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ steps: [{ _tag: "HtmlError" }, { _tag: "HtmlError", status: 504 }] })
+      const first = yield* post(server, "/chat/completions", chat)
+      assert.strictEqual(first.status, 502)
+      assert.strictEqual(first.headers.get("content-type"), "text/html")
+      assert.strictEqual(
+        yield* text(first),
+        "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n" +
+          "<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>cloudflare</center>\r\n</body>\r\n</html>\r\n"
+      )
+      const second = yield* post(server, "/chat/completions", chat)
+      assert.strictEqual(second.status, 504)
+      assert.include(yield* text(second), "<title>504 Gateway Timeout</title>")
+    }))
+
+  it.scopedLive("Fixture serves every recorded response verbatim", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({
+        steps: Fixtures.fixtureNames.map((name) => ({ _tag: "Fixture" as const, name }))
+      })
+      for (const name of Fixtures.fixtureNames) {
+        const fixture = Fixtures.fixtures[name]
+        const response = yield* post(server, "/chat/completions", chat)
+        assert.strictEqual(response.status, fixture.status, name)
+        const headers = headersOf(response)
+        for (const [header, value] of Object.entries(fixture.headers)) assert.strictEqual(headers[header], value, name)
+        assert.strictEqual(headers["content-length"], String(Buffer.byteLength(fixture.body)), name)
+        assert.strictEqual(yield* text(response), fixture.body, name)
+      }
+      const arrivals = yield* server.arrivals
+      assert.deepStrictEqual(arrivals.map((arrival) => arrival.fault), Fixtures.fixtureNames.map(() => "Fixture"))
+    }))
+})
+
+describe("FaultServer plan", () => {
+  it.scopedLive("consumes steps in arrival order, then applies otherwise", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({
+        steps: [{ _tag: "Status", status: 500 }, { _tag: "Status", status: 503 }, { _tag: "Ok" }],
+        otherwise: { _tag: "Status", status: 429 }
+      })
+      const statuses = []
+      for (let i = 0; i < 5; i++) statuses.push(yield* status(server))
+      assert.deepStrictEqual(statuses, [500, 503, 200, 429, 429])
+      assert.deepStrictEqual((yield* server.arrivals).map((arrival) => arrival.fault), [
+        "Status",
+        "Status",
+        "Ok",
+        "Status",
+        "Status"
+      ])
+    }))
+
+  it.scopedLive("answers Ok once the steps run out when there is no otherwise", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ steps: [{ _tag: "Status", status: 500 }] })
+      assert.deepStrictEqual([yield* status(server), yield* status(server), yield* status(server)], [500, 200, 200])
+    }))
+
+  it.scopedLive("applies windows by time since start, and setPlan restarts steps and the window clock", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({
+        windows: [
+          { fromMs: 0, toMs: 100, fault: { _tag: "Status", status: 503 } },
+          { fromMs: 100, toMs: 200, fault: { _tag: "Status", status: 500 } }
+        ]
+      })
+      const early = yield* status(server)
+      yield* Effect.sleep(120)
+      const middle = yield* status(server)
+      yield* Effect.sleep(100)
+      const late = yield* status(server)
+      assert.deepStrictEqual([early, middle, late], [503, 500, 200])
+      yield* server.setPlan({
+        steps: [{ _tag: "Status", status: 400 }],
+        windows: [{ fromMs: 0, toMs: 100, fault: { _tag: "Status", status: 502 } }]
+      })
+      assert.deepStrictEqual([yield* status(server), yield* status(server)], [400, 502])
+    }))
+
+  it.scopedLive("draws window shares from a seeded PRNG, so the same plan gives the same decisions", () =>
+    Effect.gen(function*() {
+      const plan = (seed: number): FaultPlan.Plan => ({
+        seed,
+        windows: [{ fromMs: 0, toMs: 60_000, fault: { _tag: "Status", status: 503 }, share: 0.5 }]
+      })
+      const decisions = (server: FaultServer.Service) =>
+        Effect.gen(function*() {
+          const statuses: Array<number> = []
+          for (let i = 0; i < 16; i++) statuses.push(yield* status(server))
+          return statuses
+        })
+      const first = yield* FaultServer.make(plan(42))
+      const second = yield* FaultServer.make(plan(42))
+      const once = yield* decisions(first)
+      assert.deepStrictEqual(once, [
+        200,
+        503,
+        200,
+        200,
+        503,
+        200,
+        503,
+        200,
+        200,
+        503,
+        503,
+        200,
+        200,
+        503,
+        503,
+        200
+      ])
+      assert.deepStrictEqual(yield* decisions(second), once)
+      yield* first.setPlan(plan(42))
+      assert.deepStrictEqual(yield* decisions(first), once)
+      yield* first.setPlan(plan(7))
+      assert.notDeepEqual(yield* decisions(first), once)
+      yield* first.setPlan({ windows: [{ fromMs: 0, toMs: 60_000, fault: { _tag: "Status", status: 503 }, share: 0 }] })
+      assert.deepStrictEqual(yield* decisions(first), Array.from({ length: 16 }, () => 200))
+    }))
+
+  it.scopedLive("refuses requests beyond capacity at once with 503, OpenAI-style", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ capacity: { concurrent: 2 }, otherwise: { _tag: "Ok", delayMs: 200 } })
+      const call = Effect.flatMap(
+        Effect.orDie(post(server, "/chat/completions", chat)),
+        (response) => Effect.map(Effect.orDie(json(response)), (body) => [response.status, body] as const)
+      )
+      const fibers = yield* Effect.forEach(Array.from({ length: 4 }, () => timed(call)), Effect.fork)
+      yield* eventually(server.arrivals, (arrivals) => arrivals.length === 4)
+      assert.strictEqual(yield* eventually(server.inFlight, (n) => n === 2), 2)
+      const results = yield* Effect.all(fibers.map((fiber) => fiber.await.pipe(Effect.flatMap((exit) => exit))))
+      const refused = results.filter(([[status]]) => status === 503)
+      const served = results.filter(([[status]]) => status === 200)
+      assert.strictEqual(refused.length, 2)
+      assert.strictEqual(served.length, 2)
+      for (const [[, body], ms] of refused) {
+        assert.isBelow(ms, 150)
+        assert.deepStrictEqual(body, {
+          error: {
+            message: "The server is at capacity (2 requests in flight). Please try again later.",
+            type: "overloaded",
+            param: null,
+            code: null
+          }
+        })
+      }
+      for (const [, ms] of served) assert.isAtLeast(ms, 198)
+      const faults = (yield* server.arrivals).map((arrival) => arrival.fault).sort()
+      assert.deepStrictEqual(faults, ["Ok", "Ok", "Status", "Status"])
+      assert.strictEqual(yield* server.inFlight, 0)
+    }))
+
+  it.scopedLive("capacity can answer 429 with a Retry-After", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({
+        capacity: { concurrent: 0, status: 429, retryAfter: "3" }
+      })
+      const response = yield* post(server, "/chat/completions", chat)
+      assert.strictEqual(response.status, 429)
+      assert.strictEqual(response.headers.get("retry-after"), "3")
+      assert.strictEqual((yield* json(response)).error.type, "rate_limited")
+    }))
+})
+
+describe("FaultServer arrivals", () => {
+  it.scopedLive("records method, path, lower-case headers, body and the fault served", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ steps: [{ _tag: "Status", status: 500 }] })
+      yield* post(server, "/chat/completions?api-version=1", chat, {
+        headers: { "Authorization": "Bearer sk-test", "Idempotency-Key": "key-1" }
+      })
+      yield* post(server, "/embeddings", { model: "e", input: "x" }, { headers: { "Idempotency-Key": "key-2" } })
+      const arrivals = yield* server.arrivals
+      assert.strictEqual(arrivals.length, 2)
+      const [first, second] = arrivals
+      assert.strictEqual(first!.index, 0)
+      assert.strictEqual(first!.method, "POST")
+      assert.strictEqual(first!.path, "/v1/chat/completions")
+      assert.strictEqual(first!.headers["authorization"], "Bearer sk-test")
+      assert.strictEqual(first!.headers["idempotency-key"], "key-1")
+      assert.strictEqual(first!.headers["content-type"], "application/json")
+      assert.deepStrictEqual(first!.body, chat)
+      assert.strictEqual(first!.fault, "Status")
+      assert.isFalse(first!.aborted)
+      assert.deepStrictEqual(
+        { index: second!.index, path: second!.path, body: second!.body, fault: second!.fault },
+        { index: 1, path: "/v1/embeddings", body: { model: "e", input: "x" }, fault: "Ok" }
+      )
+      assert.strictEqual(second!.headers["idempotency-key"], "key-2")
+      assert.isTrue(first!.at >= 0 && second!.at >= first!.at)
+      yield* server.clearArrivals
+      assert.deepStrictEqual(yield* server.arrivals, [])
+      yield* post(server, "/embeddings", { model: "e", input: "x" })
+      assert.strictEqual((yield* server.arrivals)[0]!.index, 0)
+    }))
+
+  it.scopedLive("marks an arrival aborted when the client gives up during a stall", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({
+        steps: [{ _tag: "StallHeaders", ms: FaultServer.never }, { _tag: "StallBody", ms: 250 }]
+      })
+      const controller = new AbortController()
+      const fiber = yield* Effect.fork(
+        Effect.flip(post(server, "/chat/completions", chat, { signal: controller.signal }))
+      )
+      yield* eventually(server.inFlight, (n) => n === 1)
+      controller.abort()
+      const failure = yield* fiber.await.pipe(Effect.flatMap((exit) => exit))
+      assert.strictEqual(failure.name, "AbortError")
+      const [arrival] = yield* eventually(server.arrivals, (arrivals) => arrivals[0]?.aborted === true)
+      assert.isTrue(arrival!.aborted)
+      assert.strictEqual(arrival!.fault, "StallHeaders")
+      assert.strictEqual(yield* eventually(server.inFlight, (n) => n === 0), 0)
+
+      const midBody = new AbortController()
+      const response = yield* post(server, "/chat/completions", chat, { signal: midBody.signal })
+      assert.strictEqual(response.status, 200)
+      midBody.abort()
+      const arrivals = yield* eventually(server.arrivals, (arrivals) => arrivals[1]?.aborted === true)
+      assert.deepStrictEqual(arrivals.map((a) => [a.fault, a.aborted]), [["StallHeaders", true], ["StallBody", true]])
+    }))
+
+  it.scopedLive("answers unknown paths 404, other methods 405 and bodies that are not JSON 400", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ steps: [{ _tag: "Status", status: 500 }] })
+      const missing = yield* post(server, "/chat/completion", chat)
+      assert.strictEqual(missing.status, 404)
+      assert.deepStrictEqual(yield* json(missing), {
+        error: {
+          message: "Invalid URL (POST /v1/chat/completion)",
+          type: "invalid_request_error",
+          param: null,
+          code: null
+        }
+      })
+      const get = yield* Effect.promise(() => fetch(`${server.url}/chat/completions`))
+      assert.strictEqual(get.status, 405)
+      assert.strictEqual(get.headers.get("allow"), "POST")
+      assert.strictEqual((yield* json(get)).error.message, "Invalid method for URL (GET /v1/chat/completions)")
+      const garbled = yield* post(server, "/chat/completions", "{model: gpt")
+      assert.strictEqual(garbled.status, 400)
+      const error = (yield* json(garbled)).error
+      assert.strictEqual(error.type, "invalid_request_error")
+      assert.isTrue(error.message.startsWith("We could not parse the JSON body of your request."))
+      const incomplete = yield* post(server, "/chat/completions", { model: "m" })
+      assert.strictEqual(incomplete.status, 400)
+      assert.deepStrictEqual(yield* json(incomplete), {
+        error: {
+          message: "Missing required parameter: 'messages'.",
+          type: "invalid_request_error",
+          param: "messages",
+          code: "missing_required_parameter"
+        }
+      })
+      const arrivals = yield* server.arrivals
+      assert.deepStrictEqual(arrivals.map((a) => [a.method, a.path, a.fault]), [
+        ["POST", "/v1/chat/completion", "Status"],
+        ["GET", "/v1/chat/completions", "Status"],
+        ["POST", "/v1/chat/completions", "Status"],
+        ["POST", "/v1/chat/completions", "Status"]
+      ])
+      assert.strictEqual(arrivals[2]!.body, "{model: gpt")
+      // None of them was the plan's to answer: its first step is still there.
+      assert.strictEqual(yield* status(server), 500)
+    }))
+})
+
+describe("FaultServer release", () => {
+  it.live("closes every socket and the listener when the scope closes", () =>
+    Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const server = yield* Scope.extend(
+        FaultServer.make({
+          steps: [{ _tag: "StallHeaders", ms: FaultServer.never }, { _tag: "StallHeaders", ms: 250 }]
+        }),
+        scope
+      )
+      const stalled = yield* Effect.fork(Effect.either(post(server, "/chat/completions", chat)))
+      const timed = yield* Effect.fork(Effect.either(post(server, "/chat/completions", chat)))
+      yield* eventually(server.inFlight, (n) => n === 2)
+      const timers = process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length
+      yield* Scope.close(scope, Exit.void)
+      const left = process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length
+      assert.isAtMost(left, timers - 1)
+      for (const fiber of [stalled, timed]) {
+        const result = yield* fiber.await.pipe(Effect.flatMap((exit) => exit))
+        assert.isTrue(Either.isLeft(result))
+        if (Either.isLeft(result)) assert.strictEqual(result.left.message, "fetch failed")
+      }
+      const arrivals = yield* server.arrivals
+      assert.deepStrictEqual(arrivals.map((a) => a.aborted), [false, false])
+      const refused = yield* Effect.async<string>((resume) => {
+        const socket = Net.connect(server.port, "127.0.0.1")
+        socket.on("connect", () => {
+          socket.destroy()
+          resume(Effect.succeed("connected"))
+        })
+        socket.on("error", (error: NodeJS.ErrnoException) => resume(Effect.succeed(error.code ?? "unknown")))
+      })
+      assert.strictEqual(refused, "ECONNREFUSED")
+    }))
+})
+
+describe("FaultPlan.decode", () => {
+  it.effect("decodes a plan written as JSON", () =>
+    Effect.gen(function*() {
+      const plan = yield* FaultPlan.decodeJson(JSON.stringify({
+        steps: [{ _tag: "Status", status: 429, style: "mistral", retryAfter: "2" }, { _tag: "Fixture", name: "auth" }],
+        windows: [{ fromMs: 0, toMs: 1000, fault: { _tag: "ResetBody" }, share: 0.25 }],
+        capacity: { concurrent: 8, status: 429 },
+        otherwise: { _tag: "Ok", delayMs: 5 },
+        latencyMs: 10,
+        seed: 3
+      }))
+      assert.deepStrictEqual(plan, {
+        steps: [{ _tag: "Status", status: 429, style: "mistral", retryAfter: "2" }, { _tag: "Fixture", name: "auth" }],
+        windows: [{ fromMs: 0, toMs: 1000, fault: { _tag: "ResetBody" }, share: 0.25 }],
+        capacity: { concurrent: 8, status: 429 },
+        otherwise: { _tag: "Ok", delayMs: 5 },
+        latencyMs: 10,
+        seed: 3
+      })
+      assert.deepStrictEqual(yield* FaultPlan.decode({}), {})
+    }))
+
+  it.effect("rejects a status that is not an error, an unknown fixture and an unknown fault", () =>
+    Effect.gen(function*() {
+      for (
+        const bad of [
+          { steps: [{ _tag: "Status", status: 200 }] },
+          { steps: [{ _tag: "Fixture", name: "nope" }] },
+          { otherwise: { _tag: "Explode" } },
+          { windows: [{ fromMs: 0, toMs: 10, fault: { _tag: "Ok" }, share: 2 }] },
+          { capacity: { concurrent: 1, status: 500 } }
+        ]
+      ) {
+        const result = yield* Effect.either(FaultPlan.decode(bad))
+        assert.isTrue(Either.isLeft(result), JSON.stringify(bad))
+        if (Either.isLeft(result)) assert.strictEqual(result.left._tag, "ParseError")
+      }
+    }))
+})
+
+describe("Fixtures", () => {
+  it("records every row of the classification table with the providers' bodies", () => {
+    const body = (name: Fixtures.FixtureName): any => JSON.parse(Fixtures.fixtures[name].body)
+    assert.deepStrictEqual(Fixtures.fixtures.rateLimited.status, 429)
+    assert.strictEqual(Fixtures.fixtures.rateLimited.headers["retry-after"], "2")
+    assert.strictEqual(Fixtures.fixtures.rateLimited.headers["retry-after-ms"], "2000")
+    assert.deepStrictEqual([body("rateLimited").error.type, body("rateLimited").error.code], [
+      "requests",
+      "rate_limit_exceeded"
+    ])
+    assert.strictEqual(
+      Fixtures.fixtures.rateLimitedMistral.body,
+      `{"object":"error","message":"Requests rate limit exceeded","type":"rate_limited","param":null,"code":"1300"}`
+    )
+    assert.deepStrictEqual(
+      [Fixtures.fixtures.quotaExhausted.status, body("quotaExhausted").error.code],
+      [429, "insufficient_quota"]
+    )
+    assert.deepStrictEqual([Fixtures.fixtures.serverError.status, body("serverError").error.type], [
+      500,
+      "server_error"
+    ])
+    assert.deepStrictEqual([Fixtures.fixtures.overloaded.status, body("overloaded").error.code], [503, "overloaded"])
+    assert.deepStrictEqual([Fixtures.fixtures.auth.status, body("auth").error.code], [401, "invalid_api_key"])
+    assert.deepStrictEqual([Fixtures.fixtures.badRequest.status, body("badRequest").error.type], [
+      400,
+      "invalid_request_error"
+    ])
+    assert.deepStrictEqual([Fixtures.fixtures.modelNotFound.status, body("modelNotFound").error.code], [
+      404,
+      "model_not_found"
+    ])
+    assert.deepStrictEqual([Fixtures.fixtures.modelNotFound503.status, body("modelNotFound503").error.code], [
+      503,
+      "model_not_found"
+    ])
+    assert.deepStrictEqual(body("chatSuccess").usage.total_tokens, 22)
+    assert.deepStrictEqual(body("embeddingsSuccess").data[0].embedding.length, 8)
+    assert.strictEqual(Fixtures.fixtures.malformedJson.status, 200)
+    assert.throws(() => body("malformedJson"), SyntaxError)
+    assert.isTrue(Fixtures.fixtures.chatSuccess.body.startsWith(Fixtures.fixtures.malformedJson.body))
+    assert.isUndefined(body("schemaMismatch").choices)
+    assert.strictEqual(body("schemaMismatch").usage.prompt_tokens, "14")
+    assert.strictEqual(events(Fixtures.fixtures.chatStream.body).at(-1), "[DONE]")
+    for (const name of Fixtures.fixtureNames) {
+      assert.isAbove(Fixtures.fixtures[name].description.length, 0, name)
+      assert.isDefined(Fixtures.fixtures[name].headers["content-type"], name)
+    }
+  })
+})
