@@ -855,3 +855,26 @@ describe("Fixtures", () => {
     }
   })
 })
+
+describe("FaultServer.serve", () => {
+  it.scopedLive("listens on the port it is given, and fails typed when the port is taken", () =>
+    Effect.gen(function*() {
+      const first = yield* FaultServer.make({})
+      const taken = yield* Effect.either(FaultServer.serve({}, first.port))
+      assert.isTrue(Either.isLeft(taken))
+      if (Either.isLeft(taken)) {
+        assert.strictEqual(taken.left._tag, "ListenError")
+        assert.strictEqual(taken.left.port, first.port)
+        assert.match(taken.left.message, /EADDRINUSE/)
+      }
+      const free = yield* Effect.async<number>((resume) => {
+        const probe = Net.createServer().listen(0, "127.0.0.1", () => {
+          const { port } = probe.address() as Net.AddressInfo
+          probe.close(() => resume(Effect.succeed(port)))
+        })
+      })
+      const chosen = yield* FaultServer.serve({}, free)
+      assert.strictEqual(chosen.port, free)
+      assert.strictEqual(chosen.url, `http://127.0.0.1:${free}/v1`)
+    }))
+})

@@ -13,6 +13,7 @@
  * real (timers, not `TestClock`); every timer and socket is released with the scope.
  */
 import * as Context from "effect/Context"
+import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
@@ -708,24 +709,35 @@ class Engine {
   }
 }
 
-const listen = (plan: FaultPlan.Plan): Effect.Effect<Engine> =>
-  Effect.async<Engine>((resume) => {
+/** The server could not listen where it was asked to (the port is taken, or not ours to take). */
+export class ListenError extends Data.TaggedError("ListenError")<{
+  readonly port: number
+  readonly cause: unknown
+}> {
+  override get message() {
+    const code = (this.cause as { readonly code?: unknown } | undefined)?.code
+    return `cannot listen on 127.0.0.1:${this.port}${typeof code === "string" ? ` (${code})` : ""}`
+  }
+}
+
+const listen = (plan: FaultPlan.Plan, port: number): Effect.Effect<Engine, ListenError> =>
+  Effect.async<Engine, ListenError>((resume) => {
     const engine = new Engine(plan)
-    const failed = (error: Error) => resume(Effect.die(error))
+    const failed = (cause: Error) => resume(Effect.fail(new ListenError({ port, cause })))
     engine.server.once("error", failed)
-    engine.server.listen(0, "127.0.0.1", () => {
+    engine.server.listen(port, "127.0.0.1", () => {
       engine.server.off("error", failed)
       resume(Effect.succeed(engine))
     })
   })
 
 /**
- * Starts a fault server on `127.0.0.1` at a free port. Closing the scope destroys every open
- * socket, clears every timer and closes the server, so no test leaks either.
+ * Starts a fault server on `127.0.0.1` at `port` (0: a free one). Closing the scope destroys every
+ * open socket, clears every timer and closes the server, so no test leaks either.
  */
-export const make = (plan: FaultPlan.Plan = {}): Effect.Effect<Service, never, Scope.Scope> =>
+export const serve = (plan: FaultPlan.Plan, port: number): Effect.Effect<Service, ListenError, Scope.Scope> =>
   Effect.map(
-    Effect.acquireRelease(listen(plan), (engine) => engine.close),
+    Effect.acquireRelease(listen(plan, port), (engine) => engine.close),
     (engine): Service => ({
       url: `http://127.0.0.1:${engine.port}/v1`,
       port: engine.port,
@@ -735,6 +747,10 @@ export const make = (plan: FaultPlan.Plan = {}): Effect.Effect<Service, never, S
       inFlight: Effect.sync(() => engine.inFlight)
     })
   )
+
+/** Starts a fault server on `127.0.0.1` at a free port. */
+export const make = (plan: FaultPlan.Plan = {}): Effect.Effect<Service, never, Scope.Scope> =>
+  Effect.orDie(serve(plan, 0))
 
 /** A fault server for the layer's lifetime. */
 export const layer = (plan: FaultPlan.Plan = {}): Layer.Layer<FaultServer> => Layer.scoped(FaultServer, make(plan))

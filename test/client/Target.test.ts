@@ -1,0 +1,86 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Failover, Target } from "@resilient-ai/client"
+import { Failure } from "@resilient-ai/policy"
+import { Duration, Redacted } from "effect"
+
+const base = { name: "t", baseUrl: "https://api.mistral.ai/v1", model: "mistral-small-latest" }
+
+describe("Target", () => {
+  it("managed targets default to three attempts, a 10% budget with a 5/s floor and a queue of 64", () => {
+    const target = Target.managed({ ...base, apiKey: Redacted.make("k") })
+    assert.strictEqual(target.kind, "managed")
+    assert.strictEqual(target.maxAttempts, 3)
+    assert.deepStrictEqual(target.budget, { ratio: 0.1, minPerSecond: 5 })
+    assert.strictEqual(target.concurrency, 64)
+    assert.strictEqual(Target.gateMode(target), "queue")
+    assert.strictEqual(Duration.toMillis(target.attemptTimeout), 60_000)
+  })
+
+  it("self-hosted targets default to a near-zero budget and a gate that sheds", () => {
+    const target = Target.selfHosted(base)
+    assert.deepStrictEqual(target.budget, { ratio: 0.01, minPerSecond: 0.2 })
+    assert.strictEqual(Target.gateMode(target), "shed")
+    assert.isUndefined(target.apiKey)
+  })
+
+  it("a self-hosted pool retries only what never reached it", () => {
+    const { classify } = Target.selfHostedClassifier
+    assert.strictEqual(classify(new Failure.ConnectFailed({ detail: "ECONNREFUSED" })), "retryable")
+    assert.strictEqual(classify(new Failure.ConnectTimeout({ timeout: Duration.seconds(3) })), "retryable")
+    assert.strictEqual(classify(new Failure.ConnectionReset({ afterSend: false })), "retryable")
+    assert.strictEqual(classify(new Failure.ConnectionReset({ afterSend: true })), "terminal")
+    assert.strictEqual(classify(new Failure.Overloaded({ status: 503 })), "terminal")
+    assert.strictEqual(classify(new Failure.RateLimited({ status: 429 })), "terminal")
+    assert.strictEqual(
+      classify(new Failure.ReadTimeout({ timeout: Duration.seconds(1), phase: "headers" })),
+      "terminal"
+    )
+  })
+
+  it("names every setting that cannot work", () => {
+    assert.throws(
+      () =>
+        Target.managed({
+          ...base,
+          baseUrl: "ftp://x",
+          maxAttempts: 0,
+          attemptTimeout: 0,
+          baseDelay: "5 seconds",
+          maxDelay: "1 second",
+          concurrency: 0
+        }),
+      /baseUrl must be an http\(s\) URL.*apiKey is required.*attemptTimeout must be positive.*maxAttempts must be an integer >= 1.*baseDelay \(5s\) must not exceed maxDelay \(1s\).*concurrency must be an integer >= 1/
+    )
+  })
+
+  it("a request for another model gets that model's timeout", () => {
+    const target = Target.managed({
+      ...base,
+      apiKey: Redacted.make("k"),
+      attemptTimeout: "20 seconds",
+      attemptTimeoutByModel: { "mistral-large-latest": "90 seconds" }
+    })
+    assert.strictEqual(Duration.toMillis(Target.policyFor(target).attemptTimeout), 20_000)
+    assert.strictEqual(Duration.toMillis(Target.policyFor(target, "mistral-large-latest").attemptTimeout), 90_000)
+    assert.strictEqual(Target.policyFor(target, "mistral-large-latest").model, "mistral-large-latest")
+  })
+})
+
+describe("Failover.shouldFailOver", () => {
+  const ended = (reason: Failure.StopReason) =>
+    new Failure.CallFailed({ reason, last: new Failure.ServerError({ status: 500 }), attempts: [], target: "a" })
+
+  it("passes on a call the target could not serve, never one the request or the clock doomed", () => {
+    const verdicts = Failure.stopReasons.map((reason) => [reason, Failover.shouldFailOver(ended(reason))])
+    assert.deepStrictEqual(Object.fromEntries(verdicts), {
+      terminal: false,
+      "not-replay-safe": false,
+      attempts: true,
+      budget: true,
+      deadline: false,
+      shed: true,
+      "retry-after-too-long": true,
+      deferred: false
+    })
+  })
+})

@@ -1,0 +1,189 @@
+import { assert, describe, it } from "@effect/vitest"
+import { ChatCompletion, Embeddings, ProviderError, Transport } from "@resilient-ai/client"
+import { Failure } from "@resilient-ai/policy"
+import { Chunk, Duration, Effect, Schema, Stream } from "effect"
+
+const endpoint: Transport.Endpoint = {
+  target: "t",
+  baseUrl: "http://127.0.0.1:1/v1",
+  apiKey: undefined,
+  idempotencyHeader: "Idempotency-Key",
+  maxResponseBytes: 1024,
+  connectTimeout: Duration.seconds(3)
+}
+
+const withCode = (code: string, extra: Record<string, unknown> = {}) =>
+  Object.assign(new Error(`${code} happened`), { code, ...extra })
+
+describe("Transport.fromRequestError", () => {
+  it("a connection that was never made is ConnectFailed, through cause chains and aggregate errors", () => {
+    for (const code of ["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH"]) {
+      const failure = Transport.fromRequestError(new Error("fetch failed", { cause: withCode(code) }), endpoint)
+      assert.deepStrictEqual(failure, new Failure.ConnectFailed({ detail: `${code}: ${code} happened` }))
+    }
+    const aggregate = new AggregateError([new Error("no code"), withCode("ECONNREFUSED")], "all failed")
+    assert.strictEqual(Transport.fromRequestError(aggregate, endpoint)._tag, "ConnectFailed")
+  })
+
+  it("undici's connect timeout is ConnectTimeout with the dispatcher's timeout", () => {
+    assert.deepStrictEqual(
+      Transport.fromRequestError(withCode("UND_ERR_CONNECT_TIMEOUT"), endpoint),
+      new Failure.ConnectTimeout({ timeout: Duration.seconds(3) })
+    )
+  })
+
+  it("a reset on a connection that wrote nothing happened before the request was sent", () => {
+    const failure = Transport.fromRequestError(withCode("UND_ERR_SOCKET", { socket: { bytesWritten: 0 } }), endpoint)
+    assert.deepStrictEqual(
+      failure,
+      new Failure.ConnectionReset({ afterSend: false, detail: "UND_ERR_SOCKET: UND_ERR_SOCKET happened" })
+    )
+  })
+
+  it("a reset after bytes were written, or without knowing, is after the request was sent", () => {
+    const written = Transport.fromRequestError(withCode("UND_ERR_SOCKET", { socket: { bytesWritten: 812 } }), endpoint)
+    assert.deepStrictEqual((written as Failure.ConnectionReset).afterSend, true)
+    const unknown = Transport.fromRequestError(withCode("ECONNRESET"), endpoint)
+    assert.deepStrictEqual((unknown as Failure.ConnectionReset).afterSend, true)
+  })
+
+  it("an error without a code is treated as possibly delivered", () => {
+    assert.deepStrictEqual(
+      Transport.fromRequestError(new Error("something odd"), endpoint),
+      new Failure.ConnectionReset({ afterSend: true, detail: "something odd" })
+    )
+  })
+
+  it("an abort is Cancelled", () => {
+    assert.strictEqual(Transport.fromRequestError(withCode("UND_ERR_ABORTED"), endpoint)._tag, "Cancelled")
+  })
+})
+
+describe("Transport.contractViolation", () => {
+  it("names every field that breaks the schema, with its path", () => {
+    const exit = Schema.decodeUnknownEither(ChatCompletion.ChatCompletion, { errors: "all" })({
+      id: "x",
+      object: "chat.completion",
+      created: 1,
+      model: "m",
+      choices: [{ index: 0, message: { role: "assistant", content: 5 }, finish_reason: "stop" }],
+      usage: { prompt_tokens: "3", completion_tokens: 1, total_tokens: 4 }
+    })
+    assert.isTrue(exit._tag === "Left")
+    if (exit._tag !== "Left") return
+    const violation = Transport.contractViolation(exit.left)
+    assert.deepStrictEqual(violation.issues.map((issue) => issue.path), [
+      "choices[0].message.content",
+      "choices[0].message.content",
+      "usage.prompt_tokens"
+    ])
+  })
+})
+
+describe("Transport.serverSentData", () => {
+  const events = (parts: ReadonlyArray<string>) =>
+    Stream.fromIterable(parts.map((part) => new TextEncoder().encode(part))).pipe(
+      Transport.serverSentData,
+      Stream.runCollect,
+      Effect.map(Chunk.toReadonlyArray)
+    )
+
+  it.effect("yields the data of each event, whatever the byte boundaries", () =>
+    Effect.gen(function*() {
+      assert.deepStrictEqual(yield* events(["data: {\"a\":1}\n\nda", "ta: {\"b\":2}\r\n\r\n", "data: [DONE]\n\n"]), [
+        "{\"a\":1}",
+        "{\"b\":2}",
+        "[DONE]"
+      ])
+    }))
+
+  it.effect("joins multi-line data, skips comments and other fields", () =>
+    Effect.gen(function*() {
+      assert.deepStrictEqual(yield* events([": keep-alive\n\nevent: message\ndata:one\ndata: two\nid: 7\n\n"]), [
+        "one\ntwo"
+      ])
+    }))
+})
+
+describe("request bodies", () => {
+  it("chat takes the target's model unless the request names one, and streams ask for usage", () => {
+    assert.deepStrictEqual(
+      ChatCompletion.body(
+        { messages: [{ role: "user", content: "hi" }], temperature: 0.2, max_tokens: undefined },
+        "m",
+        false
+      ),
+      { messages: [{ role: "user", content: "hi" }], temperature: 0.2, model: "m" }
+    )
+    assert.deepStrictEqual(
+      ChatCompletion.body({ messages: [], model: "other", extra: { safe_prompt: true } }, "m", true),
+      { messages: [], safe_prompt: true, model: "other", stream: true, stream_options: { include_usage: true } }
+    )
+  })
+
+  it("embeddings ask for floats", () => {
+    assert.deepStrictEqual(Embeddings.body({ input: ["a"], dimensions: 8 }, "e"), {
+      input: ["a"],
+      dimensions: 8,
+      encoding_format: "float",
+      model: "e"
+    })
+  })
+})
+
+describe("ProviderError", () => {
+  it("reads OpenAI's and Mistral's error shapes, codes as strings", () => {
+    assert.deepStrictEqual(
+      ProviderError.details({
+        error: { message: "slow down", type: "requests", code: "rate_limit_exceeded", param: null }
+      }),
+      { code: "rate_limit_exceeded", type: "requests", message: "slow down" }
+    )
+    assert.deepStrictEqual(
+      ProviderError.details({
+        object: "error",
+        message: "Requests rate limit exceeded",
+        type: "rate_limited",
+        param: null,
+        code: 1300
+      }),
+      { code: "1300", type: "rate_limited", message: "Requests rate limit exceeded" }
+    )
+    assert.deepStrictEqual(ProviderError.details("<html>"), {})
+  })
+
+  it("maps a response onto its failure: the code before the status, the headers' hint and verdict", () => {
+    const failure = ProviderError.toFailure({
+      status: 429,
+      headers: { "retry-after": "3", "x-should-retry": "true" },
+      body: { object: "error", message: "Requests rate limit exceeded", type: "rate_limited", code: "1300" }
+    }, 0)
+    assert.deepStrictEqual(
+      failure,
+      new Failure.RateLimited({
+        status: 429,
+        providerCode: "1300",
+        detail: "Requests rate limit exceeded",
+        retryAfter: Duration.seconds(3),
+        shouldRetry: true
+      })
+    )
+    const quota = ProviderError.toFailure({
+      status: 429,
+      headers: {},
+      body: {
+        error: { message: "You exceeded your current quota", type: "insufficient_quota", code: "insufficient_quota" }
+      }
+    }, 0)
+    assert.strictEqual(quota._tag, "QuotaExhausted")
+    const html = ProviderError.toFailure({
+      status: 502,
+      headers: {},
+      body: "<html><body>502 Bad Gateway</body></html>"
+    }, 0)
+    assert.deepStrictEqual(
+      html,
+      new Failure.ServerError({ status: 502, detail: "<html><body>502 Bad Gateway</body></html>" })
+    )
+  })
+})
