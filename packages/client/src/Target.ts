@@ -17,7 +17,7 @@ import * as ConfigError from "effect/ConfigError"
 import * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import type * as Redacted from "effect/Redacted"
+import * as Redacted from "effect/Redacted"
 
 /** Which kind of capacity is behind the target. */
 export type Kind = "managed" | "self-hosted"
@@ -284,9 +284,10 @@ const timeoutsByModel = (name: string): Config.Config<Record<string, Duration.Du
  */
 export const config = (kind: Kind, prefix: string, name: string = prefix.toLowerCase()): Config.Config<Target> => {
   const defaults = kind === "managed" ? managedDefaults : selfHostedDefaults
-  const apiKey = kind === "managed" ? Config.redacted("API_KEY") : Config.option(Config.redacted("API_KEY")).pipe(
-    Config.map(Option.getOrUndefined)
-  )
+  // Read as a string and wrapped at once: `Config.redacted` would also redact the message saying
+  // the variable is missing, which is no secret and is what the operator needs to see.
+  const key = Config.map(Config.string("API_KEY"), Redacted.make)
+  const apiKey = kind === "managed" ? key : Config.map(Config.option(key), Option.getOrUndefined)
   const settings = Config.all({
     baseUrl: Config.string("BASE_URL"),
     model: Config.string("MODEL"),
