@@ -5,7 +5,7 @@
  * failures a model API really returns, and the policy decides what to do with it. Then an outage
  * shows the budget refusing retries once successes stop.
  *
- * Run it with `npx -y pnpm@12.4.2 start`.
+ * Run it with `npx -y pnpm@12.4.2 exec tsx --conditions=@resilient-ai/source examples/retry-within-budget.ts`.
  */
 import { ConcurrencyGate, Failure, Metrics, Resilient, RetryBudget } from "@resilient-ai/policy"
 import { Duration, Effect, Layer, Logger, LogLevel, Ref } from "effect"

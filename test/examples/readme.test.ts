@@ -1,13 +1,17 @@
 import { assert, describe, it } from "@effect/vitest"
-import { readFileSync } from "node:fs"
+import { readdirSync, readFileSync } from "node:fs"
 
 const read = (path: string) => readFileSync(new URL(`../../${path}`, import.meta.url), "utf8")
 
 describe("README", () => {
-  it("shows the example that examples/compose-a-policy.ts type-checks", () => {
-    const readme = read("README.md")
-    const block = /```ts\n(import \{ Deadline[\s\S]*?)```/.exec(readme)?.[1]
-    assert.isDefined(block)
-    assert.include(read("examples/compose-a-policy.ts"), block!)
+  it("shows only code that an example in examples/ type-checks", () => {
+    const examples = readdirSync(new URL("../../examples/", import.meta.url))
+      .filter((name) => name.endsWith(".ts"))
+      .map((name) => read(`examples/${name}`))
+    const blocks = [...read("README.md").matchAll(/```ts\n([\s\S]*?)```/g)].map((match) => match[1]!)
+    assert.isAtLeast(blocks.length, 2)
+    for (const block of blocks) {
+      assert.isTrue(examples.some((example) => example.includes(block)), `not in any example:\n${block}`)
+    }
   })
 })

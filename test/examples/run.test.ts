@@ -11,6 +11,17 @@ const run = (file: string) =>
   })
 
 describe("examples run", () => {
+  it("retry-within-budget: each failure kind gets its verdict, and the outage meets the budget", async () => {
+    const { stdout } = await run("examples/retry-within-budget.ts")
+    assert.match(stdout, /429 insufficient_quota +→ failed {2}stop=terminal, last=RateLimited, attempts=1/)
+    assert.match(
+      stdout,
+      /read timeout, not replay-safe +→ failed {2}stop=not-replay-safe, last=ReadTimeout, attempts=1/
+    )
+    assert.match(stdout, /read timeout, replay-safe +→ ok {6}answer after 2 attempt\(s\)/)
+    assert.match(stdout, /outage → 46 attempts for 40 calls/)
+  }, 30_000)
+
   it("two-targets-failover: the pool serves what it has slots for, the API the rest", async () => {
     const { stdout } = await run("examples/two-targets-failover.ts")
     assert.include(stdout, `answered by model: {"open-mistral-7b":4,"mistral-small-latest":20}`)

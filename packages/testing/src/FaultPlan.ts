@@ -139,10 +139,15 @@ export const Plan = Schema.Struct({
 /** The whole plan. */
 export type Plan = typeof Plan.Type
 
-/** Decodes a plan from an unknown value, such as parsed JSON. */
-export const decode: (u: unknown) => Effect.Effect<Plan, ParseResult.ParseError> = Schema.decodeUnknown(Plan)
+// A key the plan does not know is an error: in a hand-written file, `"window"` for `"windows"`
+// would otherwise be dropped, and the server would quietly serve no faults.
+const strict = { onExcessProperty: "error", errors: "all" } as const
 
-/** Decodes a plan from JSON text, as the CLI reads it from a file. */
+/** Decodes a plan from an unknown value, such as parsed JSON. Unknown keys are errors. */
+export const decode: (u: unknown) => Effect.Effect<Plan, ParseResult.ParseError> = Schema.decodeUnknown(Plan, strict)
+
+/** Decodes a plan from JSON text, as the CLI reads it from a file. Unknown keys are errors. */
 export const decodeJson: (text: string) => Effect.Effect<Plan, ParseResult.ParseError> = Schema.decodeUnknown(
-  Schema.parseJson(Plan)
+  Schema.parseJson(Plan),
+  strict
 )

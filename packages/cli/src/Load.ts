@@ -1,0 +1,228 @@
+/**
+ * Drives a model client with a load and reports what the failure path cost.
+ *
+ * A load is N chat calls, at most C in flight, optionally started at a steady rate. Counts of
+ * calls and their outcomes are taken from the calls themselves; attempts, retries, budget
+ * exhaustions, deadline skips and shed calls come from the policy's own metrics
+ * (`Metrics.summary`), read before and after the run, so the report shows exactly what the
+ * resilient calls did and not a re-implementation of it. Latencies are measured per call on the
+ * real clock.
+ *
+ * ```ts
+ * const client = yield* ModelClient.make(target)
+ * const summary = yield* Load.run(client, { requests: 400, concurrency: 16, deadline: "3 seconds" })
+ * ```
+ */
+import type { ChatCompletion, ModelClient, Target } from "@resilient-ai/client"
+import { Metrics } from "@resilient-ai/policy"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import { performance } from "node:perf_hooks"
+
+/** The short, fixed prompt every call of a load sends unless told otherwise. */
+export const prompt: ChatCompletion.ChatRequest = {
+  messages: [{ role: "user", content: "Reply with one short sentence." }]
+}
+
+/** Settings of a load. */
+export interface Options {
+  /** Chat calls to make, at least 1. */
+  readonly requests: number
+  /** Calls in flight at once, at least 1. */
+  readonly concurrency: number
+  /** Each call's deadline, from the moment it starts. Without it, only the target's attempt timeout bounds a call. */
+  readonly deadline?: Duration.DurationInput | undefined
+  /**
+   * Calls started per second. Without it the load is closed: a call starts as soon as one ends, so
+   * calls that fail fast start the next at once. With it, calls arrive as users do, whether or not
+   * earlier ones have ended (still at most `concurrency` in flight).
+   */
+  readonly ratePerSecond?: number | undefined
+  /** The request each call sends. Default `prompt`. */
+  readonly request?: ChatCompletion.ChatRequest | undefined
+  /** Told after each call ends; for progress bars, so it must be cheap. */
+  readonly onProgress?: ((completed: number, total: number) => void) | undefined
+}
+
+/** Two points of a latency distribution, in milliseconds; `null` when no call was measured. */
+export interface Latency {
+  readonly p50: number | null
+  readonly p99: number | null
+}
+
+/** What a load did. */
+export interface Summary {
+  readonly target: string
+  readonly kind: Target.Kind
+  readonly model: string
+  readonly requests: number
+  readonly concurrency: number
+  readonly deadlineMs: number | null
+  readonly ratePerSecond: number | null
+  /** Logical calls made. */
+  readonly calls: number
+  readonly successes: number
+  readonly failures: number
+  /** Failed calls by the tag of their last failure. */
+  readonly failuresByTag: Readonly<Record<string, number>>
+  /** Failed calls by why their retry sequence stopped. */
+  readonly failuresByReason: Readonly<Record<string, number>>
+  /** Attempts sent, first attempts included. */
+  readonly attempts: number
+  /** `attempts / successes`; `null` without a success. */
+  readonly attemptsPerSuccess: number | null
+  readonly retries: number
+  readonly retriesSucceeded: number
+  /** Retries the budget refused (each ends its call). */
+  readonly budgetExhausted: number
+  /** Attempts and sleeps not started because they could not finish before the deadline. */
+  readonly deadlineSkips: number
+  /** Calls refused at once by a full gate of a shedding target. */
+  readonly shed: number
+  /**
+   * The most retries the same attempt ceiling would have sent without a budget: the retries made,
+   * plus, for each call the budget stopped, the attempts it had left.
+   */
+  readonly unbudgetedRetries: number
+  readonly latencyMs: {
+    /** Successful calls only. */
+    readonly successes: Latency
+    /** Failed calls only: low when failures are fast, near the deadline when calls wait it out. */
+    readonly failures: Latency
+    /** Every call. */
+    readonly all: Latency
+  }
+  /** From the first call's start to the last call's end. */
+  readonly wallMs: number
+}
+
+/** The `q` quantile (0..1) of ascending `sorted` by nearest rank; `null` when empty. */
+export const quantile = (sorted: ReadonlyArray<number>, q: number): number | null => {
+  if (sorted.length === 0) return null
+  const rank = Math.min(sorted.length, Math.max(1, Math.ceil(q * sorted.length)))
+  return sorted[rank - 1]!
+}
+
+const tenths = (value: number): number => Math.round(value * 10) / 10
+
+const latencyOf = (samples: Array<number>): Latency => {
+  const sorted = samples.sort((a, b) => a - b)
+  const at = (q: number) => {
+    const value = quantile(sorted, q)
+    return value === null ? null : tenths(value)
+  }
+  return { p50: at(0.5), p99: at(0.99) }
+}
+
+const increment = (counts: Record<string, number>, key: string) => {
+  counts[key] = (counts[key] ?? 0) + 1
+}
+
+/**
+ * Runs a load through `client` and reports it. The policy's metrics are process-wide per target
+ * and model, so two loads on the same target name and model must not run at the same time.
+ * Bad settings throw a `RangeError` naming them.
+ */
+export const run = (client: ModelClient.Service, options: Options): Effect.Effect<Summary> => {
+  const { concurrency, requests } = options
+  if (!Number.isInteger(requests) || requests < 1) {
+    throw new RangeError(`requests must be an integer >= 1, got ${requests}`)
+  }
+  if (!Number.isInteger(concurrency) || concurrency < 1) {
+    throw new RangeError(`concurrency must be an integer >= 1, got ${concurrency}`)
+  }
+  const rate = options.ratePerSecond
+  if (rate !== undefined && !(rate > 0 && Number.isFinite(rate))) {
+    throw new RangeError(`ratePerSecond must be a positive number, got ${rate}`)
+  }
+  const deadline = options.deadline === undefined ? undefined : Duration.decode(options.deadline)
+  const request = options.request ?? prompt
+  const target = client.target
+  const model = request.model ?? target.model
+  const callOptions: ModelClient.CallOptions = deadline === undefined ? {} : { timeout: deadline }
+
+  return Effect.gen(function*() {
+    const before = yield* Metrics.summary(target.name, model)
+    const successLatencies: Array<number> = []
+    const failureLatencies: Array<number> = []
+    const allLatencies: Array<number> = []
+    const failuresByTag: Record<string, number> = {}
+    const failuresByReason: Record<string, number> = {}
+    let successes = 0
+    let attemptsLeftAtBudget = 0
+    let completed = 0
+    const started = performance.now()
+
+    const measured = Effect.suspend(() => {
+      const at = performance.now()
+      return Effect.map(Effect.either(client.chat(request, callOptions)), (result) => {
+        const latency = performance.now() - at
+        allLatencies.push(latency)
+        if (Either.isRight(result)) {
+          successes++
+          successLatencies.push(latency)
+        } else {
+          const failure = result.left
+          failureLatencies.push(latency)
+          increment(failuresByTag, failure.last._tag)
+          increment(failuresByReason, failure.reason)
+          if (failure.reason === "budget") {
+            attemptsLeftAtBudget += Math.max(0, target.maxAttempts - failure.attempts.length)
+          }
+        }
+        options.onProgress?.(++completed, requests)
+      })
+    })
+
+    // Paced on the real clock, as latencies are: call `index` starts `index / rate` seconds in.
+    const call = (index: number) =>
+      rate === undefined ? measured : Effect.suspend(() => {
+        const wait = started + (index * 1000) / rate - performance.now()
+        return wait > 0 ? Effect.zipRight(Effect.sleep(Duration.millis(wait)), measured) : measured
+      })
+
+    yield* Effect.forEach(Array.from({ length: requests }, (_, index) => index), call, {
+      concurrency,
+      discard: true
+    })
+    const wallMs = performance.now() - started
+    const after = yield* Metrics.summary(target.name, model)
+    const delta = (key: "attempts" | "retries" | "retriesSucceeded" | "budgetExhausted" | "deadlineSkips" | "shed") =>
+      after[key] - before[key]
+    const attempts = delta("attempts")
+    const retries = delta("retries")
+    return {
+      target: target.name,
+      kind: target.kind,
+      model,
+      requests,
+      concurrency,
+      deadlineMs: deadline === undefined ? null : Duration.toMillis(deadline),
+      ratePerSecond: rate ?? null,
+      calls: allLatencies.length,
+      successes,
+      failures: allLatencies.length - successes,
+      failuresByTag: sortedByCount(failuresByTag),
+      failuresByReason: sortedByCount(failuresByReason),
+      attempts,
+      attemptsPerSuccess: successes === 0 ? null : attempts / successes,
+      retries,
+      retriesSucceeded: delta("retriesSucceeded"),
+      budgetExhausted: delta("budgetExhausted"),
+      deadlineSkips: delta("deadlineSkips"),
+      shed: delta("shed"),
+      unbudgetedRetries: retries + attemptsLeftAtBudget,
+      latencyMs: {
+        successes: latencyOf(successLatencies),
+        failures: latencyOf(failureLatencies),
+        all: latencyOf(allLatencies)
+      },
+      wallMs: Math.round(wallMs)
+    }
+  })
+}
+
+/** The same counts, largest first, so reports read from the most common failure down. */
+const sortedByCount = (counts: Record<string, number>): Record<string, number> =>
+  Object.fromEntries(Object.entries(counts).sort(([a, x], [b, y]) => y - x || a.localeCompare(b)))

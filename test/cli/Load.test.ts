@@ -1,0 +1,303 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Demo, Load, Summary } from "@resilient-ai/cli"
+import { ModelClient } from "@resilient-ai/client"
+import { FaultServer } from "@resilient-ai/testing"
+import { Effect } from "effect"
+import { HttpLive, managedAt, selfHostedAt } from "./support.js"
+
+/** Every key of the JSON summary, in a stable order. */
+const jsonKeys = [
+  "target",
+  "kind",
+  "model",
+  "requests",
+  "concurrency",
+  "deadlineMs",
+  "ratePerSecond",
+  "calls",
+  "successes",
+  "failures",
+  "failuresByTag",
+  "failuresByReason",
+  "attempts",
+  "attemptsPerSuccess",
+  "retries",
+  "retriesSucceeded",
+  "budgetExhausted",
+  "deadlineSkips",
+  "shed",
+  "unbudgetedRetries",
+  "latencyMs",
+  "wallMs"
+]
+
+/** The labels of every field of the table. */
+const tableLabels = [
+  "calls",
+  "successes",
+  "failures",
+  "failures by last failure",
+  "failures by stop reason",
+  "attempts",
+  "attempts per success",
+  "retries",
+  "retries that succeeded",
+  "budget exhaustions",
+  "deadline skips",
+  "shed",
+  "retries without a budget",
+  "latency p50, successes",
+  "latency p99, successes",
+  "latency p50, failures",
+  "latency p99, failures",
+  "latency p50, all calls",
+  "latency p99, all calls",
+  "wall time"
+]
+
+/**
+ * One call after another, so the steps meet the calls in order: call 1 fails once and succeeds,
+ * call 2 succeeds, call 3 is refused (terminal), call 4 fails three times, call 5 succeeds.
+ */
+const scripted = {
+  steps: [
+    { _tag: "Status", status: 503 },
+    { _tag: "Ok" },
+    { _tag: "Ok" },
+    { _tag: "Status", status: 401 },
+    { _tag: "Status", status: 500 },
+    { _tag: "Status", status: 500 },
+    { _tag: "Status", status: 500 },
+    { _tag: "Ok" }
+  ]
+} as const
+
+describe("Load.run against the fault server", () => {
+  it.scopedLive("counts every call, attempt and retry of a scripted plan exactly", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make(scripted)
+      const client = yield* ModelClient.make(managedAt(server.url))
+      const summary = yield* Load.run(client, { requests: 5, concurrency: 1, deadline: "5 seconds" })
+      assert.strictEqual((yield* server.arrivals).length, 8)
+      assert.strictEqual(summary.target, client.target.name)
+      assert.strictEqual(summary.kind, "managed")
+      assert.strictEqual(summary.model, "test-model")
+      assert.strictEqual(summary.deadlineMs, 5_000)
+      assert.strictEqual(summary.calls, 5)
+      assert.strictEqual(summary.successes, 3)
+      assert.strictEqual(summary.failures, 2)
+      assert.deepStrictEqual(summary.failuresByTag, { AuthenticationFailed: 1, ServerError: 1 })
+      assert.deepStrictEqual(summary.failuresByReason, { attempts: 1, terminal: 1 })
+      assert.strictEqual(summary.attempts, 8)
+      assert.closeTo(summary.attemptsPerSuccess!, 8 / 3, 1e-9)
+      assert.strictEqual(summary.retries, 3)
+      assert.strictEqual(summary.retriesSucceeded, 1)
+      assert.strictEqual(summary.budgetExhausted, 0)
+      assert.strictEqual(summary.deadlineSkips, 0)
+      assert.strictEqual(summary.shed, 0)
+      assert.strictEqual(summary.unbudgetedRetries, 3)
+      const { all, failures, successes } = summary.latencyMs
+      for (const latency of [all, failures, successes]) {
+        assert.isNotNull(latency.p50)
+        assert.isAtMost(latency.p50!, latency.p99!)
+      }
+      assert.isAtLeast(summary.wallMs, 0)
+    }).pipe(Effect.provide(HttpLive)))
+
+  it.scopedLive("a second load on the same client reports only its own calls", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ steps: [{ _tag: "Status", status: 503 }] })
+      const client = yield* ModelClient.make(managedAt(server.url))
+      const first = yield* Load.run(client, { requests: 3, concurrency: 1 })
+      const second = yield* Load.run(client, { requests: 4, concurrency: 2 })
+      assert.deepStrictEqual([first.attempts, first.retries, first.retriesSucceeded], [4, 1, 1])
+      assert.deepStrictEqual([second.calls, second.successes, second.attempts, second.retries], [4, 4, 4, 0])
+    }).pipe(Effect.provide(HttpLive)))
+
+  it.scopedLive("a budget that allows nothing: every failed call stops at once, counted as an exhaustion", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ otherwise: { _tag: "Status", status: 503 } })
+      const client = yield* ModelClient.make(managedAt(server.url, { budget: { ratio: 0, minPerSecond: 0 } }))
+      const summary = yield* Load.run(client, { requests: 6, concurrency: 3 })
+      assert.strictEqual((yield* server.arrivals).length, 6)
+      assert.strictEqual(summary.successes, 0)
+      assert.deepStrictEqual(summary.failuresByTag, { Overloaded: 6 })
+      assert.deepStrictEqual(summary.failuresByReason, { budget: 6 })
+      assert.strictEqual(summary.attempts, 6)
+      assert.strictEqual(summary.retries, 0)
+      assert.strictEqual(summary.budgetExhausted, 6)
+      // Three attempts each, the first made: two retries a call were refused.
+      assert.strictEqual(summary.unbudgetedRetries, 12)
+      assert.isNull(summary.attemptsPerSuccess)
+      assert.deepStrictEqual(summary.latencyMs.successes, { p50: null, p99: null })
+      assert.isNotNull(summary.latencyMs.all.p99)
+      assert.deepStrictEqual(summary.latencyMs.failures, summary.latencyMs.all)
+    }).pipe(Effect.provide(HttpLive)))
+
+  it.scopedLive("a Retry-After longer than the deadline is a deadline skip, not a sleep", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ otherwise: { _tag: "Status", status: 429, retryAfter: "5" } })
+      const client = yield* ModelClient.make(managedAt(server.url))
+      const started = Date.now()
+      const summary = yield* Load.run(client, { requests: 2, concurrency: 2, deadline: "500 millis" })
+      assert.isBelow(Date.now() - started, 400)
+      assert.deepStrictEqual(summary.failuresByTag, { RateLimited: 2 })
+      assert.deepStrictEqual(summary.failuresByReason, { deadline: 2 })
+      assert.strictEqual(summary.deadlineSkips, 2)
+      assert.strictEqual(summary.attempts, 2)
+      assert.strictEqual(summary.deadlineMs, 500)
+    }).pipe(Effect.provide(HttpLive)))
+
+  it.scopedLive("a self-hosted pool at its limit sheds the calls beyond it", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ latencyMs: 150 })
+      const client = yield* ModelClient.make(selfHostedAt(server.url, { concurrency: 1 }))
+      const summary = yield* Load.run(client, { requests: 3, concurrency: 3 })
+      assert.strictEqual(summary.kind, "self-hosted")
+      assert.strictEqual(summary.successes, 1)
+      assert.strictEqual(summary.shed, 2)
+      assert.deepStrictEqual(summary.failuresByTag, { Shed: 2 })
+      assert.deepStrictEqual(summary.failuresByReason, { shed: 2 })
+      assert.strictEqual(summary.attempts, 1)
+      assert.strictEqual((yield* server.arrivals).length, 1)
+    }).pipe(Effect.provide(HttpLive)))
+
+  it.scopedLive("a rate paces the starts; concurrency bounds what is in flight", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ latencyMs: 30 })
+      const client = yield* ModelClient.make(managedAt(server.url))
+      let peak = 0
+      const progress: Array<number> = []
+      yield* Effect.forkScoped(Effect.forever(Effect.zipRight(
+        Effect.tap(server.inFlight, (n) => Effect.sync(() => (peak = Math.max(peak, n)))),
+        Effect.sleep("2 millis")
+      )))
+      const summary = yield* Load.run(client, {
+        requests: 6,
+        concurrency: 2,
+        ratePerSecond: 50,
+        onProgress: (done, total) => {
+          progress.push(done)
+          assert.strictEqual(total, 6)
+        }
+      })
+      // The sixth call starts 100 ms in and takes 30 ms; unpaced, six calls two at a time take about 90.
+      assert.isAtLeast(summary.wallMs, 125)
+      const arrivals = yield* server.arrivals
+      assert.isAtLeast(arrivals[5]!.at - arrivals[1]!.at, 75)
+      assert.isAtMost(peak, 2)
+      assert.deepStrictEqual(progress, [1, 2, 3, 4, 5, 6])
+      assert.strictEqual(summary.ratePerSecond, 50)
+      assert.strictEqual(summary.successes, 6)
+    }).pipe(Effect.provide(HttpLive)))
+
+  it("bad settings are refused when the load is built", () => {
+    const client = {} as ModelClient.Service
+    assert.throws(() => Load.run(client, { requests: 0, concurrency: 1 }), RangeError, /requests/)
+    assert.throws(() => Load.run(client, { requests: 1, concurrency: 0 }), RangeError, /concurrency/)
+    assert.throws(() => Load.run(client, { requests: 1, concurrency: 1, ratePerSecond: 0 }), RangeError, /rate/)
+  })
+
+  it("quantiles are nearest-rank", () => {
+    assert.isNull(Load.quantile([], 0.5))
+    assert.strictEqual(Load.quantile([5], 0.99), 5)
+    const hundred = Array.from({ length: 100 }, (_, i) => i + 1)
+    assert.strictEqual(Load.quantile(hundred, 0.5), 50)
+    assert.strictEqual(Load.quantile(hundred, 0.99), 99)
+  })
+})
+
+describe("Summary", () => {
+  it.scopedLive("as JSON: one object, every key, numbers as numbers, null where there is no value", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make(scripted)
+      const client = yield* ModelClient.make(managedAt(server.url))
+      const summary = yield* Load.run(client, { requests: 5, concurrency: 1 })
+      const text = Summary.json(summary)
+      assert.notInclude(text, "\n")
+      const parsed = JSON.parse(text) as Record<string, unknown>
+      assert.deepStrictEqual(Object.keys(parsed), jsonKeys)
+      assert.strictEqual(parsed["attemptsPerSuccess"], 2.667)
+      assert.strictEqual(parsed["deadlineMs"], null)
+      assert.strictEqual(parsed["ratePerSecond"], null)
+      for (const key of ["calls", "successes", "attempts", "retries", "retriesSucceeded", "wallMs"]) {
+        assert.isNumber(parsed[key], key)
+      }
+      assert.deepStrictEqual(Object.keys(parsed["latencyMs"] as object), ["successes", "failures", "all"])
+      assert.deepStrictEqual(parsed["failuresByTag"], { AuthenticationFailed: 1, ServerError: 1 })
+    }).pipe(Effect.provide(HttpLive)))
+
+  it("as a table: every field, aligned, under a heading", () => {
+    const summary: Load.Summary = {
+      target: "managed",
+      kind: "managed",
+      model: "m",
+      requests: 10,
+      concurrency: 2,
+      deadlineMs: 3_000,
+      ratePerSecond: 20,
+      calls: 10,
+      successes: 8,
+      failures: 2,
+      failuresByTag: { Overloaded: 2 },
+      failuresByReason: { budget: 1, attempts: 1 },
+      attempts: 13,
+      attemptsPerSuccess: 13 / 8,
+      retries: 3,
+      retriesSucceeded: 2,
+      budgetExhausted: 1,
+      deadlineSkips: 0,
+      shed: 0,
+      unbudgetedRetries: 5,
+      latencyMs: {
+        successes: { p50: 30.1, p99: 1234.5 },
+        failures: { p50: 2, p99: 3.25 },
+        all: { p50: 28, p99: null }
+      },
+      wallMs: 4_321
+    }
+    const table = Summary.table(summary)
+    const lines = table.split("\n")
+    assert.strictEqual(
+      lines[0],
+      `managed target "managed", model m: 10 calls, 2 at a time, 20/s, deadline 3,000 ms each`
+    )
+    for (const label of tableLabels) {
+      assert.isTrue(lines.some((line) => line.startsWith(`  ${label} `) || line === `  ${label}`), label)
+    }
+    const valueOf = (label: string) =>
+      lines.find((line) => line.startsWith(`  ${label} `))!.slice(2 + label.length).trim()
+    assert.strictEqual(valueOf("successes"), "8  (80.0%)")
+    assert.strictEqual(valueOf("attempts per success"), "1.63")
+    assert.strictEqual(valueOf("latency p99, successes"), "1,234.5 ms")
+    assert.strictEqual(valueOf("latency p99, failures"), "3.3 ms")
+    assert.strictEqual(valueOf("latency p99, all calls"), "n/a")
+    assert.strictEqual(valueOf("wall time"), "4.32 s")
+    assert.isTrue(lines.some((line) => /^ {4}Overloaded +2$/.test(line)))
+    assert.isTrue(lines.some((line) => /^ {4}budget +1$/.test(line)))
+    // Values are right-aligned in one column.
+    const ends = lines.slice(1).filter((line) =>
+      !line.includes("(") && !line.endsWith("reason") &&
+      !line.endsWith("failure")
+    ).map((line) => line.length)
+    assert.strictEqual(new Set(ends).size, 1)
+  })
+})
+
+describe("Demo.run", () => {
+  it.live("runs a small demo and explains it with the run's numbers", () =>
+    Effect.gen(function*() {
+      const result = yield* Demo.run({ requests: 40, ratePerSecond: 200 })
+      const { outage, summary } = result
+      assert.strictEqual(summary.calls, 40)
+      assert.strictEqual(summary.target, "managed")
+      assert.strictEqual(outage.requests, outage.newCalls + outage.retries)
+      assert.isAtLeast(outage.newCalls, 1)
+      const text = Demo.explanation(result).join("\n")
+      assert.include(text, `${summary.calls} calls`)
+      assert.include(text, `allowed ${summary.retries} retr`)
+      assert.include(text, `up to ${summary.unbudgetedRetries} retr`)
+      assert.include(text, `${outage.newCalls} new calls arrived`)
+      for (const line of Demo.explanation(result)) assert.isAtMost(line.length, 100)
+    }).pipe(Effect.provide(HttpLive)))
+})
