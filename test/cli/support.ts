@@ -1,47 +1,10 @@
 /** Helpers shared by the CLI tests: targets pointed at a fault server, and the built bin run as a child process. */
-import { NodeHttpClient } from "@effect/platform-node"
-import { Target } from "@resilient-ai/client"
-import { Effect, Layer, Logger, Redacted } from "effect"
+import { Effect } from "effect"
 import { spawn } from "node:child_process"
 import { existsSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 
-/** The API key the tests use; no output may ever contain it. */
-export const apiKey = "sk-cli-test-7d1e93c4"
-
-/** The real undici-based HTTP client; log lines stay out of the test output. */
-export const HttpLive = Layer.merge(NodeHttpClient.layerUndici, Logger.remove(Logger.defaultLogger))
-
-let targets = 0
-/** A target name no other test uses, so the metrics a load reads belong to it alone. */
-export const freshName = (name: string) => `${name}-${++targets}`
-
-/** A managed target pointed at `url`, with real but tiny backoff so tests stay fast. */
-export const managedAt = (url: string, options: Partial<Target.Options> = {}): Target.Target =>
-  Target.managed({
-    name: freshName("managed"),
-    baseUrl: url,
-    model: "test-model",
-    apiKey: Redacted.make(apiKey),
-    maxAttempts: 3,
-    baseDelay: "1 millis",
-    maxDelay: "5 millis",
-    hintSpread: "5 millis",
-    attemptTimeout: "2 seconds",
-    ...options
-  })
-
-/** A self-hosted target pointed at `url`. */
-export const selfHostedAt = (url: string, options: Partial<Target.Options> = {}): Target.Target =>
-  Target.selfHosted({
-    name: freshName("pool"),
-    baseUrl: url,
-    model: "test-model",
-    baseDelay: "1 millis",
-    maxDelay: "5 millis",
-    attemptTimeout: "2 seconds",
-    ...options
-  })
+export { apiKey, freshName, HttpLive, managedAt, selfHostedAt } from "../client/support.js"
 
 /** The repository root. */
 export const root = fileURLToPath(new URL("../../", import.meta.url))

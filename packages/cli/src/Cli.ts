@@ -58,15 +58,6 @@ const atLeastOne = (name: string) =>
     )
   )
 
-const isHttpUrl = (text: string): boolean => {
-  try {
-    const url = new URL(text)
-    return url.protocol === "http:" || url.protocol === "https:"
-  } catch {
-    return false
-  }
-}
-
 const verbose = Options.boolean("verbose").pipe(
   Options.withDescription("Show the policy's log line for every attempt, on stderr.")
 )
@@ -120,7 +111,7 @@ const load = Command.make(
     baseUrl: Options.text("base-url").pipe(
       Options.withDescription("The API's base URL, up to and including the version: https://api.mistral.ai/v1."),
       Options.filterMap(
-        (text) => isHttpUrl(text) ? Option.some(text) : Option.none(),
+        (text) => Target.isHttpUrl(text) ? Option.some(text) : Option.none(),
         "--base-url must be an http(s) URL, such as https://api.mistral.ai/v1"
       )
     ),

@@ -145,7 +145,8 @@ export const problems = (target: Target): ReadonlyArray<string> => {
   return found
 }
 
-const isHttpUrl = (value: string): boolean => {
+/** Whether `value` is an absolute http or https URL. */
+export const isHttpUrl = (value: string): boolean => {
   try {
     const url = new URL(value)
     return url.protocol === "http:" || url.protocol === "https:"
