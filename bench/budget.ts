@@ -4,7 +4,7 @@
  *
  * Run with `pnpm bench` (node runs it with `--expose-gc`).
  */
-import { RetryBudget } from "@resilient-ai/policy"
+import { Failure, RetryBudget } from "@resilient-ai/policy"
 import { Effect } from "effect"
 
 const gc = (globalThis as { gc?: () => void }).gc
@@ -50,12 +50,13 @@ const seconds = (performance.now() - started) / 1000
 console.log(`budget decisions, synchronous core:   ${(decisions / seconds / 1e6).toFixed(1)} M/s`)
 
 const budget = await Effect.runPromise(RetryBudget.make())
+const failure = new Failure.ServerError({ status: 503 })
 const viaService = 1_000_000
 const serviceStarted = performance.now()
 await Effect.runPromise(Effect.gen(function*() {
   for (let i = 0; i < viaService; i++) {
-    if (i % 10 === 0) yield* budget.tryAcquire
-    else yield* budget.recordSuccess
+    if (i % 10 === 0) yield* budget.tryAcquire(failure)
+    else yield* budget.recordSuccess(1)
   }
 }))
 const serviceSeconds = (performance.now() - serviceStarted) / 1000

@@ -517,6 +517,37 @@ describe("Resilient.retry", () => {
     })
   })
 
+  describe("budget hooks", () => {
+    it.effect("a budget sees each call, each failure, each retry asked for and the attempts of each success", () => {
+      const target = freshTarget("hooks")
+      return Effect.gen(function*() {
+        const seen: Array<string> = []
+        const recording: RetryBudget.Service = {
+          tryAcquire: (failure) => Effect.sync(() => (seen.push(`ask after ${failure._tag}`), true)),
+          recordSuccess: (attempts) => Effect.sync(() => void seen.push(`success after ${attempts}`)),
+          recordCall: Effect.sync(() => void seen.push("call")),
+          recordFailure: (failure) => Effect.sync(() => void seen.push(`failure ${failure._tag}`)),
+          snapshot: RetryBudget.unlimited.snapshot
+        }
+        const gate = yield* ConcurrencyGate.make({ target, limit: 10 })
+        const { attempt } = yield* scripted<string>([
+          { fail: serverError },
+          { fail: new Failure.Overloaded({ status: 503 }) },
+          { succeed: "ok" }
+        ])
+        yield* settle(attempt.pipe(Resilient.retryWith(Resilient.policy({ target }), { budget: recording, gate })))
+        assert.deepStrictEqual(seen, [
+          "call",
+          "failure ServerError",
+          "ask after ServerError",
+          "failure Overloaded",
+          "ask after Overloaded",
+          "success after 3"
+        ])
+      })
+    })
+  })
+
   describe("gate", () => {
     it.effect("a full gate of a shedding target refuses at once", () => {
       const target = freshTarget("shed")

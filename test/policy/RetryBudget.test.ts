@@ -1,15 +1,21 @@
 import { assert, describe, it } from "@effect/vitest"
-import { RetryBudget } from "@resilient-ai/policy"
+import { Failure, RetryBudget } from "@resilient-ai/policy"
 import { Duration, Effect, Fiber, TestClock } from "effect"
+
+/** The failure a retry is asked for after; the ratio budget does not look at it. */
+const anyFailure = new Failure.ServerError({ status: 503 })
 
 const defaults = RetryBudget.settings()
 
 /** Asks `n` times and counts the grants. */
 const acquireTimes = (budget: RetryBudget.Service, n: number) =>
-  Effect.map(Effect.replicateEffect(budget.tryAcquire, n), (answers) => answers.filter((granted) => granted).length)
+  Effect.map(
+    Effect.replicateEffect(budget.tryAcquire(anyFailure), n),
+    (answers) => answers.filter((granted) => granted).length
+  )
 
 const recordTimes = (budget: RetryBudget.Service, n: number) =>
-  Effect.asVoid(Effect.replicateEffect(budget.recordSuccess, n))
+  Effect.asVoid(Effect.replicateEffect(budget.recordSuccess(1), n))
 
 const windowAcquireTimes = (window: RetryBudget.Window, nowMillis: number, n: number): number => {
   let granted = 0
@@ -97,7 +103,7 @@ describe("RetryBudget.make", () => {
       yield* recordTimes(budget, 10_000)
       assert.deepStrictEqual(yield* budget.snapshot, { successes: 10_000, retries: 0, allowance: 1_000 })
       assert.strictEqual(yield* acquireTimes(budget, 1_000), 1_000)
-      assert.isFalse(yield* budget.tryAcquire)
+      assert.isFalse(yield* budget.tryAcquire(anyFailure))
       assert.deepStrictEqual(yield* budget.snapshot, { successes: 10_000, retries: 1_000, allowance: 1_000 })
     }))
 
@@ -123,12 +129,12 @@ describe("RetryBudget.make", () => {
       yield* TestClock.adjust("59 seconds")
       // Seconds 0 to 59 are all in the window.
       assert.deepStrictEqual(yield* budget.snapshot, { successes: 6_000, retries: 0, allowance: 600 })
-      assert.isTrue(yield* budget.tryAcquire)
+      assert.isTrue(yield* budget.tryAcquire(anyFailure))
       yield* TestClock.adjust("1 second")
       yield* Fiber.join(traffic)
       // Second 0 has left the window; the retry granted at second 59 is still in it.
       assert.deepStrictEqual(yield* budget.snapshot, { successes: 5_900, retries: 1, allowance: 590 })
-      assert.isTrue(yield* budget.tryAcquire)
+      assert.isTrue(yield* budget.tryAcquire(anyFailure))
     }))
 
   it.effect("grants exactly the floor, 300 retries a window, in a total outage", () =>
@@ -138,9 +144,9 @@ describe("RetryBudget.make", () => {
       assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 300, allowance: 300 })
       // Spreading the asks over the window does not get more: the 300 are for the whole window.
       yield* TestClock.adjust("30 seconds")
-      assert.isFalse(yield* budget.tryAcquire)
+      assert.isFalse(yield* budget.tryAcquire(anyFailure))
       yield* TestClock.adjust("29 seconds")
-      assert.isFalse(yield* budget.tryAcquire)
+      assert.isFalse(yield* budget.tryAcquire(anyFailure))
     }))
 
   it.effect("slides: successes and granted retries leave the window after it passes", () =>
@@ -148,11 +154,11 @@ describe("RetryBudget.make", () => {
       const budget = yield* RetryBudget.make()
       yield* recordTimes(budget, 10_000)
       assert.strictEqual(yield* acquireTimes(budget, 1_000), 1_000)
-      assert.isFalse(yield* budget.tryAcquire)
+      assert.isFalse(yield* budget.tryAcquire(anyFailure))
 
       yield* TestClock.adjust(59_999)
       assert.deepStrictEqual(yield* budget.snapshot, { successes: 10_000, retries: 1_000, allowance: 1_000 })
-      assert.isFalse(yield* budget.tryAcquire)
+      assert.isFalse(yield* budget.tryAcquire(anyFailure))
 
       // The bucket of t = 0 leaves the window at t = 60 s.
       yield* TestClock.adjust(1)
@@ -163,7 +169,7 @@ describe("RetryBudget.make", () => {
 
       yield* TestClock.adjust("61 seconds")
       assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 0, allowance: 300 })
-      assert.isTrue(yield* budget.tryAcquire)
+      assert.isTrue(yield* budget.tryAcquire(anyFailure))
     }))
 
   it.effect("slides one bucket at a time", () =>
@@ -185,7 +191,7 @@ describe("RetryBudget.make", () => {
       assert.strictEqual((yield* budget.snapshot).successes, 3)
       yield* TestClock.adjust(1)
       assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 0, allowance: 0 })
-      assert.isFalse(yield* budget.tryAcquire)
+      assert.isFalse(yield* budget.tryAcquire(anyFailure))
     }))
 
   it.effect("layerMemory provides a budget driven by the clock", () =>
@@ -213,7 +219,7 @@ describe("RetryBudget.layerDisabled", () => {
     it.effect("never grants a retry, however many successes", () =>
       Effect.gen(function*() {
         const budget = yield* RetryBudget.RetryBudget
-        assert.isFalse(yield* budget.tryAcquire)
+        assert.isFalse(yield* budget.tryAcquire(anyFailure))
         yield* recordTimes(budget, 10_000)
         assert.strictEqual(yield* acquireTimes(budget, 100), 0)
       }))
@@ -254,11 +260,11 @@ describe("RetryBudget.Window", () => {
         for (let i = 0; i < 40; i++) {
           if (second < 45) {
             for (let j = 0; j < 4; j++) {
-              yield* budget.recordSuccess
+              yield* budget.recordSuccess(1)
               window.recordSuccess(now)
             }
           }
-          fromService.push(yield* budget.tryAcquire)
+          fromService.push(yield* budget.tryAcquire(anyFailure))
           fromWindow.push(window.tryAcquire(now))
         }
         assert.deepStrictEqual(yield* budget.snapshot, window.snapshot(now))

@@ -285,7 +285,7 @@ const runSequence = <A, E extends AttemptError, R>(
       count(metrics.successes)
       count(metrics.attemptsPerSuccess, attempt)
       if (attempt > 1) count(metrics.retriesSucceeded)
-      return Effect.zipRight(budget.recordSuccess, done)
+      return Effect.zipRight(budget.recordSuccess(attempt), done)
     }
 
     const fail = (
@@ -299,6 +299,24 @@ const runSequence = <A, E extends AttemptError, R>(
       const last = failure as Last
       lastFailure = last
       if (!nested) count(metrics.failures(failure._tag))
+      if (!nested && budget.recordFailure !== undefined) {
+        return Effect.zipRight(
+          budget.recordFailure(failure),
+          Effect.suspend(() => decide(attempt, failure, settled, last, latency, delayBefore, notes))
+        )
+      }
+      return decide(attempt, failure, settled, last, latency, delayBefore, notes)
+    }
+
+    const decide = (
+      attempt: number,
+      failure: Failure.Failure,
+      settled: boolean,
+      last: Last,
+      latency: number,
+      delayBefore: number,
+      notes: AttemptNotes
+    ): Effect.Effect<A, Failure.CallFailed<Last>, R> => {
       history.push({
         attempt,
         outcome: failure._tag,
@@ -346,7 +364,7 @@ const runSequence = <A, E extends AttemptError, R>(
           count(metrics.deadlineSkips)
           return stopHere("deadline")
         }
-        return Effect.flatMap(budget.tryAcquire, (granted) => {
+        return Effect.flatMap(budget.tryAcquire(failure), (granted) => {
           if (!granted) {
             count(metrics.budgetExhausted)
             return stopHere("budget")
@@ -469,8 +487,11 @@ const runSequence = <A, E extends AttemptError, R>(
       )
     }
 
-    if (nested) count(metrics.nestedSingleAttempts)
-    return attemptFrom(1, 0)
+    if (nested) {
+      count(metrics.nestedSingleAttempts)
+      return attemptFrom(1, 0)
+    }
+    return budget.recordCall === undefined ? attemptFrom(1, 0) : Effect.zipRight(budget.recordCall, attemptFrom(1, 0))
   })
 
 const definedOnly = (annotations: Record<string, unknown>): Record<string, unknown> => {

@@ -16,6 +16,7 @@ import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import type { Failure } from "./Failure.js"
 import { SlidingCounts } from "./internal/slidingWindow.js"
 
 /** What the budget holds right now. */
@@ -28,12 +29,21 @@ export interface Snapshot {
   readonly allowance: number
 }
 
-/** Grants or refuses retries. Decisions never fail: a budget that cannot decide must still answer. */
+/**
+ * Grants or refuses retries. Decisions never fail: a budget that cannot decide must still answer.
+ *
+ * The two optional hooks let other budget designs run on the same combinator (the storm simulator
+ * compares them): some count every call they see, some spend on every failed attempt.
+ */
 export interface Service {
-  /** Asks for one retry; when granted, it is counted against the window. */
-  readonly tryAcquire: Effect.Effect<boolean>
-  /** Records one successful call (not attempt: a logical call succeeds once). */
-  readonly recordSuccess: Effect.Effect<void>
+  /** Asks for one retry after `failure`; when granted, it is counted against the budget. */
+  readonly tryAcquire: (failure: Failure) => Effect.Effect<boolean>
+  /** Records one successful call (not attempt: a logical call succeeds once), which took `attempts`. */
+  readonly recordSuccess: (attempts: number) => Effect.Effect<void>
+  /** Called once when a logical call starts, before its first attempt. */
+  readonly recordCall?: Effect.Effect<void> | undefined
+  /** Called for every failed attempt. */
+  readonly recordFailure?: ((failure: Failure) => Effect.Effect<void>) | undefined
   readonly snapshot: Effect.Effect<Snapshot>
 }
 
@@ -128,9 +138,11 @@ export const make = (options?: Options): Effect.Effect<Service> => {
   const checked = settings(options)
   return Effect.map(Effect.clock, (clock) => {
     const window = new Window(checked)
+    const tryAcquire = Effect.sync(() => window.tryAcquire(clock.unsafeCurrentTimeMillis()))
+    const recordSuccess = Effect.sync(() => window.recordSuccess(clock.unsafeCurrentTimeMillis()))
     return {
-      tryAcquire: Effect.sync(() => window.tryAcquire(clock.unsafeCurrentTimeMillis())),
-      recordSuccess: Effect.sync(() => window.recordSuccess(clock.unsafeCurrentTimeMillis())),
+      tryAcquire: () => tryAcquire,
+      recordSuccess: () => recordSuccess,
       snapshot: Effect.sync(() => window.snapshot(clock.unsafeCurrentTimeMillis()))
     }
   })
@@ -141,9 +153,19 @@ export const layerMemory = (options?: Options): Layer.Layer<RetryBudget> => Laye
 
 /** A budget that never grants a retry: for fixed-capacity targets, which shed rather than retry. */
 export const disabled: Service = {
-  tryAcquire: Effect.succeed(false),
-  recordSuccess: Effect.void,
+  tryAcquire: () => Effect.succeed(false),
+  recordSuccess: () => Effect.void,
   snapshot: Effect.succeed({ successes: 0, retries: 0, allowance: 0 })
+}
+
+/**
+ * A budget that grants every retry: what a policy without a budget does (only the attempt
+ * ceiling bounds it). For comparisons and tests, not for production.
+ */
+export const unlimited: Service = {
+  tryAcquire: () => Effect.succeed(true),
+  recordSuccess: () => Effect.void,
+  snapshot: Effect.succeed({ successes: 0, retries: 0, allowance: Number.POSITIVE_INFINITY })
 }
 
 /** Provides `disabled`. */
