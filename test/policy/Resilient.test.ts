@@ -318,6 +318,63 @@ describe("Resilient.retry", () => {
       }).pipe(Effect.provide(services(target)))
     })
 
+    it.effect("an attempt that waited for a permit is timed from when it got it, and ends by the deadline", () => {
+      const target = freshTarget("late-permit")
+      return Effect.gen(function*() {
+        const { arrivals, attempt } = yield* scripted([{ run: Effect.never }])
+        const policy = Resilient.policy({ target, maxAttempts: 1, attemptTimeout: "3 seconds" })
+        yield* Effect.fork(attempt.pipe(Resilient.retry(policy, { replaySafe: true })))
+        const waiting = yield* Effect.fork(attempt.pipe(Resilient.retry(policy, { timeout: "5 seconds" })))
+        yield* TestClock.adjust("3 seconds")
+        // The first attempt timed out at 3 s and gave its permit to the second, with 2 s left.
+        const seen = yield* arrivals
+        assert.deepStrictEqual(seen.map((a) => [a.at, a.info?.deadline]), [[0, 3_000], [3_000, 5_000]])
+        yield* TestClock.adjust("2 seconds")
+        const failure = failureOf(yield* Fiber.await(waiting))
+        assert.deepStrictEqual(failure.last, new Failure.DeadlineExceeded({ deadline: 5_000, phase: "attempt" }))
+      }).pipe(Effect.provide(services(target, { gate: { limit: 1 } })))
+    })
+
+    it.effect("a permit granted too late for an attempt to finish is given back, and nothing is sent", () => {
+      const target = freshTarget("too-late")
+      return Effect.gen(function*() {
+        const { attempt, times } = yield* scripted([{ run: Effect.never }])
+        const gate = yield* ConcurrencyGate.ConcurrencyGate
+        const policy = Resilient.policy({
+          target,
+          maxAttempts: 1,
+          attemptTimeout: "2950 millis",
+          minAttemptTime: "100 millis"
+        })
+        yield* Effect.fork(attempt.pipe(Resilient.retry(policy, { replaySafe: true })))
+        const waiting = yield* Effect.fork(attempt.pipe(Resilient.retry(policy, { timeout: "3 seconds" })))
+        yield* TestClock.adjust("2950 millis")
+        // The permit came free with 50 ms left: less than an attempt needs.
+        const failure = failureOf(yield* Fiber.await(waiting))
+        assert.strictEqual(failure.reason, "deadline")
+        assert.deepStrictEqual(failure.last, new Failure.DeadlineExceeded({ deadline: 3_000, phase: "queue" }))
+        assert.deepStrictEqual(yield* times, [0])
+        assert.strictEqual((yield* gate.snapshot).inFlight, 0)
+      }).pipe(Effect.provide(services(target, { gate: { limit: 1 } })))
+    })
+
+    it.effect("the bar for starting an attempt rises to what successful attempts take lately", () => {
+      const target = freshTarget("typical")
+      return Effect.gen(function*() {
+        const policy = Resilient.policy({ target, minAttemptTime: "10 millis" })
+        const slow = yield* scripted<string>([{ succeed: "ok", after: 500 }])
+        yield* settle(slow.attempt.pipe(Resilient.retry(policy)), "1 second")
+        // Successes take 500 ms here: with 300 ms left, an attempt would only be cut off.
+        const next = yield* scripted<string>([{ succeed: "ok", after: 500 }])
+        const failure = failureOf(yield* settle(next.attempt.pipe(Resilient.retry(policy, { timeout: "300 millis" }))))
+        assert.strictEqual(failure.reason, "deadline")
+        assert.deepStrictEqual(yield* next.times, [])
+        // With 600 ms left it goes ahead.
+        const enough = yield* settle(next.attempt.pipe(Resilient.retry(policy, { timeout: "600 millis" })))
+        assert.deepStrictEqual(enough, Exit.succeed("ok"))
+      }).pipe(Effect.provide(services(target)))
+    })
+
     it.effect("the deadline set at the entry point bounds a call below it", () => {
       const target = freshTarget("entry-deadline")
       return Effect.gen(function*() {

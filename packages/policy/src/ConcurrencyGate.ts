@@ -45,8 +45,9 @@ export const outcomeOf = (failure: Failure.Failure): Outcome => {
     case "ConnectFailed":
     case "ConnectionReset":
       return "overload"
+    // The caller's deadline cut the attempt short: that says nothing about the target's capacity,
+    // and counting it would keep a recovering target degraded by calls that were already late.
     case "DeadlineExceeded":
-      return failure.phase === "attempt" ? "overload" : "neutral"
     default:
       return "neutral"
   }
@@ -189,21 +190,29 @@ export class Limiter {
       case "degraded":
         return rampFloor(this.settings)
       case "recovering": {
-        const limit = rampLimit(
-          this.settings,
-          Math.floor((nowMillis - this.recoveredAt) / this.settings.rampStepMillis)
-        )
+        const limit = rampLimit(this.settings, this.stepsSinceRecovery(nowMillis))
         if (limit >= this.settings.limit) this.healthState = "steady"
         return limit
       }
     }
   }
 
-  /** When the ramp next raises the limit; `undefined` when it is not ramping. */
+  /**
+   * Whole ramp steps since recovery. Computed so that the time of the next step is always after
+   * `nowMillis`: with floating-point division alone, a time a hair short of a step boundary could
+   * name a "next" step that is already now, and a waiter would wake at the same instant forever.
+   */
+  private stepsSinceRecovery(nowMillis: number): number {
+    const step = this.settings.rampStepMillis
+    let steps = Math.floor((nowMillis - this.recoveredAt) / step)
+    while (this.recoveredAt + (steps + 1) * step <= nowMillis) steps++
+    return steps
+  }
+
+  /** When the ramp next raises the limit, always after `nowMillis`; `undefined` when it is not ramping. */
   nextRaiseAt(nowMillis: number): number | undefined {
     if (this.health(nowMillis) !== "recovering") return undefined
-    const step = this.settings.rampStepMillis
-    return this.recoveredAt + (Math.floor((nowMillis - this.recoveredAt) / step) + 1) * step
+    return this.recoveredAt + (this.stepsSinceRecovery(nowMillis) + 1) * this.settings.rampStepMillis
   }
 
   tryAcquire(nowMillis: number): boolean {
@@ -326,8 +335,10 @@ export const make = (options: Options): Effect.Effect<Service> => {
           return Effect.fail(new Failure.DeadlineExceeded({ deadline, phase: "queue" }))
         }
         const wakeAt = Math.min(deadline, limiter.nextRaiseAt(at) ?? Number.POSITIVE_INFINITY)
+        // Whole milliseconds: `Duration` rounds a sliver of a millisecond to zero, and a wait of
+        // zero would wake at the same instant, forever.
         const woken = Number.isFinite(wakeAt)
-          ? Effect.asVoid(Effect.timeoutOption(signalled, Duration.millis(wakeAt - at)))
+          ? Effect.asVoid(Effect.timeoutOption(signalled, Duration.millis(Math.ceil(wakeAt - at))))
           : signalled
         return Effect.flatMap(woken, () => {
           grantWaiting(now())

@@ -83,7 +83,10 @@ export interface Policy {
   readonly schedule: Schedule.Schedule<unknown, Failure.Failure>
   /** The longest an attempt may run, before the deadline shortens it. */
   readonly attemptTimeout: Duration.Duration
-  /** An attempt with less time than this before the deadline is not started: it could only be cut off. */
+  /**
+   * An attempt with less time than this before the deadline is not started: it could only be cut
+   * off. The bar rises to what the policy's successful attempts take lately (a moving average).
+   */
   readonly minAttemptTime: Duration.Duration
   /** A provider hint longer than this ends the sequence instead of being slept through. */
   readonly maxRetryAfter: Duration.Duration
@@ -189,6 +192,35 @@ const randomId = (): string => {
   return crypto?.randomUUID?.() ?? `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 12)}`
 }
 
+/**
+ * How long a policy's successful attempts take lately: a moving average, so a slow model gets a
+ * higher bar than a fast one without anyone configuring it.
+ */
+class TypicalLatency {
+  millis = 0
+  private seen = false
+
+  record(took: number): void {
+    if (!Number.isFinite(took) || took < 0) return
+    this.millis = this.seen ? this.millis + 0.1 * (took - this.millis) : took
+    this.seen = true
+  }
+}
+
+const typicalLatencies = globalValue(
+  "@resilient-ai/policy/Resilient/typicalLatencies",
+  () => new WeakMap<Policy, TypicalLatency>()
+)
+
+const typicalLatencyOf = (policy: Policy): TypicalLatency => {
+  let latency = typicalLatencies.get(policy)
+  if (latency === undefined) {
+    latency = new TypicalLatency()
+    typicalLatencies.set(policy, latency)
+  }
+  return latency
+}
+
 /** What the attempt told the sequence about itself while it ran. */
 interface AttemptNotes {
   phase: "headers" | "body" | undefined
@@ -238,7 +270,10 @@ const runSequence = <A, E extends AttemptError, R>(
     let requestId = options?.requestId ?? outer?.requestId
     const requestIdNow = () => (requestId ??= randomId())
     const attemptTimeoutMillis = Duration.toMillis(policy.attemptTimeout)
-    const minAttemptMillis = Duration.toMillis(policy.minAttemptTime)
+    const latency = typicalLatencyOf(policy)
+    // An attempt with less time left than the target's successes usually take could only be cut
+    // off, after the provider started (and billed) it; the policy's floor covers a cold start.
+    const minAttemptMillis = Math.max(Duration.toMillis(policy.minAttemptTime), latency.millis)
     const maxRetryAfterMillis = Duration.toMillis(policy.maxRetryAfter)
     const history: Array<Failure.AttemptRecord> = []
     let scheduleState: unknown = policy.schedule.initial
@@ -274,11 +309,12 @@ const runSequence = <A, E extends AttemptError, R>(
       return stop("deadline", lastFailure ?? new Failure.DeadlineExceeded({ deadline, phase }))
     }
 
-    const succeed = (attempt: number, value: A, latency: number, notes: AttemptNotes): Effect.Effect<A> => {
+    const succeed = (attempt: number, value: A, took: number, notes: AttemptNotes): Effect.Effect<A> => {
+      latency.record(took)
       const done = LogLevel.lessThan(LogLevel.Debug, minimumLogLevel)
         ? Effect.succeed(value)
         : Effect.as(
-          log(LogLevel.Debug, "attempt succeeded", { attempt, durationMs: latency, ...notes.annotations }),
+          log(LogLevel.Debug, "attempt succeeded", { attempt, durationMs: took, ...notes.annotations }),
           value
         )
       if (nested) return done
@@ -413,12 +449,17 @@ const runSequence = <A, E extends AttemptError, R>(
     const runAttempt = (
       restore: Restore,
       attempt: number,
-      started: number,
-      timeoutMillis: number,
-      boundByDeadline: boolean,
       delayBefore: number
     ): Effect.Effect<A, Failure.CallFailed<Last>, R> =>
       Effect.withFiberRuntime((current) => {
+        // Timed from now, after any wait for the permit: a wait in the queue may have used the time.
+        const started = clock.unsafeCurrentTimeMillis()
+        const remaining = deadline - started
+        if (remaining <= 0 || remaining < minAttemptMillis) {
+          return releasing("neutral", skipForDeadline("queue"))
+        }
+        const boundByDeadline = remaining <= attemptTimeoutMillis
+        const timeoutMillis = boundByDeadline ? remaining : attemptTimeoutMillis
         const notes: AttemptNotes = { phase: undefined, annotations: {} }
         const info: AttemptInfo = {
           get requestId() {
@@ -470,20 +511,17 @@ const runSequence = <A, E extends AttemptError, R>(
     }
 
     const attemptFrom = (attempt: number, delayBefore: number): Effect.Effect<A, Failure.CallFailed<Last>, R> => {
-      const now = clock.unsafeCurrentTimeMillis()
-      const remaining = deadline - now
+      const remaining = deadline - clock.unsafeCurrentTimeMillis()
       if (remaining <= 0 || remaining < minAttemptMillis) return skipForDeadline("before-attempt")
-      const boundByDeadline = remaining <= attemptTimeoutMillis
-      const timeoutMillis = boundByDeadline ? remaining : attemptTimeoutMillis
       // Only waiting (for a permit, for a suspended attempt) can be interrupted: between taking the
       // permit, starting the attempt's fiber and awaiting it, nothing can be lost.
       return Effect.uninterruptibleMask((restore) =>
         gated
           ? Effect.matchEffect(restore(gate.acquire(deadline)), {
             onFailure: refused,
-            onSuccess: () => runAttempt(restore, attempt, now, timeoutMillis, boundByDeadline, delayBefore)
+            onSuccess: () => runAttempt(restore, attempt, delayBefore)
           })
-          : runAttempt(restore, attempt, now, timeoutMillis, boundByDeadline, delayBefore)
+          : runAttempt(restore, attempt, delayBefore)
       )
     }
 
