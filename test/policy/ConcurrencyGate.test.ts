@@ -458,8 +458,9 @@ describe("ConcurrencyGate health", () => {
       assert.deepStrictEqual(yield* Ref.get(order), ["queued-while-degraded"])
     }))
 
-  // Waiters keep their place in line across ramp raises (once, each lost it at every raise).
-  it.effect("keeps first come, first served across ramp raises", () =>
+  // Waiters keep their place in line across ramp raises (once, each lost it at every raise); while
+  // the target recovers the newest is served first, since the oldest has the least time left.
+  it.effect("serves the newest waiter first while recovering, and keeps the others in line across raises", () =>
     Effect.gen(function*() {
       // A limit of 3 ramps 1, 2, 3: one more permit at each step.
       const gate = yield* ConcurrencyGate.make({ target: "gpu", limit: 3 })
@@ -469,9 +470,24 @@ describe("ConcurrencyGate health", () => {
       const order = yield* Ref.make<ReadonlyArray<string>>([])
       for (const name of ["a", "b", "c"]) yield* enqueue(gate, order, name)
       yield* TestClock.adjust("5 seconds")
-      assert.deepStrictEqual(yield* Ref.get(order), ["a"])
+      assert.deepStrictEqual(yield* Ref.get(order), ["c"])
       yield* TestClock.adjust("5 seconds")
-      assert.deepStrictEqual(yield* Ref.get(order), ["a", "b"])
+      // Steady again at 3: the rest in their order of arrival.
+      assert.deepStrictEqual(yield* Ref.get(order), ["c", "a"])
+      assert.strictEqual((yield* gate.snapshot).health, "steady")
+    }))
+
+  it.effect("serves the newest waiter first while degraded, so a probe goes to a caller with time left", () =>
+    Effect.gen(function*() {
+      // Degraded, a limit of 10 lets one probe through.
+      const gate = yield* ConcurrencyGate.make({ target: "gpu", limit: 10 })
+      yield* gate.markDegraded
+      yield* hold(gate, 1)
+      const order = yield* Ref.make<ReadonlyArray<string>>([])
+      for (const name of ["oldest", "older", "newest"]) yield* enqueue(gate, order, name)
+      yield* gate.release("neutral")
+      yield* settle
+      assert.deepStrictEqual(yield* Ref.get(order), ["newest"])
     }))
 
   it.effect("markDegraded and markRecovered act as a health check would", () =>

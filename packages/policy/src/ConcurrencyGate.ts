@@ -281,7 +281,8 @@ interface Waiter {
 }
 
 /**
- * Builds a gate in memory. Waiters are served first come, first served; a waiter that is
+ * Builds a gate in memory. Waiters are served first come, first served while the target is
+ * steady, newest first while it is degraded or recovering (adaptive LIFO); a waiter that is
  * interrupted after being granted a permit gives it back, so no permit is lost.
  * Bad options throw a `RangeError` here, when the program is assembled.
  */
@@ -294,7 +295,10 @@ export const make = (options: Options): Effect.Effect<Service> => {
 
     const grantWaiting = (at: number) => {
       while (waiters.length > 0 && limiter.tryAcquire(at)) {
-        const waiter = waiters.shift()!
+        // Adaptive LIFO: while the target struggles, the callers that have waited longest are the
+        // likeliest to run out of time before an attempt can finish; a permit spent on one of them
+        // is a request the provider serves for nobody. Healthy, the line is first come, first served.
+        const waiter = limiter.health(at) === "steady" ? waiters.shift()! : waiters.pop()!
         waiter.granted = true
         waiter.wake()
       }
