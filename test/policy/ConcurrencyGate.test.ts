@@ -527,7 +527,9 @@ describe("ConcurrencyGate.outcomeOf", () => {
   const cases: ReadonlyArray<readonly [Failure.Failure, ConcurrencyGate.Outcome]> = [
     [new Failure.Overloaded({ status: 529 }), "overload"],
     [new Failure.RateLimited({ status: 429 }), "overload"],
-    [new Failure.ServerError({ status: 500 }), "overload"],
+    [new Failure.ServerError({ status: 500 }), "neutral"],
+    [new Failure.ServerError({ status: 502 }), "overload"],
+    [new Failure.ServerError({ status: 504 }), "overload"],
     [new Failure.ReadTimeout({ timeout, phase: "body" }), "overload"],
     [new Failure.ConnectTimeout({ timeout }), "overload"],
     [new Failure.ConnectFailed({ detail: "ECONNREFUSED" }), "overload"],

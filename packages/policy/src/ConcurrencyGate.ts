@@ -8,8 +8,8 @@
  * would have drained into one that will not, so it sheds (`mode: "shed"`) with a fast `Shed`.
  *
  * The gate also watches outcomes. After `degradeAfter` capacity failures in a row (overloaded,
- * rate limited, 5xx, timeouts, resets) the target is degraded and the limit drops to
- * `rampStart` of steady state (10%), so only probes go through. The first success starts the
+ * rate limited, a gateway's 502/504, timeouts, refused or reset connections) the target is
+ * degraded and the limit drops to `rampStart` of steady state (10%), so only probes go through. The first success starts the
  * recovery ramp: the limit grows ×`rampFactor` (1.5) every `rampStep` (5 s) back to steady state.
  * The limit is computed from the clock when asked, so no background fiber runs and `TestClock`
  * drives the ramp.
@@ -37,9 +37,12 @@ export type Outcome = "success" | "overload" | "neutral"
 /** What an attempt's failure says about the target's capacity. */
 export const outcomeOf = (failure: Failure.Failure): Outcome => {
   switch (failure._tag) {
+    // A 500 is as often a bug in one request as a busy provider: only gateways that could not reach
+    // the model (502, 504) say something about capacity.
+    case "ServerError":
+      return failure.status === 502 || failure.status === 504 ? "overload" : "neutral"
     case "Overloaded":
     case "RateLimited":
-    case "ServerError":
     case "ReadTimeout":
     case "ConnectTimeout":
     case "ConnectFailed":
