@@ -1,7 +1,7 @@
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { FaultServer } from "@resilient-ai/testing"
 import { Effect } from "effect"
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { apiKey, eventually, requireBuild, runBin, start } from "./support.js"
@@ -200,6 +200,25 @@ describe("resilient-ai faults", () => {
       assert.include(notJson.stderr, `${broken} is not a fault plan`)
       assert.match(missing.stderr, /missing\.json' must exist/)
       assert.include(port.stderr, `--port ${occupied.port}: cannot listen on 127.0.0.1:${occupied.port} (EADDRINUSE)`)
+    }))
+})
+
+describe("resilient-ai storm", () => {
+  it.live("prints each scenario's table and goals, and writes the report folder", () =>
+    Effect.gen(function*() {
+      const out = join(scratch, "storm")
+      const ran = yield* runBin(["storm", "--scenario", "S3", "--clients", "60", "--seed", "3", "--out", out])
+      assert.strictEqual(ran.code, 0, ran.stderr)
+      assert.match(ran.stdout, /S3 synchronised 429 burst/)
+      assert.match(ran.stdout, /\n {2}✓ ours keeps the peak 10 ms slice below 5% of the burst/)
+      assert.match(
+        readFileSync(join(out, "report.md"), "utf8"),
+        /`resilient-ai storm --scenario S3 --clients 60 --seed 3`/
+      )
+      assert.match(readFileSync(join(out, "s3.svg"), "utf8"), /^<svg /)
+      const figures = JSON.parse(readFileSync(join(out, "figures.json"), "utf8"))
+      assert.strictEqual(figures.seed, 3)
+      assert.strictEqual(figures.scenarios.S3.figures["naive"].peak, 60)
     }))
 })
 

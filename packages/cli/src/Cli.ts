@@ -19,7 +19,7 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import type * as HttpClient from "@effect/platform/HttpClient"
 import type * as Runtime from "@effect/platform/Runtime"
 import { ModelClient, Target } from "@resilient-ai/client"
-import { FaultPlan, FaultServer } from "@resilient-ai/testing"
+import { FaultPlan, FaultServer, StormReport } from "@resilient-ai/testing"
 import * as Cause from "effect/Cause"
 import * as Config from "effect/Config"
 import * as Console from "effect/Console"
@@ -36,6 +36,7 @@ import * as Redacted from "effect/Redacted"
 import * as Demo from "./Demo.js"
 import * as Load from "./Load.js"
 import * as Progress from "./Progress.js"
+import * as Storm from "./Storm.js"
 import * as Summary from "./Summary.js"
 
 /** The command's version, as `--version` prints it. */
@@ -264,13 +265,50 @@ const demoCommand = Command.make("demo", { verbose }, (args) => demo.pipe(loggin
   )
 )
 
+const stormCommand = Command.make(
+  "storm",
+  {
+    scenario: Options.choice("scenario", ["all", ...StormReport.scenarioIds]).pipe(
+      Options.repeated,
+      Options.withDescription("A scenario to run (repeat for several): S1–S5, contention, or all (the default).")
+    ),
+    clients: atLeastOne("clients").pipe(
+      Options.withDescription("Callers in S3's synchronised burst (200) and in the contention experiment (100)."),
+      Options.optional
+    ),
+    seed: Options.integer("seed").pipe(Options.withDescription("The seed every run uses."), Options.withDefault(1)),
+    out: Options.text("out").pipe(
+      Options.withDescription("The report folder: report.md, one SVG chart per scenario, figures.json."),
+      Options.withDefault("storm-report")
+    )
+  },
+  (args) => {
+    const scenarios = args.scenario.length === 0 || args.scenario.includes("all")
+      ? StormReport.scenarioIds
+      : StormReport.scenarioIds.filter((id) => args.scenario.includes(id))
+    const clients = Option.getOrUndefined(args.clients)
+    const command = [
+      "resilient-ai storm",
+      ...(scenarios.length === StormReport.scenarioIds.length ? [] : scenarios.map((id) => `--scenario ${id}`)),
+      ...(clients === undefined ? [] : [`--clients ${clients}`]),
+      `--seed ${args.seed}`
+    ].join(" ")
+    return Effect.asVoid(Storm.run({ scenarios, clients, seed: args.seed, out: args.out, command }))
+  }
+).pipe(
+  Command.withDescription(
+    "Compare retry policies on a simulated provider: correlated failure, outage and recovery, a synchronised 429 " +
+      "burst, a recovery stampede, a saturated pool, and Brooker's contention experiment."
+  )
+)
+
 /** `resilient-ai` with its subcommands. */
 export const command = Command.make("resilient-ai", {}, () =>
   Console.log(
-    "resilient-ai: try `resilient-ai demo`, or `resilient-ai --help` for load and faults."
+    "resilient-ai: try `resilient-ai demo`, or `resilient-ai --help` for load, faults and storm."
   )).pipe(
     Command.withDescription("Reliable calls to AI model APIs: drive an endpoint, serve faults, see the demo."),
-    Command.withSubcommands([load, faults, demoCommand])
+    Command.withSubcommands([load, faults, demoCommand, stormCommand])
   )
 
 const cli = Command.run(command, { name: "resilient-ai", version })

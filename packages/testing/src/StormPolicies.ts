@@ -1,0 +1,318 @@
+/**
+ * The retry policies a storm compares: ours, with the managed and the fixed-capacity presets
+ * exactly as `@resilient-ai/client` ships them, and the policies users would otherwise pick,
+ * each built from its public specification.
+ *
+ * Every policy runs on the same combinator (`Resilient.retryWith`), so what differs is only what
+ * the specification says: its attempt ceiling, its schedule, its budget (none, a token bucket,
+ * a quota) and whether it knows about deadlines, hints and capacity. The references have no
+ * deadline of their own (the caller gives up at its deadline and interrupts them), no gate, and
+ * replay timeouts; they do not read `Retry-After`.
+ */
+import { Target } from "@resilient-ai/client"
+import { Backoff, ConcurrencyGate, type Failure, Resilient, RetryBudget } from "@resilient-ai/policy"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Random from "effect/Random"
+import * as Redacted from "effect/Redacted"
+import * as Schedule from "effect/Schedule"
+import * as ScheduleDecision from "effect/ScheduleDecision"
+import * as ScheduleInterval from "effect/ScheduleInterval"
+
+/** What a scenario tells a policy about the world it runs in. */
+export interface Setting {
+  /** The per-attempt timeout every policy uses, so only the retry behaviour differs. */
+  readonly attemptTimeoutMillis: number
+  /** The provider's slots: what a fixed-capacity pool's operator configures its gate to. */
+  readonly providerSlots: number
+}
+
+/** A call under a policy: the attempt, and the caller's deadline from now. */
+export type Caller = (
+  attempt: Effect.Effect<void, Failure.Failure>,
+  deadlineMillis: number
+) => Effect.Effect<void, unknown>
+
+/** A policy in the comparison. */
+export interface Contender {
+  readonly name: string
+  /** Where it comes from and the parameters used, for the report. */
+  readonly description: string
+  readonly ours: boolean
+  /** Builds the policy's services for one run (budgets and gates hold state). */
+  readonly make: (setting: Setting) => Effect.Effect<Caller>
+}
+
+const unboundedGate = (name: string) => ConcurrencyGate.make({ target: name, limit: Number.POSITIVE_INFINITY })
+
+/** A reference policy: the caller's deadline interrupts it; it knows nothing of the deadline itself. */
+const reference = (
+  name: string,
+  description: string,
+  options: {
+    readonly maxAttempts: number
+    readonly schedule: Schedule.Schedule<unknown, Failure.Failure>
+    readonly budget: Effect.Effect<RetryBudget.Service>
+  }
+): Contender => ({
+  name,
+  description,
+  ours: false,
+  make: (setting) =>
+    Effect.gen(function*() {
+      const budget = yield* options.budget
+      const gate = yield* unboundedGate(name)
+      const policy = Resilient.policy({
+        target: name,
+        maxAttempts: options.maxAttempts,
+        schedule: options.schedule,
+        attemptTimeout: Duration.millis(setting.attemptTimeoutMillis),
+        minAttemptTime: 0,
+        // No hint is read, so none can be too long.
+        maxRetryAfter: Duration.infinity
+      })
+      return (attempt, deadlineMillis) =>
+        attempt.pipe(
+          Resilient.retryWith(policy, { budget, gate }, { replaySafe: true }),
+          Effect.timeoutFail({ duration: Duration.millis(deadlineMillis), onTimeout: () => "deadline" as const })
+        )
+    })
+})
+
+/** Exponential without jitter: `base · 2^n`, capped. */
+const exponential = (baseMillis: number, capMillis: number): Schedule.Schedule<Duration.Duration> =>
+  Schedule.makeWithState(0, (now, _input: unknown, retry: number) => {
+    const delay = Backoff.ceilingMillis(baseMillis, capMillis, retry)
+    return Effect.succeed([retry + 1, Duration.millis(delay), continueAfter(now, delay)] as const)
+  })
+
+const continueAfter = (now: number, delay: number) => ScheduleDecision.continueWith(ScheduleInterval.after(now + delay))
+
+/** gRPC retry throttling (gRFC A6): spend a token per failure, earn `ratio` per success, retry above half. */
+export const grpcThrottling = (maxTokens: number, tokenRatio: number): Effect.Effect<RetryBudget.Service> =>
+  Effect.sync(() => {
+    let tokens = maxTokens
+    return {
+      tryAcquire: () => Effect.sync(() => tokens > maxTokens / 2),
+      recordFailure: () =>
+        Effect.sync(() => {
+          tokens = Math.max(0, tokens - 1)
+        }),
+      recordSuccess: () =>
+        Effect.sync(() => {
+          tokens = Math.min(maxTokens, tokens + tokenRatio)
+        }),
+      snapshot: Effect.sync(() => ({ successes: 0, retries: 0, allowance: tokens }))
+    }
+  })
+
+/**
+ * Finagle's `RetryBudget(ttl, minRetriesPerSec, percentCanRetry)`: every call deposits
+ * `percentCanRetry` of a token that lasts `ttl`; a retry withdraws one; a reserve of
+ * `minRetriesPerSec · ttl` is always there.
+ */
+export const finagleBudget = (
+  ttlMillis: number,
+  minRetriesPerSecond: number,
+  percentCanRetry: number
+): Effect.Effect<RetryBudget.Service> =>
+  Effect.map(Effect.clock, (clock) => {
+    // Deposits and withdrawals per second of the ttl, like Finagle's leaky token bucket.
+    const seconds = Math.max(1, Math.ceil(ttlMillis / 1000))
+    const deposits = new Float64Array(seconds)
+    const withdrawals = new Float64Array(seconds)
+    let newest = -1
+    const reserve = minRetriesPerSecond * (ttlMillis / 1000)
+    const slot = () => {
+      const second = Math.floor(clock.unsafeCurrentTimeMillis() / 1000)
+      for (let stale = Math.max(newest + 1, second - seconds + 1); stale <= second; stale++) {
+        deposits[stale % seconds] = 0
+        withdrawals[stale % seconds] = 0
+      }
+      newest = Math.max(newest, second)
+      return second % seconds
+    }
+    const sum = (values: Float64Array) => values.reduce((total, value) => total + value, 0)
+    return {
+      recordCall: Effect.sync(() => {
+        deposits[slot()]! += 1
+      }),
+      tryAcquire: () =>
+        Effect.sync(() => {
+          const index = slot()
+          if (reserve + percentCanRetry * sum(deposits) - sum(withdrawals) < 1) return false
+          withdrawals[index]! += 1
+          return true
+        }),
+      recordSuccess: () => Effect.void,
+      snapshot: Effect.sync(() => {
+        slot()
+        return {
+          successes: sum(deposits),
+          retries: sum(withdrawals),
+          allowance: reserve + percentCanRetry * sum(deposits)
+        }
+      })
+    }
+  })
+
+/**
+ * The AWS SDKs' standard retry quota: 500 tokens; a retry costs 5 (10 after a timeout); a
+ * successful retried call refunds its cost; a call that succeeds first time adds 1.
+ */
+export const awsRetryQuota = (
+  initial = 500,
+  retryCost = 5,
+  timeoutCost = 10,
+  noRetryIncrement = 1
+): Effect.Effect<RetryBudget.Service> =>
+  Effect.sync(() => {
+    let quota = initial
+    return {
+      tryAcquire: (failure) =>
+        Effect.sync(() => {
+          const cost = failure._tag === "ReadTimeout" || failure._tag === "ConnectTimeout" ? timeoutCost : retryCost
+          if (quota < cost) return false
+          quota -= cost
+          return true
+        }),
+      recordSuccess: (attempts) =>
+        Effect.sync(() => {
+          quota = Math.min(initial, quota + (attempts > 1 ? retryCost : noRetryIncrement))
+        }),
+      snapshot: Effect.sync(() => ({ successes: 0, retries: 0, allowance: quota }))
+    }
+  })
+
+/** The policies users would otherwise pick, each from its public specification. */
+export const references: ReadonlyArray<Contender> = [
+  reference("naive", "3 attempts, exponential without jitter (1 s, 2 s), no budget", {
+    maxAttempts: 3,
+    schedule: exponential(1000, Number.POSITIVE_INFINITY),
+    budget: Effect.succeed(RetryBudget.unlimited)
+  }),
+  reference(
+    "tenacity-style",
+    "tenacity `stop_after_attempt(5)` + `wait_random_exponential(multiplier=1, max=30)`: 5 attempts, uniform in [0, min(30 s, 2^n s)], no budget",
+    {
+      maxAttempts: 5,
+      schedule: Backoff.fullJitter({ base: "1 second", cap: "30 seconds" }),
+      budget: Effect.succeed(RetryBudget.unlimited)
+    }
+  ),
+  reference(
+    "effect-retryTransient",
+    "`HttpClient.retryTransient` with `Schedule.exponential(\"100 millis\").pipe(Schedule.jittered)`, 3 retries: ×0.8–1.2 jitter, no budget",
+    {
+      maxAttempts: 4,
+      schedule: Schedule.exponential("100 millis").pipe(Schedule.jittered),
+      budget: Effect.succeed(RetryBudget.unlimited)
+    }
+  ),
+  reference(
+    "grpc-throttling",
+    "gRPC retry policy (gRFC A6 example: 4 attempts, backoff random(0, min(1 s, 0.1 s·2^n))) with retry throttling maxTokens 10, tokenRatio 0.1",
+    {
+      maxAttempts: 4,
+      schedule: Backoff.fullJitter({ base: "100 millis", cap: "1 second" }),
+      budget: grpcThrottling(10, 0.1)
+    }
+  ),
+  reference(
+    "finagle-budget",
+    "Finagle `RetryBudget(ttl = 10 s, minRetriesPerSec = 10, percentCanRetry = 0.2)`, 3 attempts, backoff random in [5 ms·2^(n-1), 5 ms·2^n] up to 32 s",
+    {
+      maxAttempts: 3,
+      schedule: equalJitter(5, 32_000),
+      budget: finagleBudget(10_000, 10, 0.2)
+    }
+  ),
+  reference(
+    "aws-standard",
+    "AWS SDK standard retry mode: 3 attempts, backoff random(0, min(20 s, 2^n s)), retry quota 500 tokens, cost 5, timeout cost 10",
+    {
+      maxAttempts: 3,
+      schedule: Backoff.fullJitter({ base: "1 second", cap: "20 seconds" }),
+      budget: awsRetryQuota()
+    }
+  )
+]
+
+/** Between half and all of `min(cap, base · 2^n)`. */
+function equalJitter(baseMillis: number, capMillis: number): Schedule.Schedule<Duration.Duration> {
+  return Schedule.makeWithState(0, (now, _input: unknown, retry: number) =>
+    Effect.map(Random.next, (fraction) => {
+      const ceiling = Backoff.ceilingMillis(baseMillis, capMillis, retry)
+      const delay = Math.round(ceiling / 2 + (fraction * ceiling) / 2)
+      return [retry + 1, Duration.millis(delay), continueAfter(now, delay)] as const
+    }))
+}
+
+/** A target for the simulation, with the kind's shipped defaults. */
+const simulatedTarget = (kind: Target.Kind, name: string, setting: Setting, overrides: Partial<Target.Options> = {}) =>
+  (kind === "managed" ? Target.managed : Target.selfHosted)({
+    name,
+    baseUrl: "http://provider.simulated/v1",
+    model: "simulated",
+    apiKey: Redacted.make("simulated"),
+    attemptTimeout: Duration.millis(setting.attemptTimeoutMillis),
+    ...overrides
+  })
+
+/** Ours, as `@resilient-ai/client` builds a target of `kind`: its policy, budget, gate and classifier. */
+const ours = (
+  name: string,
+  description: string,
+  kind: Target.Kind,
+  overrides: (setting: Setting) => Partial<Target.Options> = () => ({}),
+  gateOverrides: Partial<ConcurrencyGate.Options> = {}
+): Contender => ({
+  name,
+  description,
+  ours: true,
+  make: (setting) =>
+    Effect.gen(function*() {
+      const target = simulatedTarget(kind, name, setting, overrides(setting))
+      const budget = yield* RetryBudget.make(target.budget)
+      const gate = yield* ConcurrencyGate.make({
+        target: name,
+        limit: target.concurrency,
+        mode: Target.gateMode(target),
+        ...gateOverrides
+      })
+      const policy = Target.policyFor(target)
+      const services = { budget, gate, classifier: Target.classifierFor(target) }
+      return (attempt, deadlineMillis) =>
+        attempt.pipe(
+          Resilient.retryWith(policy, services, { replaySafe: true, timeout: Duration.millis(deadlineMillis) }),
+          Effect.timeoutFail({ duration: Duration.millis(deadlineMillis), onTimeout: () => "deadline" as const })
+        )
+    })
+})
+
+/** Ours, managed preset: 3 attempts, full jitter 500 ms–8 s with hints winning, 10% budget (floor 5/s), gate of 64 with ramp. */
+export const oursManaged: Contender = ours(
+  "ours-managed",
+  "resilient-ai managed target, shipped defaults: 3 attempts, full jitter 500 ms–8 s, Retry-After wins (+ up to 1 s), budget 10% of successes over 60 s with a floor of 5/s, deadline-aware, gate of 64 that queues, recovery ramp 10% → ×1.5 per 5 s",
+  "managed"
+)
+
+/** Ours, fixed-capacity preset with the gate set to the pool's slots. */
+export const oursFixedCapacity: Contender = ours(
+  "ours-fixed-capacity",
+  "resilient-ai self-hosted target, shipped defaults: 2 attempts only for failures that never reached the pool, budget 1% (floor 0.2/s), gate set to the pool's slots that sheds instead of queueing",
+  "self-hosted",
+  (setting) => ({ concurrency: setting.providerSlots })
+)
+
+/** Ours, managed, but without the recovery ramp: the limit returns to steady state at once. */
+export const oursManagedNoRamp: Contender = ours(
+  "ours-managed-no-ramp",
+  "ours-managed, but on recovery the gate's limit returns to steady state at once instead of ramping, to isolate what the ramp does",
+  "managed",
+  () => ({}),
+  { rampStep: "1 millis", rampFactor: 1_000 }
+)
+
+/** Every policy of the standard comparison, ours first. */
+export const all: ReadonlyArray<Contender> = [oursManaged, oursFixedCapacity, ...references]

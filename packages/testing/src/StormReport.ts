@@ -1,0 +1,608 @@
+/**
+ * Runs the storm's scenarios under every policy and turns the runs into figures: one table per
+ * scenario (every policy a row), the goals the report must show with whether they hold, an SVG
+ * chart per scenario, and a Markdown report that puts them together.
+ *
+ * Charts are Vega-Lite specifications rendered to SVG by Vega, headless, so the report is made
+ * the same way on every machine, with no browser.
+ */
+import * as vega from "vega"
+import * as vegaLite from "vega-lite"
+import * as Contention from "./Contention.js"
+import * as Storm from "./Storm.js"
+import * as StormPolicies from "./StormPolicies.js"
+import * as Scenarios from "./StormScenarios.js"
+
+/** A table of figures: every policy (or algorithm) a row. */
+export interface Table {
+  readonly columns: ReadonlyArray<string>
+  readonly rows: ReadonlyArray<ReadonlyArray<string>>
+}
+
+/** A goal the report must show, and whether this run shows it. */
+export interface Goal {
+  readonly text: string
+  readonly met: boolean
+  readonly evidence: string
+}
+
+/** A time series to chart: one line per policy. */
+export interface Chart {
+  /** What the x axis counts. */
+  readonly x: string
+  readonly panels: ReadonlyArray<{
+    readonly title: string
+    readonly points: ReadonlyArray<
+      { readonly x: number; readonly y: number; readonly policy: string; readonly category?: string | undefined }
+    >
+  }>
+  /** Charts with bars rather than lines (the contention experiment). */
+  readonly bars?: boolean | undefined
+}
+
+/** One scenario's results. */
+export interface Section {
+  readonly id: string
+  readonly title: string
+  readonly setup: string
+  readonly table: Table
+  readonly goals: ReadonlyArray<Goal>
+  readonly chart: Chart
+  /** Figures by policy, for the README and tests. */
+  readonly figures: Readonly<Record<string, Readonly<Record<string, number | null>>>>
+  readonly notes: ReadonlyArray<string>
+  readonly wallMillis: number
+}
+
+const percent = (value: number) => `${(100 * value).toFixed(1)}%`
+const fixed = (value: number, digits = 2) => value.toFixed(digits)
+const successes = (run: Storm.Run) => run.calls.filter((call) => call.ok).length
+const sum = (values: ReadonlyArray<number>, from = 0, to = values.length) => {
+  let total = 0
+  for (let index = from; index < to; index++) total += values[index] ?? 0
+  return total
+}
+
+const runAll = (
+  scenario: Storm.Scenario,
+  seed: number,
+  contenders: ReadonlyArray<StormPolicies.Contender> = scenario.contenders ?? StormPolicies.all
+) => contenders.map((contender) => Storm.run(scenario, contender, seed))
+
+const seriesChart = (runs: ReadonlyArray<Storm.Run>, until: number): Chart => ({
+  x: "seconds",
+  panels: [
+    {
+      title: "offered load: attempts reaching the provider per second",
+      points: runs.flatMap((run) =>
+        run.offered.slice(0, until).map((value, second) => ({ x: second, y: value, policy: run.contender.name }))
+      )
+    },
+    {
+      title: "goodput: successful calls per second",
+      points: runs.flatMap((run) =>
+        run.goodput.slice(0, until).map((value, second) => ({ x: second, y: value, policy: run.contender.name }))
+      )
+    }
+  ]
+})
+
+const wallOf = (runs: ReadonlyArray<Storm.Run>) => runs.reduce((total, run) => total + run.wallMillis, 0)
+
+/** S1: attempts per logical call and per success under a correlated 10% failure. */
+export const s1 = (seed: number, scale = 1): Section => {
+  const scenario = Scenarios.correlatedFailure(scale)
+  const runs = runAll(scenario, seed)
+  const figures: Record<string, Record<string, number>> = {}
+  const rows = runs.map((run) => {
+    const calls = run.calls.length
+    const ok = successes(run)
+    figures[run.contender.name] = {
+      attemptsPerCall: run.attempts / calls,
+      attemptsPerSuccess: run.attempts / Math.max(1, ok),
+      successShare: ok / calls
+    }
+    return [
+      run.contender.name,
+      `${calls}`,
+      percent(ok / calls),
+      fixed(run.attempts / calls, 3),
+      fixed(run.attempts / Math.max(1, ok), 3)
+    ]
+  })
+  const ours = figures["ours-managed"]!.attemptsPerCall!
+  const naive = figures["naive"]!.attemptsPerCall!
+  return {
+    id: scenario.id,
+    title: scenario.title,
+    setup: `Provider ${Scenarios.slots} slots × ${Scenarios.serviceMillis} ms (${Scenarios.capacityPerSecond}/s). ` +
+      `70 calls/s for ${scenario.workload.untilMillis / 1000} s; 10% of calls (the same ones for every policy) fail ` +
+      `on every attempt with a 500. Deadline 10 s, attempt timeout 5 s.`,
+    table: { columns: ["policy", "calls", "successes", "attempts per call", "attempts per success"], rows },
+    goals: [
+      {
+        text: "ours adds at most the budget ratio (≤ 1.10 attempts per logical call)",
+        met: ours <= 1.1,
+        evidence: `ours-managed ${fixed(ours, 3)}`
+      },
+      {
+        text: "the naive policy adds about 20–30%",
+        met: naive >= 1.15 && naive <= 1.35,
+        evidence: `naive ${fixed(naive, 3)}`
+      }
+    ],
+    chart: seriesChart(runs, Math.ceil(scenario.horizonMillis / 1000)),
+    figures,
+    notes: [
+      "Only the failing calls' retries add load: a call that fails once fails every time, as a poisoned request or " +
+      "a broken shard does. A budget that is a ratio of successes caps what they can add."
+    ],
+    wallMillis: wallOf(runs)
+  }
+}
+
+/** S2: goodput before, during and after a 60 s outage; recovery time; wasted work. */
+export const s2 = (seed: number, scale = 1): Section => {
+  const scenario = Scenarios.outageThenRecovery(scale)
+  const runs = runAll(scenario, seed)
+  const { from, to } = Scenarios.outageMillis(scale)
+  const demand = scenario.workload.ratePerSecond(0)
+  const seconds = Math.ceil(scenario.horizonMillis / 1000)
+  const figures: Record<string, Record<string, number | null>> = {}
+  const rows = runs.map((run) => {
+    const before = Storm.mean(run.goodput, 10, from / 1000) / demand
+    const during = Storm.mean(run.goodput, from / 1000, to / 1000) / demand
+    const after = Storm.mean(run.goodput, to / 1000, seconds) / demand
+    const recovery = Storm.recoverySeconds(run.goodput, to / 1000, demand)
+    figures[run.contender.name] = {
+      goodputBefore: before,
+      goodputDuring: during,
+      goodputAfter: after,
+      recoverySeconds: recovery ?? null,
+      wasted: run.wasted,
+      attemptsPerCall: run.attempts / run.calls.length
+    }
+    return [
+      run.contender.name,
+      percent(before),
+      percent(during),
+      percent(after),
+      recovery === undefined ? "never" : `${recovery} s`,
+      `${run.wasted} (${percent(run.wasted / Math.max(1, run.served))})`,
+      fixed(run.attempts / run.calls.length, 2)
+    ]
+  })
+  const ours = figures["ours-managed"]!.recoverySeconds
+  const never = runs.filter((run) => figures[run.contender.name]!.recoverySeconds === null).map((run) =>
+    run.contender.name
+  )
+  return {
+    id: scenario.id,
+    title: scenario.title,
+    setup: `Provider ${Scenarios.slots} slots × ${Scenarios.serviceMillis} ms, queue of 1000. ${demand} calls/s ` +
+      `(80% of capacity). From ${from / 1000} s to ${to / 1000} s the provider serves nothing but keeps ` +
+      `accepting requests into its queue, and serves them (for callers long gone) when it comes back. ` +
+      `Deadline 10 s, attempt timeout 5 s. Recovery: seconds from restoration until goodput over the next 10 s ` +
+      `is back to 95% of demand.`,
+    table: {
+      columns: [
+        "policy",
+        "goodput before",
+        "during",
+        "after",
+        "recovery",
+        "wasted (served for nobody)",
+        "attempts per call"
+      ],
+      rows
+    },
+    goals: [
+      {
+        text: "ours recovers within 30 s of restoration",
+        met: ours !== null && ours !== undefined && ours <= 30,
+        evidence: `ours-managed ${ours === null ? "never" : `${ours} s`}`
+      },
+      {
+        text: "say which reference policies never recover",
+        met: true,
+        evidence: never.length === 0 ? "every policy recovered" : `never: ${never.join(", ")}`
+      }
+    ],
+    chart: seriesChart(runs, seconds),
+    figures,
+    notes: [
+      "The outage fills the provider's queue with requests whose callers time out; when capacity returns it serves " +
+      "them first, so every new request waits past its timeout and is retried, which keeps the queue full: a " +
+      "metastable failure. A policy recovers only if it stops feeding the queue."
+    ],
+    wallMillis: wallOf(runs)
+  }
+}
+
+/** S3: the peak of retries in any 10 ms slice after a synchronised 429 burst. */
+export const s3 = (seed: number, clients = 200): Section => {
+  const scenario = Scenarios.synchronisedBurst(clients)
+  const runs = runAll(scenario, seed)
+  const burstSlice = Math.floor(Scenarios.burstAtMillis / 10)
+  const figures: Record<string, Record<string, number>> = {}
+  const rows = runs.map((run) => {
+    const after = run.slices.slice(burstSlice + 1)
+    const peak = after.length === 0 ? 0 : Math.max(...after)
+    figures[run.contender.name] = { peak, peakShare: peak / clients, successes: successes(run) }
+    return [
+      run.contender.name,
+      `${run.attempts}`,
+      `${successes(run)}`,
+      `${peak}`,
+      percent(peak / clients)
+    ]
+  })
+  const ours = figures["ours-managed"]!.peakShare!
+  const naive = figures["naive"]!.peakShare!
+  const window = { from: burstSlice - 10, to: burstSlice + 450 }
+  return {
+    id: scenario.id,
+    title: scenario.title,
+    setup: `${clients} callers start at the same instant (t = ${Scenarios.burstAtMillis / 1000} s) and are refused ` +
+      `with 429 and Retry-After: 2; the provider keeps refusing for those 2 s (telling later requests the time ` +
+      `left), then serves normally. Peak: most attempts in any 10 ms slice after the burst's own slice.`,
+    table: {
+      columns: ["policy", "attempts", "successes", "peak attempts in 10 ms", "peak / burst"],
+      rows
+    },
+    goals: [
+      {
+        text: "ours keeps the peak 10 ms slice below 5% of the burst",
+        met: ours < 0.05,
+        evidence: `ours-managed ${percent(ours)}`
+      },
+      {
+        text: "no-jitter policies put the whole burst in one slice",
+        met: naive >= 0.99,
+        evidence: `naive ${percent(naive)}`
+      }
+    ],
+    chart: {
+      x: "milliseconds",
+      panels: [{
+        title: "attempts per 10 ms slice around the burst",
+        points: runs.flatMap((run) =>
+          Array.from({ length: window.to - window.from }, (_, index) => ({
+            x: (window.from + index) * 10,
+            y: run.slices[window.from + index] ?? 0,
+            policy: run.contender.name
+          }))
+        )
+      }]
+    },
+    figures,
+    notes: [
+      "Only ours reads Retry-After: the references' own schedules decide when to come back, so those that come back " +
+      "within the 2 s are refused again. Ours waits the hint plus a random spread of up to 1 s."
+    ],
+    wallMillis: wallOf(runs)
+  }
+}
+
+/** S4: load when capacity returns with a backlog waiting, with and without the ramp. */
+export const s4 = (
+  seed: number,
+  scale = 1,
+  contenders?: ReadonlyArray<StormPolicies.Contender> | undefined
+): Section => {
+  const scenario = Scenarios.recoveryStampede(scale)
+  const runs = runAll(scenario, seed, contenders)
+  const restored = Scenarios.stampedeOutageMillis(scale).to / 1000
+  const steps = Scenarios.stampedeCapacity(scale)
+  const slotsAt = (second: number) =>
+    steps.find((step) => second * 1000 >= step.from && second * 1000 < step.to)?.slots ?? Scenarios.slots
+  const firstWindow = Math.round(10 * scale)
+  const figures: Record<string, Record<string, number | null>> = {}
+  const rows = runs.map((run) => {
+    let peak = 0
+    for (let second = restored; second < restored + firstWindow; second++) {
+      const capacity = (slotsAt(second) * 1000) / Scenarios.serviceMillis
+      peak = Math.max(peak, (run.offered[second] ?? 0) / capacity)
+    }
+    const refusedFirst = sum(run.refused, restored, restored + firstWindow)
+    const refusedAfter = sum(run.refused, restored)
+    const recovery = Storm.recoverySeconds(run.goodput, restored, scenario.workload.ratePerSecond(0), 0.95, 10)
+    figures[run.contender.name] = {
+      peakLoad: peak,
+      refusedFirstWindow: refusedFirst,
+      refusedAfterRecovery: refusedAfter,
+      recoverySeconds: recovery ?? null
+    }
+    return [
+      run.contender.name,
+      `${fixed(peak)}×`,
+      refusedFirst === 0 ? "no" : `yes (${refusedFirst} refused)`,
+      `${refusedAfter}`,
+      recovery === undefined ? "never" : `${recovery} s`,
+      percent(successes(run) / run.calls.length)
+    ]
+  })
+  const ours = figures["ours-managed"]!
+  const noRamp = figures["ours-managed-no-ramp"]!
+  return {
+    id: scenario.id,
+    title: scenario.title,
+    setup: `80 calls/s, deadline 30 s (callers wait). The provider refuses everything (503) from ` +
+      `${Scenarios.stampedeOutageMillis(scale).from / 1000} s to ${restored} s, then comes back with half its slots, ` +
+      `three quarters 10 s later, all of them 10 s after that; its queue holds 40. Peak load: the most attempts ` +
+      `in any second of the first ${firstWindow} s after restoration, over what the provider could serve in that ` +
+      `second. Overloaded again: requests refused for a full queue in that window.`,
+    table: {
+      columns: [
+        "policy",
+        "peak load at recovery",
+        `overloaded again (first ${firstWindow} s)`,
+        "refused after recovery (all)",
+        "recovery",
+        "successes"
+      ],
+      rows
+    },
+    goals: [
+      {
+        text: "with the ramp, peak load at recovery stays at or below capacity",
+        met: (ours.peakLoad ?? Infinity) <= 1,
+        evidence: `ours-managed ${fixed(ours.peakLoad ?? 0)}× (without the ramp ${fixed(noRamp.peakLoad ?? 0)}×)`
+      }
+    ],
+    chart: seriesChart(runs, Math.ceil(scenario.horizonMillis / 1000)),
+    figures,
+    notes: [
+      "While the provider is down, ours marks it degraded and lets only 10% of its limit through, so callers wait in " +
+      "its gate instead of retrying; on recovery the ramp lets the backlog in ×1.5 every 5 s. Without the ramp the " +
+      "same backlog arrives at once. The references' backlog is their pending retries."
+    ],
+    wallMillis: wallOf(runs)
+  }
+}
+
+/** S5: retrying into a saturated fixed-capacity pool against shedding. */
+export const s5 = (seed: number, scale = 1): Section => {
+  const scenario = Scenarios.saturatedPool(scale)
+  const runs = runAll(scenario, seed)
+  const surgeEnds = Scenarios.surgeEndsMillis(scale) / 1000
+  const figures: Record<string, Record<string, number | null>> = {}
+  const rows = runs.map((run) => {
+    const latencies = run.calls.filter((call) => call.ok).map((call) => call.endedAt - call.startedAt)
+    const p99 = Storm.quantile(latencies, 0.99)
+    const p50 = Storm.quantile(latencies, 0.5)
+    let drained: number | undefined
+    for (let second = surgeEnds; second < run.load.length; second++) {
+      if ((run.load[second] ?? 0) <= Scenarios.slots) {
+        drained = second - surgeEnds
+        break
+      }
+    }
+    const peakQueue = Math.max(0, ...run.load) - Scenarios.slots
+    figures[run.contender.name] = {
+      p50: p50 ?? null,
+      p99: p99 ?? null,
+      drainSeconds: drained ?? null,
+      successShare: latencies.length / run.calls.length,
+      wasted: run.wasted
+    }
+    return [
+      run.contender.name,
+      percent(latencies.length / run.calls.length),
+      p50 === undefined ? "–" : `${Math.round(p50)} ms`,
+      p99 === undefined ? "–" : `${Math.round(p99)} ms`,
+      `${Math.max(0, peakQueue)}`,
+      drained === undefined ? "never" : `${drained} s`,
+      `${run.wasted}`
+    ]
+  })
+  const ours = figures["ours-fixed-capacity"]!
+  return {
+    id: scenario.id,
+    title: scenario.title,
+    setup:
+      `A self-hosted pool of ${Scenarios.slots} slots × ${Scenarios.serviceMillis} ms (${Scenarios.capacityPerSecond}/s) ` +
+      `with a queue of 2000, offered 120 calls/s (120%) for ${surgeEnds} s, then 60/s. Deadline 10 s, attempt ` +
+      `timeout 5 s. Queue drain: seconds after the surge until nothing waits for a slot.`,
+    table: {
+      columns: ["policy", "successes", "p50 latency", "p99 latency", "peak queue", "queue drain", "wasted"],
+      rows
+    },
+    goals: [
+      {
+        text: "shedding keeps p99 of successful calls near the service time",
+        met: (ours.p99 ?? Infinity) <= 2 * Scenarios.serviceMillis,
+        evidence: `ours-fixed-capacity p99 ${Math.round(ours.p99 ?? 0)} ms (service time ${Scenarios.serviceMillis} ms)`
+      }
+    ],
+    chart: seriesChart(runs, Math.ceil(scenario.horizonMillis / 1000)),
+    figures,
+    notes: [
+      "The fixed-capacity preset's gate is set to the pool's slots and sheds: a call it cannot place fails at once, " +
+      "so the pool's queue never grows and a call that is served is served at the service time. Retrying into the " +
+      "pool fills the queue with work whose callers time out and retry."
+    ],
+    wallMillis: wallOf(runs)
+  }
+}
+
+/** Brooker's contention experiment, beside the article's figures. */
+export const contention = (seed: number, clients = 100, trials = 20): Section => {
+  const started = performance.now()
+  const figures: Record<string, Record<string, number>> = {}
+  const rows = Contention.algorithms.map((algorithm) => {
+    const ours = Contention.experiment(algorithm, { clients, trials, seed })
+    const published = Contention.published[algorithm]
+    figures[algorithm] = { calls: ours.calls, seconds: ours.completionMillis / 1000 }
+    return [
+      algorithm,
+      `${Math.round(ours.calls)}`,
+      clients === 100 ? `${published.calls}` : "–",
+      `${fixed(ours.completionMillis / 1000, 1)} s`,
+      clients === 100 ? `${fixed(published.seconds, 1)} s` : "–"
+    ]
+  })
+  const full = figures["full-jitter"]!
+  const none = figures["none"]!
+  const exponential = figures["exponential"]!
+  return {
+    id: "contention",
+    title: "Brooker's contention experiment",
+    setup: `${clients} clients update one row with optimistic concurrency; network delay |N(10 ms, 2 ms)| per ` +
+      `message; backoff base 5 ms, cap 2 s; the mean of ${trials} runs. Full jitter is the shipped ` +
+      "`Backoff.fullJitter` schedule. Published: the article's simulator, 100 clients.",
+    table: { columns: ["algorithm", "calls", "published", "completion time", "published"], rows },
+    goals: [
+      {
+        text: "full jitter ranks ahead of no jitter (fewer calls than exponential and none)",
+        met: (full.calls ?? 0) < (exponential.calls ?? 0) && (full.calls ?? 0) < (none.calls ?? 0),
+        evidence:
+          `full jitter ${Math.round(full.calls ?? 0)} calls, exponential ${Math.round(exponential.calls ?? 0)}, ` +
+          `none ${Math.round(none.calls ?? 0)}`
+      }
+    ],
+    chart: {
+      x: "algorithm",
+      bars: true,
+      panels: [
+        {
+          title: "calls to complete (ours, published)",
+          points: Contention.algorithms.flatMap((algorithm, index) => [
+            { x: index, y: figures[algorithm]!.calls!, policy: "ours", category: algorithm },
+            ...(clients === 100
+              ? [{ x: index, y: Contention.published[algorithm].calls, policy: "published", category: algorithm }]
+              : [])
+          ])
+        }
+      ]
+    },
+    figures,
+    notes: [
+      "Differences from the published figures are sampling: the article averages 100 runs of a continuous-time " +
+      "model; this averages fewer, and the shipped schedule draws whole milliseconds."
+    ],
+    wallMillis: performance.now() - started
+  }
+}
+
+/** The scenarios a storm can run. */
+export type ScenarioId = "S1" | "S2" | "S3" | "S4" | "S5" | "contention"
+
+export const scenarioIds: ReadonlyArray<ScenarioId> = ["S1", "S2", "S3", "S4", "S5", "contention"]
+
+/** Runs one scenario at full size. */
+export const section = (
+  id: ScenarioId,
+  options: { readonly seed: number; readonly clients?: number | undefined; readonly scale?: number | undefined }
+): Section => {
+  const scale = options.scale ?? 1
+  switch (id) {
+    case "S1":
+      return s1(options.seed, scale)
+    case "S2":
+      return s2(options.seed, scale)
+    case "S3":
+      return s3(options.seed, options.clients ?? 200)
+    case "S4":
+      return s4(options.seed, scale)
+    case "S5":
+      return s5(options.seed, scale)
+    case "contention":
+      return contention(options.seed, options.clients ?? 100, scale < 1 ? 3 : 20)
+  }
+}
+
+/** A table as aligned text, for a terminal. */
+export const textTable = (table: Table): string => {
+  const widths = table.columns.map((column, index) =>
+    Math.max(column.length, ...table.rows.map((row) => (row[index] ?? "").length))
+  )
+  const line = (cells: ReadonlyArray<string>) =>
+    cells.map((cell, index) => index === 0 ? cell.padEnd(widths[index]!) : cell.padStart(widths[index]!)).join("  ")
+  return [line(table.columns), widths.map((width) => "-".repeat(width)).join("  "), ...table.rows.map(line)].join("\n")
+}
+
+/** A table in Markdown. */
+export const markdownTable = (table: Table): string =>
+  [
+    `| ${table.columns.join(" | ")} |`,
+    `| ${table.columns.map((_, index) => index === 0 ? "---" : "---:").join(" | ")} |`,
+    ...table.rows.map((row) => `| ${row.join(" | ")} |`)
+  ].join("\n")
+
+/** Renders a chart to SVG with Vega-Lite and Vega. */
+export const svg = async (chart: Chart, title: string): Promise<string> => {
+  const rows = chart.panels.flatMap((panel) => panel.points)
+  const line = (title: string, points: ReadonlyArray<unknown>) => ({
+    title: { text: title, anchor: "start" as const, fontSize: 12 },
+    width: 760,
+    height: 190,
+    data: { values: points },
+    mark: { type: "line" as const, interpolate: "step-after" as const },
+    encoding: {
+      x: { field: "x", type: "quantitative" as const, title: chart.x },
+      y: { field: "y", type: "quantitative" as const, title: null },
+      color: { field: "policy", type: "nominal" as const, title: "policy", legend: { labelLimit: 240 } },
+      // Ours drawn solid and thicker, the references dashed, so the comparison reads at a glance.
+      strokeDash: { condition: { test: "indexof(datum.policy, 'ours') === 0", value: [1, 0] }, value: [5, 3] },
+      strokeWidth: { condition: { test: "indexof(datum.policy, 'ours') === 0", value: 2.2 }, value: 1.2 }
+    }
+  })
+  const spec: vegaLite.TopLevelSpec = chart.bars
+    ? {
+      $schema: "https://vega.github.io/schema/vega-lite/v6.json",
+      title,
+      data: { values: rows },
+      width: 640,
+      height: 280,
+      mark: "bar",
+      encoding: {
+        x: { field: "category", type: "nominal", sort: null, axis: { labelAngle: 0, title: null } },
+        xOffset: { field: "policy", type: "nominal" },
+        y: { field: "y", type: "quantitative", title: chart.panels[0]?.title ?? "" },
+        color: { field: "policy", type: "nominal", title: null }
+      }
+    }
+    : {
+      $schema: "https://vega.github.io/schema/vega-lite/v6.json",
+      title: { text: title, fontSize: 15 },
+      vconcat: chart.panels.map((panel) => line(panel.title, panel.points))
+    }
+  const view = new vega.View(vega.parse(vegaLite.compile(spec).spec), { renderer: "none" })
+  const rendered = await view.toSVG()
+  view.finalize()
+  return rendered
+}
+
+/** The Markdown report: the command, the seed, then per scenario its setup, table, goals and chart. */
+export const markdown = (
+  sections: ReadonlyArray<Section>,
+  options: { readonly seed: number; readonly command: string }
+): string =>
+  [
+    "# Storm report",
+    "",
+    `Produced by \`${options.command}\` (seed ${options.seed}). Every policy runs the same scenario with the same ` +
+    "seed, in simulated time; ours is the shipped `@resilient-ai/policy` code with the `@resilient-ai/client` presets.",
+    "",
+    "## Policies",
+    "",
+    ...StormPolicies.all.concat([StormPolicies.oursManagedNoRamp]).map((contender) =>
+      `- **${contender.name}**: ${contender.description}`
+    ),
+    "",
+    ...sections.flatMap((section) => [
+      `## ${section.title}`,
+      "",
+      section.setup,
+      "",
+      markdownTable(section.table),
+      "",
+      ...section.goals.map((goal) => `- ${goal.met ? "✅" : "❌"} ${goal.text}: ${goal.evidence}`),
+      "",
+      ...section.notes,
+      "",
+      `![${section.title}](${section.id.toLowerCase()}.svg)`,
+      ""
+    ])
+  ].join("\n")

@@ -1,0 +1,160 @@
+/**
+ * The storm's scenarios, each one failure pattern of the seeds, with the figures that show it.
+ *
+ * The provider is the same everywhere unless a scenario says otherwise: 20 slots of 200 ms, so
+ * 100 requests a second. Every call has a deadline and every attempt a 5 s timeout, for every
+ * policy. `scale` shortens a scenario for the test suite; its shape (what happens when) stays.
+ */
+import type * as SimulatedProvider from "./SimulatedProvider.js"
+import type { Scenario } from "./Storm.js"
+import * as StormPolicies from "./StormPolicies.js"
+
+/** The standard provider: 20 slots × 200 ms = 100 requests a second. */
+export const slots = 20
+export const serviceMillis = 200
+/** Requests a second the provider can serve. */
+export const capacityPerSecond = (slots * 1000) / serviceMillis
+
+const provider = (
+  incidents: ReadonlyArray<SimulatedProvider.Incident>,
+  queueLimit = 1000
+): SimulatedProvider.Options => ({ slots, serviceMillis, queueLimit, incidents })
+
+const seconds = (value: number, scale: number) => Math.round(value * scale * 1000)
+
+/** S1: 10% of calls fail on every attempt, at 70% of capacity. What do retries add? */
+export const correlatedFailure = (scale = 1): Scenario => ({
+  id: "S1",
+  title: "S1 correlated 10% failure",
+  provider: provider([{ _tag: "FailingCalls", fromMillis: 0, toMillis: Number.POSITIVE_INFINITY, share: 0.1 }]),
+  workload: { ratePerSecond: () => 70, untilMillis: seconds(120, scale), deadlineMillis: 10_000 },
+  attemptTimeoutMillis: 5_000,
+  horizonMillis: seconds(120, scale) + 15_000
+})
+
+/** When S2's outage starts and ends. */
+export const outageMillis = (scale = 1) => ({ from: seconds(60, scale), to: seconds(120, scale) })
+
+/**
+ * S2: demand at 80% of capacity, then a full outage for 60 s during which the provider still
+ * accepts requests but serves none (its queue fills with requests whose callers give up), then
+ * capacity restored. Who recovers, and how fast?
+ */
+export const outageThenRecovery = (scale = 1): Scenario => {
+  const outage = outageMillis(scale)
+  return {
+    id: "S2",
+    title: "S2 outage then recovery",
+    provider: provider([{ _tag: "Outage", fromMillis: outage.from, toMillis: outage.to, mode: "hang" }]),
+    workload: { ratePerSecond: () => 80, untilMillis: seconds(300, scale), deadlineMillis: 10_000 },
+    attemptTimeoutMillis: 5_000,
+    horizonMillis: seconds(300, scale)
+  }
+}
+
+/** When S3's burst is refused, and for how long the provider refuses. */
+export const burstAtMillis = 1_000
+export const burstRetryAfterMillis = 2_000
+
+/**
+ * S3: `clients` callers refused at the same instant with `Retry-After: 2`; the provider keeps
+ * refusing for those 2 seconds (a later request is told the time left). Do they come back together?
+ */
+export const synchronisedBurst = (clients = 200): Scenario => ({
+  id: "S3",
+  title: "S3 synchronised 429 burst",
+  provider: provider([
+    {
+      _tag: "RateLimitBurst",
+      fromMillis: burstAtMillis,
+      toMillis: burstAtMillis + burstRetryAfterMillis,
+      retryAfterMillis: burstRetryAfterMillis
+    }
+  ]),
+  workload: {
+    ratePerSecond: () => 0,
+    untilMillis: 0,
+    burst: { atMillis: burstAtMillis, calls: clients },
+    deadlineMillis: 30_000
+  },
+  attemptTimeoutMillis: 5_000,
+  horizonMillis: 40_000
+})
+
+/** When S4's outage starts and ends; after it, capacity comes back in steps. */
+export const stampedeOutageMillis = (scale = 1) => ({ from: seconds(20, scale), to: seconds(50, scale) })
+
+/** Slots during S4's recovery: half at first, three quarters 10 s later, all 10 s after that. */
+export const stampedeCapacity = (
+  scale = 1
+): ReadonlyArray<{ readonly from: number; readonly to: number; readonly slots: number }> => {
+  const restored = stampedeOutageMillis(scale).to
+  return [
+    { from: restored, to: restored + seconds(10, scale), slots: slots / 2 },
+    { from: restored + seconds(10, scale), to: restored + seconds(20, scale), slots: (slots * 3) / 4 }
+  ]
+}
+
+/**
+ * S4: the provider refuses everything for 30 s while callers with long deadlines wait, then comes
+ * back at half capacity, growing to full over 20 s, as a restarted service warms up. Does the
+ * backlog arrive all at once and knock it over again? A short queue (40) makes that visible as
+ * refusals. Ours runs with its recovery ramp and without it (the limit back to steady at once).
+ */
+export const recoveryStampede = (scale = 1): Scenario => {
+  const outage = stampedeOutageMillis(scale)
+  return {
+    id: "S4",
+    title: "S4 recovery stampede",
+    provider: provider([
+      { _tag: "Outage", fromMillis: outage.from, toMillis: outage.to, mode: "refuse" },
+      ...stampedeCapacity(scale).map((step) => ({
+        _tag: "CapacityDrop" as const,
+        fromMillis: step.from,
+        toMillis: step.to,
+        slots: step.slots
+      }))
+    ], 40),
+    workload: { ratePerSecond: () => 80, untilMillis: seconds(110, scale), deadlineMillis: 30_000 },
+    attemptTimeoutMillis: 5_000,
+    horizonMillis: seconds(110, scale) + 30_000,
+    contenders: [
+      StormPolicies.oursManaged,
+      StormPolicies.oursManagedNoRamp,
+      StormPolicies.oursFixedCapacity,
+      ...StormPolicies.references
+    ]
+  }
+}
+
+/** When S5's surge ends. */
+export const surgeEndsMillis = (scale = 1) => seconds(60, scale)
+
+/**
+ * S5: a fixed-capacity pool offered 120% of what it can serve for 60 s, then 60%: retrying into
+ * the pool against shedding. A long queue (2000) lets the pool saturate instead of refusing.
+ */
+export const saturatedPool = (scale = 1): Scenario => {
+  const surgeEnds = surgeEndsMillis(scale)
+  return {
+    id: "S5",
+    title: "S5 fixed-capacity pool saturated",
+    provider: provider([], 2_000),
+    workload: {
+      ratePerSecond: (at) => (at < surgeEnds ? 120 : 60),
+      untilMillis: seconds(120, scale),
+      deadlineMillis: 10_000
+    },
+    attemptTimeoutMillis: 5_000,
+    horizonMillis: seconds(120, scale) + 15_000
+  }
+}
+
+/** Every scenario at full size. */
+export const all = (clients = 200): ReadonlyArray<Scenario> => [
+  correlatedFailure(),
+  outageThenRecovery(),
+  synchronisedBurst(clients),
+  recoveryStampede(),
+  saturatedPool()
+]

@@ -1,0 +1,24 @@
+import { assert, describe, it } from "@effect/vitest"
+import { readFileSync } from "node:fs"
+
+const read = (path: string) => readFileSync(new URL(`../../${path}`, import.meta.url), "utf8")
+
+describe("README storm figures", () => {
+  it("come from the committed report of `resilient-ai storm --seed 1`", () => {
+    const readme = read("README.md")
+    const { command, scenarios } = JSON.parse(read("docs/storm/figures.json"))
+    assert.strictEqual(command, "resilient-ai storm --seed 1")
+    const ours = (scenario: string, name = "ours-managed") => scenarios[scenario].figures[name]
+    assert.include(
+      readme,
+      `| S1 correlated 10% failure: attempts per logical call | ${ours("S1").attemptsPerCall.toFixed(3)} |`
+    )
+    assert.include(readme, `| ${ours("S2").recoverySeconds} s |`)
+    assert.include(readme, `| ${(100 * ours("S3").peakShare).toFixed(1)}% of the burst |`)
+    assert.include(readme, `| ${ours("S4").peakLoad.toFixed(2)}× (without the ramp `)
+    assert.include(readme, `| ${Math.round(ours("S5", "ours-fixed-capacity").p99)} ms (service time 200 ms) |`)
+    for (const scenario of Object.values(scenarios) as Array<{ goals: Array<{ met: boolean; text: string }> }>) {
+      for (const goal of scenario.goals) assert.isTrue(goal.met, goal.text)
+    }
+  })
+})

@@ -1,0 +1,194 @@
+import { assert, describe, it } from "@effect/vitest"
+import {
+  Contention,
+  SimulatedProvider,
+  Simulation,
+  Storm,
+  StormPolicies,
+  StormReport,
+  StormScenarios
+} from "@resilient-ai/testing"
+import { Clock, Effect, Exit, Fiber, Random } from "effect"
+
+describe("Simulation", () => {
+  it("jumps from event to event: an hour of sleeping takes no real time", () => {
+    const outcome = Simulation.run(
+      Effect.gen(function*() {
+        yield* Effect.sleep("1 hour")
+        return yield* Clock.currentTimeMillis
+      }),
+      { seed: 1 }
+    )
+    assert.strictEqual(outcome.value, 3_600_000)
+    assert.strictEqual(outcome.simulatedMillis, 3_600_000)
+    assert.isBelow(outcome.wallMillis, 1_000)
+  })
+
+  it("runs fibers in the order their timers fall, and repeats a run exactly for a seed", () => {
+    const program = Effect.gen(function*() {
+      const order: Array<string> = []
+      const sleeper = (name: string, millis: number) =>
+        Effect.zipRight(Effect.sleep(millis), Effect.sync(() => void order.push(name)))
+      yield* Effect.all([sleeper("c", 30), sleeper("a", 10), sleeper("b", 20)], { concurrency: "unbounded" })
+      const draws = yield* Effect.all([Random.next, Random.next])
+      return { order, draws }
+    })
+    const first = Simulation.run(program, { seed: 42 })
+    const second = Simulation.run(program, { seed: 42 })
+    const other = Simulation.run(program, { seed: 43 })
+    assert.deepStrictEqual(first.value.order, ["a", "b", "c"])
+    assert.deepStrictEqual(first.value.draws, second.value.draws)
+    assert.notDeepEqual(first.value.draws, other.value.draws)
+  })
+
+  it("stops at the horizon, and reports a program that failed", () => {
+    assert.throws(() => Simulation.run(Effect.never, { seed: 1, horizonMillis: 1_000 }), /stalled/)
+    assert.throws(() => Simulation.run(Effect.fail("boom"), { seed: 1 }), /simulation failed/)
+  })
+})
+
+describe("SimulatedProvider", () => {
+  const withProvider = <A>(
+    options: SimulatedProvider.Options,
+    use: (provider: SimulatedProvider.Provider) => Effect.Effect<A>
+  ) =>
+    Simulation.run(
+      Effect.flatMap(Simulation.CurrentClock, (clock) => use(new SimulatedProvider.Provider(clock, options))),
+      {
+        seed: 1
+      }
+    ).value
+
+  it("serves as many requests at once as it has slots, queues the rest, refuses beyond the queue", () => {
+    const result = withProvider({ slots: 2, serviceMillis: 100, queueLimit: 1 }, (provider) =>
+      Effect.gen(function*() {
+        const started = yield* Clock.currentTimeMillis
+        const exits = yield* Effect.all(
+          Array.from({ length: 4 }, (_, call) =>
+            Effect.map(Effect.exit(provider.request(call)), (exit) => ({ ok: Exit.isSuccess(exit), at: 0 }))
+              .pipe(
+                Effect.zipLeft(Effect.void),
+                Effect.flatMap((done) =>
+                  Effect.map(Clock.currentTimeMillis, (at) => ({ ...done, at: at - started }))
+                )
+              )),
+          { concurrency: "unbounded" }
+        )
+        return exits
+      }))
+    assert.deepStrictEqual(result, [
+      { ok: true, at: 100 },
+      { ok: true, at: 100 },
+      { ok: true, at: 200 },
+      { ok: false, at: 0 }
+    ])
+  })
+
+  it("serves a request whose caller gave up, and counts it as wasted", () => {
+    const result = withProvider({ slots: 1, serviceMillis: 100, queueLimit: 10 }, (provider) =>
+      Effect.gen(function*() {
+        const fiber = yield* Effect.fork(provider.request(0))
+        yield* Effect.sleep(50)
+        yield* Fiber.interrupt(fiber)
+        yield* Effect.sleep(100)
+        return { served: provider.served, wasted: provider.wasted }
+      }))
+    assert.deepStrictEqual(result, { served: 1, wasted: 1 })
+  })
+
+  it("a hanging outage queues without serving; capacity comes back with the queue still there", () => {
+    const result = withProvider(
+      {
+        slots: 1,
+        serviceMillis: 100,
+        queueLimit: 10,
+        incidents: [{ _tag: "Outage", fromMillis: 0, toMillis: 1_000, mode: "hang" }]
+      },
+      (provider) =>
+        Effect.gen(function*() {
+          const exit = yield* Effect.exit(provider.request(0))
+          return { ok: Exit.isSuccess(exit), at: yield* Clock.currentTimeMillis }
+        })
+    )
+    assert.deepStrictEqual(result, { ok: true, at: 1_100 })
+  })
+})
+
+describe("storm scenarios, small", () => {
+  const find = (runs: ReadonlyArray<Storm.Run>, name: string) => runs.find((run) => run.contender.name === name)!
+  const runs = (scenario: Storm.Scenario, contenders: ReadonlyArray<StormPolicies.Contender>) =>
+    contenders.map((contender) => Storm.run(scenario, contender, 1))
+  const naive = StormPolicies.references.find((contender) => contender.name === "naive")!
+  const tenacity = StormPolicies.references.find((contender) => contender.name === "tenacity-style")!
+
+  it("S1: ours adds at most the budget ratio; the naive policy about 20%", () => {
+    const [ours, reference] = runs(StormScenarios.correlatedFailure(0.5), [StormPolicies.oursManaged, naive])
+    const perCall = (run: Storm.Run) => run.attempts / run.calls.length
+    assert.isAtMost(perCall(ours!), 1.1)
+    assert.isAbove(perCall(reference!), 1.15)
+  })
+
+  it("S2: ours recovers after the outage while the naive policy stays down", () => {
+    const scenario = StormScenarios.outageThenRecovery(0.25)
+    const restored = StormScenarios.outageMillis(0.25).to / 1000
+    const [ours, reference] = runs(scenario, [StormPolicies.oursManaged, naive])
+    assert.isAtMost(Storm.recoverySeconds(ours!.goodput, restored, 80) ?? Infinity, 30)
+    assert.isUndefined(Storm.recoverySeconds(reference!.goodput, restored, 80))
+    assert.isBelow(ours!.wasted, reference!.wasted / 10)
+  })
+
+  it("S3: ours spreads a synchronised burst; no jitter puts it all in one 10 ms slice", () => {
+    const all = runs(StormScenarios.synchronisedBurst(200), [StormPolicies.oursManaged, naive, tenacity])
+    const peak = (run: Storm.Run) => Math.max(...run.slices.slice(StormScenarios.burstAtMillis / 10 + 1))
+    assert.isBelow(peak(find(all, "ours-managed")) / 200, 0.05)
+    assert.strictEqual(peak(find(all, "naive")), 200)
+    // Only ours waits out the 2 s Retry-After: every call succeeds on its second attempt.
+    assert.strictEqual(find(all, "ours-managed").attempts, 400)
+    assert.strictEqual(find(all, "ours-managed").calls.filter((call) => call.ok).length, 200)
+  })
+
+  it("S4: with the ramp, load at recovery stays within capacity; without it, the provider is overloaded again", () => {
+    const section = StormReport.s4(1, 0.5, [StormPolicies.oursManaged, StormPolicies.oursManagedNoRamp])
+    const ours = section.figures["ours-managed"]!
+    const noRamp = section.figures["ours-managed-no-ramp"]!
+    assert.isAtMost(ours.peakLoad!, 1)
+    assert.strictEqual(ours.refusedFirstWindow, 0)
+    assert.isAbove(noRamp.peakLoad!, 1)
+    assert.isAbove(noRamp.refusedFirstWindow!, 0)
+  })
+
+  it("S5: shedding keeps p99 near the service time; retrying into the pool does not", () => {
+    const [ours, reference] = runs(StormScenarios.saturatedPool(0.25), [StormPolicies.oursFixedCapacity, naive])
+    const p99 = (run: Storm.Run) =>
+      Storm.quantile(run.calls.filter((call) => call.ok).map((call) => call.endedAt - call.startedAt), 0.99)!
+    assert.isAtMost(p99(ours!), 2 * StormScenarios.serviceMillis)
+    assert.isAbove(p99(reference!), 10 * StormScenarios.serviceMillis)
+  })
+
+  it("contention: full jitter takes fewer calls than exponential backoff and than none", () => {
+    const calls = (algorithm: Contention.Algorithm) =>
+      Contention.experiment(algorithm, { clients: 40, trials: 3, seed: 1 }).calls
+    const full = calls("full-jitter")
+    assert.isBelow(full, calls("exponential"))
+    assert.isBelow(full, calls("none"))
+  })
+})
+
+describe("StormReport", () => {
+  it("renders tables and an SVG chart", async () => {
+    const section = StormReport.s3(1, 50)
+    assert.deepStrictEqual(section.table.columns, [
+      "policy",
+      "attempts",
+      "successes",
+      "peak attempts in 10 ms",
+      "peak / burst"
+    ])
+    assert.strictEqual(section.table.rows.length, StormPolicies.all.length)
+    assert.match(StormReport.textTable(section.table), /^policy +attempts/)
+    assert.match(StormReport.markdownTable(section.table), /^\| policy \| attempts \|/)
+    const svg = await StormReport.svg(section.chart, section.title)
+    assert.match(svg, /^<svg /)
+    assert.include(svg, "ours-managed")
+  })
+})
