@@ -13,6 +13,8 @@ export default defineConfig({
   },
   test: {
     include: ["test/**/*.test.ts"],
+    // Finds or starts the Redis the Redis tests share, and says so when there is none.
+    globalSetup: ["test/redis/globalSetup.ts"],
     testTimeout: 20_000
   }
 })

@@ -2,13 +2,17 @@ import { assert, describe, it } from "@effect/vitest"
 import { execFile } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
+import { inject } from "vitest"
 
 const root = fileURLToPath(new URL("../../", import.meta.url))
-const run = (file: string) =>
+const run = (file: string, env: Record<string, string> = {}) =>
   promisify(execFile)(process.execPath, ["--import", "tsx", "--conditions=@resilient-ai/source", file], {
     cwd: root,
+    env: { ...process.env, ...env },
     timeout: 30_000
   })
+
+const redisUrl = inject("redisUrl")
 
 describe("examples run", () => {
   it("retry-within-budget: each failure kind gets its verdict, and the outage meets the budget", async () => {
@@ -27,5 +31,16 @@ describe("examples run", () => {
     assert.include(stdout, `answered by model: {"open-mistral-7b":4,"mistral-small-latest":20}`)
     assert.include(stdout, `requests that reached each provider: {"pool":4,"api":20}`)
     assert.include(stdout, "failovers from the pool to the API: 20")
+  }, 30_000)
+
+  it.skipIf(redisUrl === "")("fleet: three members on one Redis budget retry as one", async () => {
+    const { stdout } = await run("examples/fleet.ts", {
+      REDIS_URL: redisUrl,
+      // Past the 50 ms default: a decision made in process on a busy test machine would change the count.
+      REDIS_COMMAND_TIMEOUT: "1 second"
+    })
+    // A floor of 12 retries per window: each member spends one alone, the three share one on Redis.
+    assert.include(stdout, "retries sent with a budget per member: 36")
+    assert.include(stdout, "retries sent with one budget on Redis: 12")
   }, 30_000)
 })

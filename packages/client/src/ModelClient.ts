@@ -13,7 +13,7 @@
  * ```
  */
 import type * as HttpClient from "@effect/platform/HttpClient"
-import { ConcurrencyGate, Deadline, Failure, Metrics, Resilient, RetryBudget } from "@resilient-ai/policy"
+import { ConcurrencyGate, Coordination, Deadline, Failure, Metrics, Resilient, RetryBudget } from "@resilient-ai/policy"
 import * as Clock from "effect/Clock"
 import type * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
@@ -62,19 +62,28 @@ export interface Service {
 /** The client of the application's default target. */
 export class ModelClient extends Context.Tag("@resilient-ai/client/ModelClient")<ModelClient, Service>() {}
 
-/** A target's budget and gate, when the in-memory ones are not wanted (a fleet shares them on Redis). */
+/** A target's budget and gate. */
 export interface Services {
   readonly budget: RetryBudget.Service
   readonly gate: ConcurrencyGate.Service
 }
 
-/** The in-memory budget and gate a target gets by default. */
-export const memoryServices = (target: Target.Target): Effect.Effect<Services> =>
-  Effect.zipWith(
-    RetryBudget.make(target.budget),
-    ConcurrencyGate.make({ target: target.name, limit: target.concurrency, mode: Target.gateMode(target) }),
-    (budget, gate) => ({ budget, gate })
-  )
+/**
+ * The budget and gate of `target`, from the `Coordination` in context: in this process by
+ * default, shared by the fleet when a `RedisCoordination` layer is provided.
+ */
+export const servicesFor = (target: Target.Target): Effect.Effect<Services> =>
+  Effect.flatMap(Coordination.current, (coordination) =>
+    Effect.zipWith(
+      coordination.budget({ ...target.budget, target: target.name, apiKey: target.apiKey }),
+      coordination.gate({
+        target: target.name,
+        limit: target.concurrency,
+        mode: Target.gateMode(target),
+        apiKey: target.apiKey
+      }),
+      (budget, gate) => ({ budget, gate })
+    ))
 
 /** A gate that takes no permits but passes what attempts say about capacity to `gate`. */
 const observing = (gate: ConcurrencyGate.Service): ConcurrencyGate.Service => ({
@@ -204,7 +213,7 @@ export const makeWith = (
 
 /** A client of `target` with an in-memory budget and gate. */
 export const make = (target: Target.Target): Effect.Effect<Service, never, HttpClient.HttpClient> =>
-  Effect.flatMap(memoryServices(target), (services) => makeWith(target, services))
+  Effect.flatMap(servicesFor(target), (services) => makeWith(target, services))
 
 /** A client of the target read from `config`, failing with the `ConfigError` before any request. */
 export const makeConfig = (

@@ -11,7 +11,7 @@
  * `config` reads a target from environment variables under a prefix and validates it when the
  * layer is built, so a misconfigured deployment fails before any socket opens.
  */
-import { Classifier, Resilient } from "@resilient-ai/policy"
+import { Classifier, ConfigDuration, Resilient } from "@resilient-ai/policy"
 import * as Config from "effect/Config"
 import * as ConfigError from "effect/ConfigError"
 import * as Duration from "effect/Duration"
@@ -238,25 +238,6 @@ export const selfHostedClassifier: Classifier.Service = {
 export const classifierFor = (target: Target): Classifier.Service =>
   target.kind === "managed" ? { classify: Classifier.classifyDefault } : selfHostedClassifier
 
-/** Reads a duration: a number is milliseconds, otherwise Effect's form ("30 seconds"); negatives are refused. */
-const durationSetting = (name: string): Config.Config<Duration.Duration> =>
-  Config.mapOrFail(Config.string(name), (text) => {
-    const trimmed = text.trim()
-    if (trimmed.startsWith("-")) {
-      return Either.left(ConfigError.InvalidData([], `${name} must not be negative, got ${trimmed}`))
-    }
-    const decoded = /^\d+(\.\d+)?$/.test(trimmed)
-      ? Option.some(Duration.millis(Number(trimmed)))
-      : Duration.decodeUnknown(trimmed)
-    return Option.match(decoded, {
-      onNone: () =>
-        Either.left(
-          ConfigError.InvalidData([], `${name} must be a duration such as 30000 or "30 seconds", got ${trimmed}`)
-        ),
-      onSome: Either.right
-    })
-  })
-
 /** Reads `model=duration` pairs, separated by commas. */
 const timeoutsByModel = (name: string): Config.Config<Record<string, Duration.Duration>> =>
   Config.mapOrFail(Config.string(name), (text) => {
@@ -293,18 +274,18 @@ export const config = (kind: Kind, prefix: string, name: string = prefix.toLower
     baseUrl: Config.string("BASE_URL"),
     model: Config.string("MODEL"),
     apiKey,
-    attemptTimeout: Config.withDefault(durationSetting("ATTEMPT_TIMEOUT"), defaults.attemptTimeout),
+    attemptTimeout: Config.withDefault(ConfigDuration.duration("ATTEMPT_TIMEOUT"), defaults.attemptTimeout),
     attemptTimeoutByModel: Config.withDefault(timeoutsByModel("ATTEMPT_TIMEOUTS"), {}),
     maxAttempts: Config.withDefault(Config.integer("MAX_ATTEMPTS"), defaults.maxAttempts),
-    baseDelay: Config.withDefault(durationSetting("BASE_DELAY"), defaults.baseDelay),
-    maxDelay: Config.withDefault(durationSetting("MAX_DELAY"), defaults.maxDelay),
-    hintSpread: Config.withDefault(durationSetting("HINT_SPREAD"), defaults.hintSpread),
+    baseDelay: Config.withDefault(ConfigDuration.duration("BASE_DELAY"), defaults.baseDelay),
+    maxDelay: Config.withDefault(ConfigDuration.duration("MAX_DELAY"), defaults.maxDelay),
+    hintSpread: Config.withDefault(ConfigDuration.duration("HINT_SPREAD"), defaults.hintSpread),
     ratio: Config.withDefault(Config.number("BUDGET_RATIO"), defaults.budget.ratio),
     minPerSecond: Config.withDefault(Config.number("BUDGET_MIN_PER_SECOND"), defaults.budget.minPerSecond),
     concurrency: Config.withDefault(Config.integer("CONCURRENCY"), defaults.concurrency),
     idempotencyHeader: Config.withDefault(Config.string("IDEMPOTENCY_HEADER"), defaults.idempotencyHeader),
     maxResponseBytes: Config.withDefault(Config.integer("MAX_RESPONSE_BYTES"), defaults.maxResponseBytes),
-    connectTimeout: Config.withDefault(durationSetting("CONNECT_TIMEOUT"), defaults.connectTimeout)
+    connectTimeout: Config.withDefault(ConfigDuration.duration("CONNECT_TIMEOUT"), defaults.connectTimeout)
   }).pipe(Config.nested(prefix))
   return Config.mapOrFail(settings, ({ minPerSecond, ratio, ...rest }) => {
     const target: Target = { ...rest, name, kind, budget: { ratio, minPerSecond } }

@@ -1,0 +1,85 @@
+/**
+ * From one process to a fleet: the same client layer as `call-a-target.ts`, with one more layer
+ * that moves every target's retry budget and concurrency gate onto Redis.
+ *
+ * Three members of a fleet (three client layers with a Redis connection each, as three processes
+ * would have) call a provider that answers every request with 503. With budgets of their own, each
+ * member spends its own floor of retries; sharing one on Redis, the three together spend one.
+ *
+ * Needs a Redis: `REDIS_URL` (default `redis://127.0.0.1:6379`). Run it with
+ * `REDIS_URL=redis://127.0.0.1:6379 npx -y pnpm@12.4.2 exec tsx --conditions=@resilient-ai/source examples/fleet.ts`.
+ */
+import { NodeHttpClient } from "@effect/platform-node"
+import { ModelClient, Target } from "@resilient-ai/client"
+import { RedisCoordination } from "@resilient-ai/redis"
+import { FaultServer } from "@resilient-ai/testing"
+import { ConfigProvider, Console, Effect, Layer, Logger, LogLevel } from "effect"
+import { randomUUID } from "node:crypto"
+
+// The same client as before; its budget and gate now live on the Redis at REDIS_URL, shared by
+// every process that calls this target with this API key (REDIS_KEY_PREFIX, REDIS_COMMAND_TIMEOUT).
+const MistralLive = ModelClient.layerConfig(Target.managedConfig("MISTRAL")).pipe(
+  Layer.provide(NodeHttpClient.layerUndici),
+  Layer.provide(RedisCoordination.layerConfig())
+)
+
+/** The same member without the Redis layer: budget and gate in this process only. */
+const MistralAlone = ModelClient.layerConfig(Target.managedConfig("MISTRAL")).pipe(
+  Layer.provide(NodeHttpClient.layerUndici)
+)
+
+const members = 3
+const callsEach = 30
+
+/** One member's calls; every one fails, so only how many requests they sent matters. */
+const calls = Effect.gen(function*() {
+  const client = yield* ModelClient.ModelClient
+  yield* Effect.forEach(
+    Array.from({ length: callsEach }),
+    () => Effect.ignore(client.chat({ messages: [{ role: "user", content: "hello" }] }, { timeout: "5 seconds" })),
+    { concurrency: 5, discard: true }
+  )
+})
+
+const main = Effect.gen(function*() {
+  const provider = yield* FaultServer.make({ otherwise: { _tag: "Status", status: 503, code: "overloaded" } })
+  const environment = ConfigProvider.fromMap(
+    new Map([
+      ["MISTRAL_BASE_URL", provider.url],
+      ["MISTRAL_MODEL", "mistral-small-latest"],
+      ["MISTRAL_API_KEY", "not-a-real-key"],
+      ["MISTRAL_BASE_DELAY", "1 millis"],
+      ["MISTRAL_MAX_DELAY", "5 millis"],
+      // A floor of 0.2 retries per second is 12 per 60-second window.
+      ["MISTRAL_BUDGET_MIN_PER_SECOND", "0.2"],
+      ["REDIS_URL", process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379"],
+      ["REDIS_COMMAND_TIMEOUT", process.env["REDIS_COMMAND_TIMEOUT"] ?? "50 millis"],
+      // A prefix of this run's own, so a second run does not find the first one's window.
+      ["REDIS_KEY_PREFIX", `fleet-example-${randomUUID().slice(0, 8)}`]
+    ]),
+    { pathDelim: "_" }
+  )
+  const fleet = (member: Layer.Layer<ModelClient.ModelClient, unknown>) =>
+    Effect.gen(function*() {
+      yield* provider.clearArrivals
+      // Layer.fresh: each member builds its own client and connection, as a process would.
+      yield* Effect.forEach(
+        Array.from({ length: members }),
+        () => calls.pipe(Effect.provide(Layer.fresh(member))),
+        { concurrency: "unbounded", discard: true }
+      )
+      return (yield* provider.arrivals).length - members * callsEach
+    }).pipe(Effect.withConfigProvider(environment))
+
+  const alone = yield* fleet(MistralAlone)
+  const shared = yield* fleet(MistralLive)
+  yield* Console.log(`${members} members, ${callsEach} calls each, every request answered 503:`)
+  yield* Console.log(`retries sent with a budget per member: ${alone}`)
+  yield* Console.log(`retries sent with one budget on Redis: ${shared}`)
+})
+
+// Every call here fails, and each says so in a WARN line; set the level to Info to see every attempt.
+Effect.runPromise(main.pipe(Effect.scoped, Logger.withMinimumLogLevel(LogLevel.Error))).catch((error) => {
+  console.error(String(error))
+  process.exitCode = 1
+})

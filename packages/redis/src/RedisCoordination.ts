@@ -1,0 +1,50 @@
+/**
+ * The one layer that turns a single process into a fleet member: provided to the application's
+ * clients, it makes every target's retry budget and concurrency gate live on Redis, shared by
+ * every process calling that target with the same API key.
+ *
+ * ```ts
+ * const MistralLive = ModelClient.layerConfig(Target.managedConfig("MISTRAL")).pipe(
+ *   Layer.provide(NodeHttpClient.layerUndici),
+ *   Layer.provide(RedisCoordination.layerConfig()) // REDIS_URL, REDIS_KEY_PREFIX, …
+ * )
+ * ```
+ */
+import { Coordination } from "@resilient-ai/policy"
+import type * as ConfigError from "effect/ConfigError"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as RedisBudget from "./RedisBudget.js"
+import * as RedisConnection from "./RedisConnection.js"
+import * as RedisGate from "./RedisGate.js"
+
+/** Settings of the gates' leases, the same for every target. */
+export interface Options {
+  /** See `RedisGate.Options.leaseTime`. */
+  readonly leaseTime?: Duration.DurationInput | undefined
+  /** See `RedisGate.Options.pollInterval`. */
+  readonly pollInterval?: Duration.DurationInput | undefined
+}
+
+/** Budgets and gates on the connection in context. */
+export const make = (
+  options: Options = {}
+): Effect.Effect<Coordination.Service, never, RedisConnection.RedisConnection> =>
+  Effect.map(Effect.context<RedisConnection.RedisConnection>(), (context) => ({
+    budget: (budget) => Effect.provide(RedisBudget.make(budget), context),
+    gate: (gate) => Effect.provide(RedisGate.make({ ...options, ...gate }), context)
+  }))
+
+/** Provides `Coordination` on the `RedisConnection` in context. */
+export const layer = (
+  options?: Options
+): Layer.Layer<Coordination.Coordination, never, RedisConnection.RedisConnection> =>
+  Layer.effect(Coordination.Coordination, make(options))
+
+/** Provides `Coordination` on a connection read from `RedisConnection.config(prefix)` (default `REDIS_*`). */
+export const layerConfig = (
+  prefix?: string,
+  options?: Options
+): Layer.Layer<Coordination.Coordination, ConfigError.ConfigError> =>
+  layer(options).pipe(Layer.provide(RedisConnection.layerConfig(prefix)))

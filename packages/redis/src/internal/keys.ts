@@ -1,0 +1,19 @@
+import * as Redacted from "effect/Redacted"
+import { createHash } from "node:crypto"
+
+/**
+ * A short, stable fingerprint of an API key: budgets and gates are shared per key, but the key
+ * itself never reaches Redis (nor its logs, nor its dumps).
+ */
+export const fingerprint = (apiKey: Redacted.Redacted | undefined): string =>
+  apiKey === undefined ? "no-key" : createHash("sha256").update(Redacted.value(apiKey)).digest("hex").slice(0, 16)
+
+/** The key of `kind` for a target and API key, under `prefix`. */
+export const keyFor = (
+  prefix: string,
+  kind: string,
+  target: string,
+  apiKey: Redacted.Redacted | undefined,
+  part?: string
+): string =>
+  [prefix, kind, encodeURIComponent(target), fingerprint(apiKey), ...(part === undefined ? [] : [part])].join(":")

@@ -1,0 +1,157 @@
+import { NodeHttpClient } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { ModelClient } from "@resilient-ai/client"
+import { Coordination } from "@resilient-ai/policy"
+import { RedisConnection, RedisCoordination } from "@resilient-ai/redis"
+import { FaultServer } from "@resilient-ai/testing"
+import { Effect, Layer, Logger, Metric, Redacted } from "effect"
+import { afterEach, beforeEach } from "vitest"
+import { eventually as eventuallyLive, hello, managedAt } from "../client/support.js"
+import { type RedisServer, startRedisServer } from "./server.js"
+import { freshPrefix, redisServerBinary } from "./support.js"
+
+/** These tests stop and start Redis, so they need a `redis-server` of their own. */
+const describeWithBinary = (name: string, body: () => void): void => {
+  describe.skipIf(redisServerBinary === "")(name, body)
+}
+
+const fallbacks = (operation: "budget" | "gate") =>
+  Effect.map(
+    Metric.value(RedisConnection.fallbacks.pipe(Metric.tagged("operation", operation))),
+    (state) => state.count
+  )
+
+const unhandled: Array<unknown> = []
+const record = (reason: unknown) => void unhandled.push(reason)
+beforeEach(() => {
+  unhandled.length = 0
+  process.on("unhandledRejection", record)
+})
+afterEach(() => {
+  process.off("unhandledRejection", record)
+})
+
+/**
+ * A managed target on a fault server that fails one request in five (so the budget is asked), its
+ * budget and gate on `redis` (a connection that gives up on a command after 100 ms and tries Redis
+ * again 200 ms after a failure), the connection's log lines, and the connection itself.
+ */
+const fleetMember = (redis: RedisServer) =>
+  Effect.gen(function*() {
+    const lines: Array<string> = []
+    // The connection logs on the fiber that asked, so this sees the calls' lines too; keep Redis's.
+    const logger = Logger.make(({ message }) => {
+      const line = (Array.isArray(message) ? message : [message]).map(String).join(" ")
+      if (line.startsWith("Redis")) lines.push(line)
+    })
+    const context = yield* Layer.build(
+      RedisConnection.layer({
+        url: Redacted.make(redis.url),
+        keyPrefix: freshPrefix(),
+        commandTimeout: "100 millis",
+        retryAfter: "200 millis"
+      }).pipe(Layer.provide(Logger.replace(Logger.defaultLogger, logger)))
+    )
+    const connection = yield* Effect.provide(RedisConnection.RedisConnection, context)
+    const coordination = yield* Effect.provide(RedisCoordination.make(), context)
+    const server = yield* FaultServer.make({
+      windows: [{ fromMs: 0, toMs: 1e12, fault: { _tag: "Status", status: 503 }, share: 0.2 }],
+      seed: 7
+    })
+    const http = yield* Layer.build(NodeHttpClient.layerUndici)
+    const client = yield* ModelClient.make(managedAt(server.url)).pipe(
+      Effect.provideService(Coordination.Coordination, coordination),
+      Effect.provide(http)
+    )
+    /** `n` calls, 4 at a time: how many answered (a call failing after its retries is still an answer). */
+    const calls = (n: number) =>
+      Effect.forEach(Array.from({ length: n }), () => Effect.either(client.chat(hello)), { concurrency: 4 }).pipe(
+        Effect.map((results) => results.filter((result) => result._tag === "Right").length)
+      )
+    const isUp = Effect.map(connection.health, (health) => health._tag === "up")
+    const keys = Effect.promise(() => connection.client.keys(`${connection.keyPrefix}:*`).catch(() => []))
+    return { calls, lines, isUp, keys, connection }
+  })
+
+describeWithBinary("Redis failing under a running fleet member", () => {
+  it.live(
+    "goes on deciding in process while Redis is down, and returns to it when it is back",
+    () =>
+      Effect.gen(function*() {
+        const redis = yield* Effect.acquireRelease(
+          Effect.promise(() => startRedisServer(redisServerBinary)),
+          (server) => Effect.promise(() => server.stop())
+        )
+        const member = yield* fleetMember(redis)
+        const fellBefore = (yield* fallbacks("budget")) + (yield* fallbacks("gate"))
+
+        assert.isAtLeast(yield* member.calls(40), 35)
+        assert.isTrue(yield* member.isUp)
+        assert.strictEqual((yield* fallbacks("budget")) + (yield* fallbacks("gate")), fellBefore)
+
+        yield* Effect.promise(() => redis.stop())
+        assert.isAtLeast(yield* member.calls(40), 35, "calls go on without Redis")
+        assert.isFalse(yield* member.isUp)
+        const fellBack = (yield* fallbacks("budget")) + (yield* fallbacks("gate")) - fellBefore
+        assert.isAtLeast(fellBack, 80, "each call's gate and budget decisions were made in process")
+        assert.deepStrictEqual(member.lines, ["Redis unreachable: deciding in process until it is back"])
+
+        yield* Effect.promise(() => redis.start())
+        // ioredis reconnects on its own; the next decision after `retryAfter` finds Redis back.
+        yield* eventuallyLive(Effect.zipRight(member.calls(1), member.isUp), 10_000)
+        const before = (yield* fallbacks("budget")) + (yield* fallbacks("gate"))
+        assert.isAtLeast(yield* member.calls(40), 35)
+        assert.strictEqual((yield* fallbacks("budget")) + (yield* fallbacks("gate")), before, "no fallback once back")
+        assert.isAbove((yield* member.keys).length, 0, "the budget and gate live on Redis again")
+        assert.deepStrictEqual(member.lines, [
+          "Redis unreachable: deciding in process until it is back",
+          "Redis is back: deciding on Redis again"
+        ])
+        assert.deepStrictEqual(unhandled, [])
+      }).pipe(Effect.scoped),
+    30_000
+  )
+
+  it.live("falls back when Redis stalls, and returns when it answers again", () =>
+    Effect.gen(function*() {
+      const redis = yield* Effect.acquireRelease(
+        Effect.promise(() => startRedisServer(redisServerBinary)),
+        (server) => Effect.promise(() => server.stop())
+      )
+      const member = yield* fleetMember(redis)
+      assert.isAtLeast(yield* member.calls(20), 15)
+
+      redis.pause()
+      const fellBefore = (yield* fallbacks("budget")) + (yield* fallbacks("gate"))
+      assert.isAtLeast(yield* member.calls(40), 35, "calls go on while Redis is stalled")
+      assert.isFalse(yield* member.isUp)
+      assert.isAtLeast((yield* fallbacks("budget")) + (yield* fallbacks("gate")) - fellBefore, 80)
+
+      redis.resume()
+      yield* eventuallyLive(Effect.zipRight(member.calls(1), member.isUp), 10_000)
+      assert.deepStrictEqual(member.lines, [
+        "Redis unreachable: deciding in process until it is back",
+        "Redis is back: deciding on Redis again"
+      ])
+      assert.deepStrictEqual(unhandled, [])
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("starts in process when Redis is not there yet, and moves to it when it comes", () =>
+    Effect.gen(function*() {
+      const redis = yield* Effect.acquireRelease(
+        Effect.promise(() => startRedisServer(redisServerBinary)),
+        (server) => Effect.promise(() => server.stop())
+      )
+      yield* Effect.promise(() => redis.stop())
+      const member = yield* fleetMember(redis)
+      assert.isFalse(yield* member.isUp)
+      assert.isAtLeast(yield* member.calls(20), 15)
+      yield* Effect.promise(() => redis.start())
+      yield* eventuallyLive(Effect.zipRight(member.calls(1), member.isUp), 10_000)
+      assert.deepStrictEqual(member.lines, [
+        "Redis unreachable at start: deciding in process until it is back",
+        "Redis is back: deciding on Redis again"
+      ])
+      assert.deepStrictEqual(unhandled, [])
+    }).pipe(Effect.scoped), 30_000)
+})

@@ -1,0 +1,142 @@
+import { assert, it } from "@effect/vitest"
+import { Failure, RetryBudget } from "@resilient-ai/policy"
+import { RedisBudget } from "@resilient-ai/redis"
+import { Effect, Layer, Redacted, TestClock } from "effect"
+import { connection, describeRedis, freshPrefix, openConnection, redis } from "./support.js"
+
+const failure = new Failure.ServerError({ status: 503 })
+
+/** Asks `n` times; how many were granted. */
+const grants = (budget: RetryBudget.Service, n: number) =>
+  Effect.map(Effect.replicateEffect(budget.tryAcquire(failure), n), (answers) => answers.filter(Boolean).length)
+
+const successes = (budget: RetryBudget.Service, n: number) => Effect.replicateEffect(budget.recordSuccess(1), n)
+
+const tenSeconds = { target: "llm", window: "10 seconds", buckets: 10 } as const
+
+describeRedis("RedisBudget", () => {
+  it.effect("grants ratio × successes retries over the window, then refuses", () =>
+    Effect.gen(function*() {
+      const budget = yield* RedisBudget.make({ ...tenSeconds, ratio: 0.1, minPerSecond: 0 })
+      yield* successes(budget, 100)
+      assert.strictEqual(yield* grants(budget, 15), 10)
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 100, retries: 10, allowance: 10 })
+    }).pipe(Effect.provide(connection(freshPrefix()))))
+
+  it.effect("grants the floor when there are no successes", () =>
+    Effect.gen(function*() {
+      const budget = yield* RedisBudget.make({ ...tenSeconds, ratio: 0.1, minPerSecond: 2 })
+      assert.strictEqual(yield* grants(budget, 30), 20)
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 20, allowance: 20 })
+    }).pipe(Effect.provide(connection(freshPrefix()))))
+
+  it.effect("slides one bucket at a time with the TestClock", () =>
+    Effect.gen(function*() {
+      const budget = yield* RedisBudget.make({ ...tenSeconds, ratio: 0.1, minPerSecond: 0 })
+      yield* successes(budget, 50)
+      assert.strictEqual(yield* grants(budget, 10), 5)
+      yield* TestClock.adjust("5 seconds")
+      yield* successes(budget, 50)
+      assert.strictEqual(yield* grants(budget, 10), 5, "100 successes in the window allow 10, 5 taken")
+      yield* TestClock.adjust("4999 millis")
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 100, retries: 10, allowance: 10 })
+      yield* TestClock.adjust("1 millis")
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 50, retries: 5, allowance: 5 }, "t = 0 has left")
+      assert.strictEqual(yield* grants(budget, 1), 0)
+      yield* TestClock.adjust("5 seconds")
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 0, allowance: 0 })
+    }).pipe(Effect.provide(connection(freshPrefix()))))
+
+  it.effect("decides exactly as the in-memory budget, decision for decision", () =>
+    Effect.gen(function*() {
+      const options = { ...tenSeconds, ratio: 0.2, minPerSecond: 0.5 }
+      const shared = yield* RedisBudget.make(options)
+      const local = yield* RetryBudget.make(options)
+      // A fixed pseudo-random walk: bursts of successes and retries, with the clock moving 0–3 s.
+      let seed = 42
+      const next = () => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31
+      for (let step = 0; step < 600; step++) {
+        const roll = next()
+        if (roll < 0.45) {
+          yield* Effect.zip(shared.recordSuccess(1), local.recordSuccess(1))
+        } else if (roll < 0.9) {
+          const [remote, memory] = yield* Effect.zip(shared.tryAcquire(failure), local.tryAcquire(failure))
+          assert.strictEqual(remote, memory, `decision ${step}`)
+        } else {
+          yield* TestClock.adjust(Math.floor(next() * 3_000))
+        }
+      }
+      assert.deepStrictEqual(yield* shared.snapshot, yield* local.snapshot)
+    }).pipe(Effect.provide(connection(freshPrefix()))))
+
+  it.effect("is one budget for every connection calling a target with one API key", () => {
+    const prefix = freshPrefix()
+    const apiKey = Redacted.make("sk-fleet-shared")
+    const options = { ...tenSeconds, ratio: 0, minPerSecond: 1, apiKey }
+    const open = (extra: Partial<RedisBudget.Options> = {}) =>
+      Effect.flatMap(
+        openConnection(prefix),
+        (context) => RedisBudget.make({ ...options, ...extra }).pipe(Effect.provide(context))
+      )
+    return Effect.gen(function*() {
+      const first = yield* open()
+      const second = yield* open()
+      assert.strictEqual(yield* grants(first, 6), 6)
+      assert.strictEqual(yield* grants(second, 6), 4, "the second process shares the first's floor of 10")
+      const otherKey = yield* open({ apiKey: Redacted.make("sk-another-key") })
+      const otherTarget = yield* open({ target: "embeddings" })
+      assert.strictEqual(yield* grants(otherKey, 12), 10)
+      assert.strictEqual(yield* grants(otherTarget, 12), 10)
+    }).pipe(Effect.scoped)
+  })
+
+  it.effect("stores a fingerprint of the API key, never the key, in keys that expire", () => {
+    const prefix = freshPrefix()
+    const secret = "sk-canary-budget-0123456789"
+    return Effect.gen(function*() {
+      const budget = yield* RedisBudget.make({ ...tenSeconds, apiKey: Redacted.make(secret) })
+      yield* successes(budget, 3)
+      yield* grants(budget, 2)
+      const keys = yield* redis((client) => client.keys(`${prefix}:*`))
+      assert.strictEqual(keys.length, 1)
+      const [key] = keys as [string]
+      assert.match(key, new RegExp(`^${prefix}:budget:llm:[0-9a-f]{16}$`))
+      const stored = JSON.stringify(yield* redis((client) => client.hgetall(key)))
+      assert.notInclude(key + stored, secret)
+      const ttl = yield* redis((client) => client.pttl(key))
+      assert.isAbove(ttl, 0)
+      assert.isAtMost(ttl, 20_000, "a window idle for two windows' time is gone")
+    }).pipe(Effect.provide(connection(prefix)))
+  })
+
+  it.effect("keeps at most a window of buckets, however long it runs", () => {
+    const prefix = freshPrefix()
+    return Effect.gen(function*() {
+      const budget = yield* RedisBudget.make({ ...tenSeconds, ratio: 1, minPerSecond: 0 })
+      for (let second = 0; second < 200; second++) {
+        yield* budget.recordSuccess(1)
+        yield* budget.tryAcquire(failure)
+        yield* TestClock.adjust(second % 7 === 0 ? "2300 millis" : "1 second")
+      }
+      const [key] = (yield* redis((client) => client.keys(`${prefix}:*`))) as [string]
+      // Two fields (successes, retries) per bucket of the window, their totals, and the sweep mark.
+      assert.isAtMost(yield* redis((client) => client.hlen(key)), 2 * 10 + 3)
+    }).pipe(Effect.provide(connection(prefix)))
+  })
+
+  it.effect("refuses a window too finely bucketed for one command", () =>
+    Effect.gen(function*() {
+      assert.throws(() => RedisBudget.make({ target: "llm", buckets: 5_000 }), /buckets must be at most 1000, got 5000/)
+      assert.throws(() => RedisBudget.make({ target: "llm", ratio: -1 }), /ratio must be a finite number >= 0/)
+    }).pipe(Effect.provide(connection(freshPrefix()))))
+
+  it.effect("provides RetryBudget as a layer", () =>
+    Effect.gen(function*() {
+      const budget = yield* RetryBudget.RetryBudget
+      assert.strictEqual(yield* grants(budget, 3), 2)
+    }).pipe(
+      Effect.provide(
+        RedisBudget.layer({ ...tenSeconds, minPerSecond: 0.2 }).pipe(Layer.provide(connection(freshPrefix())))
+      )
+    ))
+})

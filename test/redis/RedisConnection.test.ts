@@ -1,0 +1,90 @@
+import { assert, it } from "@effect/vitest"
+import { RedisConnection, RedisCoordination } from "@resilient-ai/redis"
+import { Cause, ConfigProvider, Duration, Effect, Exit, Layer, Option, Redacted } from "effect"
+
+const withEnv = (env: Record<string, string>) =>
+  Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)), { pathDelim: "_" }))
+
+/** The message of the `ConfigError` reading `env` fails with. */
+const configError = (env: Record<string, string>, prefix?: string) =>
+  Effect.map(Effect.flip(RedisConnection.config(prefix).pipe(withEnv(env))), String)
+
+it.effect("reads the connection's settings under REDIS_ by default", () =>
+  Effect.gen(function*() {
+    const options = yield* RedisConnection.config().pipe(withEnv({
+      REDIS_URL: "redis://:s3cret-pass@127.0.0.1:6390/2",
+      REDIS_KEY_PREFIX: "billing:llm",
+      REDIS_COMMAND_TIMEOUT: "75",
+      REDIS_RETRY_AFTER: "2 seconds"
+    }))
+    assert.strictEqual(Redacted.value(options.url), "redis://:s3cret-pass@127.0.0.1:6390/2")
+    assert.notInclude(String(options.url), "s3cret-pass")
+    assert.strictEqual(options.keyPrefix, "billing:llm")
+    assert.deepStrictEqual(options.commandTimeout, Duration.millis(75))
+    assert.deepStrictEqual(options.retryAfter, Duration.seconds(2))
+  }))
+
+it.effect("reads under another prefix, leaving what is not set to the defaults", () =>
+  Effect.gen(function*() {
+    const options = yield* RedisConnection.config("FLEET_REDIS").pipe(
+      withEnv({ FLEET_REDIS_URL: "redis://cache:6379" })
+    )
+    assert.deepStrictEqual(
+      [options.keyPrefix, options.commandTimeout, options.retryAfter],
+      [undefined, undefined, undefined]
+    )
+  }))
+
+it.effect("names every bad setting, and never shows a password", () =>
+  Effect.gen(function*() {
+    assert.include(yield* configError({}), "REDIS_URL")
+    assert.include(
+      yield* configError({ REDIS_URL: "http://127.0.0.1:6379" }),
+      "url must start with redis:// or rediss://"
+    )
+    const noHost = yield* configError({ REDIS_URL: "hunter2-not-a-url" })
+    assert.include(noHost, "url must be a redis:// URL")
+    assert.notInclude(noHost, "hunter2")
+    assert.include(
+      yield* configError({ REDIS_URL: "redis://127.0.0.1", REDIS_COMMAND_TIMEOUT: "0" }),
+      "commandTimeout must be a positive duration"
+    )
+    assert.include(
+      yield* configError({ REDIS_URL: "redis://127.0.0.1", REDIS_RETRY_AFTER: "soon" }),
+      `REDIS_RETRY_AFTER must be a duration such as 30000 or "30 seconds", got soon`
+    )
+    assert.include(
+      yield* configError({ REDIS_URL: "redis://127.0.0.1", REDIS_KEY_PREFIX: "my app" }),
+      "keyPrefix must be letters, digits and : _ . -"
+    )
+    assert.include(yield* configError({ FLEET_URL: "ftp://x" }, "FLEET"), "redis (FLEET_*)")
+  }))
+
+it.effect("fails the layer with the ConfigError before opening any connection", () =>
+  Effect.gen(function*() {
+    const exit = yield* Effect.exit(
+      Layer.build(RedisCoordination.layerConfig()).pipe(
+        Effect.scoped,
+        withEnv({ REDIS_URL: "redis://127.0.0.1:1", REDIS_COMMAND_TIMEOUT: "-5" })
+      )
+    )
+    assert.isTrue(Exit.isFailure(exit))
+    const failure = Exit.isFailure(exit) ? Cause.failureOption(exit.cause) : Option.none()
+    assert.isTrue(Option.isSome(failure))
+    assert.include(
+      String(Option.getOrThrow(failure)),
+      "REDIS_COMMAND_TIMEOUT must not be negative, got -5"
+    )
+  }))
+
+it("refuses bad options given in code with a RangeError naming them", () => {
+  assert.throws(
+    () => RedisConnection.make({ url: Redacted.make("redis://127.0.0.1"), commandTimeout: "0 millis" }),
+    RangeError,
+    "redis: commandTimeout must be a positive duration"
+  )
+  assert.deepStrictEqual(
+    RedisConnection.problems({ url: Redacted.make("rediss://user:pw@host:6380"), keyPrefix: "ok:prefix" }),
+    []
+  )
+})

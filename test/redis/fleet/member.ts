@@ -1,0 +1,113 @@
+/**
+ * One process of a fleet, for the fleet and lease tests: started as a separate OS process by
+ * `process.ts`, told what to do by one JSON argument, it reports on stdout as JSON lines.
+ *
+ * - `calls`: makes `calls` chat calls, `concurrency` at a time, through a managed target whose
+ *   budget and gate live on Redis (`coordination: "redis"`) or in this process (`"memory"`), and
+ *   reports how each call ended and how many decisions fell back to the process.
+ * - `hold`: takes `permits` permits of a Redis gate, says so, and holds them until it is killed.
+ */
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import { ModelClient, Target } from "@resilient-ai/client"
+import { RedisConnection, RedisCoordination, RedisGate } from "@resilient-ai/redis"
+import { Effect, Layer, Logger, Metric, Redacted } from "effect"
+
+export type Task =
+  | {
+    readonly _tag: "calls"
+    readonly faultUrl: string
+    readonly redisUrl: string
+    readonly keyPrefix: string
+    readonly coordination: "redis" | "memory"
+    readonly calls: number
+    readonly concurrency: number
+  }
+  | {
+    readonly _tag: "hold"
+    readonly redisUrl: string
+    readonly keyPrefix: string
+    readonly target: string
+    readonly limit: number
+    readonly permits: number
+    readonly leaseTimeMillis: number
+  }
+
+/** What a `calls` member reports when it is done. */
+export interface CallsReport {
+  readonly _tag: "done"
+  readonly pid: number
+  readonly succeeded: number
+  readonly failed: Readonly<Record<string, number>>
+  readonly fallbacks: number
+}
+
+const task = JSON.parse(process.argv[2] ?? "{}") as Task
+const say = (line: object) => Effect.sync(() => process.stdout.write(`${JSON.stringify(line)}\n`))
+
+const connection = (redisUrl: string, keyPrefix: string) =>
+  RedisConnection.layer({ url: Redacted.make(redisUrl), keyPrefix, commandTimeout: "1 second" })
+
+/** The fleet test's target: every process calls the same name with the same key, so they share. */
+const fleetTarget = (faultUrl: string) =>
+  Target.managed({
+    name: "fleet-llm",
+    baseUrl: faultUrl,
+    model: "fleet-model",
+    apiKey: Redacted.make("sk-fleet-test-key"),
+    maxAttempts: 3,
+    baseDelay: "1 millis",
+    maxDelay: "5 millis",
+    hintSpread: "5 millis",
+    attemptTimeout: "5 seconds",
+    budget: { ratio: 0.1, minPerSecond: 0.5 }
+  })
+
+const calls = (task: Extract<Task, { _tag: "calls" }>) => {
+  const coordination = task.coordination === "redis"
+    ? RedisCoordination.layer().pipe(Layer.provide(connection(task.redisUrl, task.keyPrefix)))
+    : Layer.empty
+  const client = ModelClient.layer(fleetTarget(task.faultUrl)).pipe(
+    Layer.provide(coordination),
+    Layer.provide(NodeHttpClient.layerUndici)
+  )
+  return Effect.gen(function*() {
+    const model = yield* ModelClient.ModelClient
+    const failed: Record<string, number> = {}
+    let succeeded = 0
+    yield* Effect.forEach(
+      Array.from({ length: task.calls }),
+      () =>
+        model.chat({ messages: [{ role: "user", content: "hello" }] }).pipe(
+          Effect.match({
+            onSuccess: () => void succeeded++,
+            onFailure: (failure) => void (failed[failure.reason] = (failed[failure.reason] ?? 0) + 1)
+          })
+        ),
+      { concurrency: task.concurrency, discard: true }
+    )
+    const fallbacks = yield* Metric.value(RedisConnection.fallbacks.pipe(Metric.tagged("operation", "budget")))
+    yield* say({ _tag: "done", pid: process.pid, succeeded, failed, fallbacks: fallbacks.count } satisfies CallsReport)
+  }).pipe(Effect.provide(client))
+}
+
+const hold = (task: Extract<Task, { _tag: "hold" }>) =>
+  Effect.gen(function*() {
+    const gate = yield* RedisGate.make({
+      target: task.target,
+      limit: task.limit,
+      mode: "shed",
+      leaseTime: task.leaseTimeMillis
+    })
+    yield* Effect.replicateEffect(gate.acquire(Number.POSITIVE_INFINITY), task.permits)
+    yield* say({ _tag: "held", pid: process.pid, permits: task.permits })
+    return yield* Effect.never
+  }).pipe(Effect.provide(connection(task.redisUrl, task.keyPrefix)))
+
+const program = task._tag === "calls" ? calls(task) : hold(task)
+
+Effect.runPromiseExit(program.pipe(Effect.provide(Logger.remove(Logger.defaultLogger)))).then((exit) => {
+  if (exit._tag === "Failure") {
+    process.stderr.write(`member failed: ${String(exit.cause)}\n`)
+    process.exitCode = 1
+  }
+})

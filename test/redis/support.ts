@@ -1,0 +1,55 @@
+/** Helpers shared by the Redis tests: the shared server, connections under keys of their own. */
+import { describe } from "@effect/vitest"
+import { RedisConnection } from "@resilient-ai/redis"
+import { Effect, Layer, Redacted } from "effect"
+import { randomUUID } from "node:crypto"
+import { inject } from "vitest"
+
+/** The shared Redis, or "" when there is none (the tests are then skipped, and the setup says so). */
+export const redisUrl = inject("redisUrl")
+
+/** The `redis-server` binary, or "" when the machine has none. */
+export const redisServerBinary = inject("redisServerBinary")
+
+/** `describe` when a Redis is reachable, skipped otherwise. */
+export const describeRedis = (name: string, body: () => void): void => {
+  describe.skipIf(redisUrl === "")(name, body)
+}
+
+/** A key prefix no other test uses, so tests sharing one server never see each other's keys. */
+export const freshPrefix = (): string => `test-${randomUUID().slice(0, 8)}`
+
+/** A connection to `url` under `keyPrefix`, with a command timeout generous enough for a loaded CI machine. */
+export const connection = (
+  keyPrefix: string,
+  options: Partial<RedisConnection.Options> & { readonly url?: string } = {}
+): Layer.Layer<RedisConnection.RedisConnection> =>
+  RedisConnection.layer({
+    commandTimeout: "1 second",
+    ...options,
+    url: Redacted.make(options.url ?? redisUrl),
+    keyPrefix
+  })
+
+/** Runs `command` on the connection in context, for tests that inspect what Redis holds. */
+export const redis = <A>(command: (client: RedisConnection.Service["client"]) => Promise<A>) =>
+  Effect.flatMap(RedisConnection.RedisConnection, (connection) => Effect.promise(() => command(connection.client)))
+
+/**
+ * Lets I/O already under way (a Redis reply) reach the fibers waiting on it, without moving the
+ * TestClock: one turn of Node's event loop per step, until `done` holds.
+ */
+export const eventually = <E, R>(done: Effect.Effect<boolean, E, R>, what: string, turns = 2_000) =>
+  Effect.gen(function*() {
+    for (let turn = 0; turn < turns; turn++) {
+      if (yield* done) return
+      yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+    }
+    return yield* Effect.die(new Error(`never happened: ${what}`))
+  })
+
+/** Opens a connection for the rest of the scope, as a process of the fleet would: its context, to provide. */
+export const openConnection = (
+  keyPrefix: string,
+  options: Partial<RedisConnection.Options> & { readonly url?: string } = {}
+) => Layer.build(connection(keyPrefix, options))
