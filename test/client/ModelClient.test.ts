@@ -413,35 +413,7 @@ describe("ModelClient against the fault server", () => {
           ["mistral-large-latest", "mistral-tiny"]
         )
       }).pipe(Effect.provide(HttpLive)))
-
-    const bad: ReadonlyArray<readonly [string, Record<string, string>, RegExp]> = [
-      ["a missing key", {}, /API_KEY/],
-      ["a non-positive timeout", { MISTRAL_ATTEMPT_TIMEOUT: "0" }, /attemptTimeout must be positive/],
-      ["a negative timeout", { MISTRAL_ATTEMPT_TIMEOUT: "-5 seconds" }, /must not be negative/],
-      ["a ceiling below one", { MISTRAL_MAX_ATTEMPTS: "0" }, /maxAttempts must be an integer >= 1/],
-      ["a negative backoff", { MISTRAL_BASE_DELAY: "-100" }, /BASE_DELAY must not be negative/],
-      ["a base URL that is not one", { MISTRAL_BASE_URL: "api.mistral.ai" }, /baseUrl must be an http\(s\) URL/]
-    ]
-    for (const [name, overrides, message] of bad) {
-      it.scopedLive(`${name} fails the layer with a clear message before any request`, () =>
-        Effect.gen(function*() {
-          const server = yield* FaultServer.make({})
-          const settings: Record<string, string> = {
-            MISTRAL_BASE_URL: server.url,
-            MISTRAL_MODEL: "mistral-small-latest",
-            ...(name === "a missing key" ? {} : { MISTRAL_API_KEY: apiKey }),
-            ...overrides
-          }
-          const exit = yield* Layer.build(ModelClient.layerConfig(Target.managedConfig("MISTRAL"))).pipe(
-            Effect.provide(environment(settings)),
-            Effect.exit
-          )
-          const failure = failureOf(exit)
-          assert.strictEqual(failure._tag, "ConfigError" as never)
-          assert.match(String(failure), message)
-          assert.strictEqual((yield* server.arrivals).length, 0)
-        }).pipe(Effect.provide(HttpLive)))
-    }
+    // Every bad setting, and that it fails before any request: test/config/BadConfig.test.ts.
   })
 
   describe("secrets", () => {

@@ -3,11 +3,15 @@ import { NodeHttpClient } from "@effect/platform-node"
 import { ModelClient, Target } from "@resilient-ai/client"
 import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
 import { Effect, Layer, Logger, Redacted } from "effect"
+import { canary } from "../canary.js"
 
-/** The API key the tests use; no log line may ever contain it. */
-export const apiKey = "sk-test-3f9c2b7a1d"
+/** The API key the tests use: the canary, which no output, log line or failure may ever contain. */
+export const apiKey = canary
 
-/** The real undici-based HTTP client, as an application on Node provides it; log lines stay out of the test output. */
+/**
+ * The real undici-based HTTP client, as an application on Node provides it. Log lines stay out of
+ * the test output (`test/setup.ts` still checks each for the key).
+ */
 export const HttpLive = Layer.merge(NodeHttpClient.layerUndici, Logger.remove(Logger.defaultLogger))
 
 let targets = 0

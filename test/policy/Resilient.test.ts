@@ -16,6 +16,7 @@ import {
   Schedule,
   TestClock
 } from "effect"
+import { canary } from "../canary.js"
 import { captureLogs, freshTarget, scripted, services } from "./support.js"
 
 const serverError = new Failure.ServerError({ status: 500 })
@@ -212,6 +213,26 @@ describe("Resilient.retry", () => {
         assert.strictEqual(failure.reason, "deadline")
         assert.strictEqual(failure.last._tag, "Overloaded")
         assert.strictEqual((yield* Metrics.summary(target)).deadlineSkips, 1)
+      }).pipe(Effect.provide(services(target)))
+    })
+
+    it.effect("a hint that ends exactly at the deadline is not slept, even with no minAttemptTime", () => {
+      const target = freshTarget("hint-at-deadline")
+      return Effect.gen(function*() {
+        const { attempt, times } = yield* scripted([{
+          fail: new Failure.RateLimited({ status: 429, retryAfter: Duration.seconds(5) })
+        }])
+        const policy = Resilient.policy({ target, minAttemptTime: 0, hintSpread: 0 })
+        const fiber = yield* attempt.pipe(Resilient.retry(policy, { timeout: "5 seconds" }), Effect.fork)
+        yield* TestClock.adjust(0)
+        // Woken at the deadline, the retry could only be skipped: the sleep and the budget would be wasted.
+        const exit = yield* Fiber.poll(fiber)
+        if (exit._tag === "None") return assert.fail("the call slept towards its deadline")
+        const failure = failureOf(exit.value)
+        assert.strictEqual(failure.reason, "deadline")
+        assert.strictEqual(failure.last._tag, "RateLimited")
+        assert.deepStrictEqual(yield* times, [0])
+        assert.strictEqual((yield* (yield* RetryBudget.RetryBudget).snapshot).retries, 0)
       }).pipe(Effect.provide(services(target)))
     })
   })
@@ -772,13 +793,13 @@ describe("Resilient.retry", () => {
         yield* settle(
           attempt.pipe(
             Resilient.retry(Resilient.policy({ target, maxAttempts: 2 })),
-            Effect.annotateLogs("apiKey", Redacted.make("sk-live-0123456789")),
+            Effect.annotateLogs("apiKey", Redacted.make(canary)),
             Effect.provide(Logger.replace(Logger.defaultLogger, printing))
           )
         )
         assert.strictEqual(printed.length, 2)
         for (const line of printed) {
-          assert.notInclude(line, "sk-live-0123456789")
+          assert.notInclude(line, canary)
           assert.include(line, "<redacted>")
         }
       }).pipe(Effect.provide(services(target)))

@@ -122,6 +122,22 @@ describe("RetryHint", () => {
     })
   })
 
+  describe("years 0 to 99", () => {
+    it("are those years, not 1900–1999, so such a date is in the past", () => {
+      const year42 = new Date("0042-03-01T12:00:00Z").getTime()
+      assert.strictEqual(RetryHint.parseHttpDate("Sat, 01 Mar 0042 12:00:00 GMT", 0), year42)
+      assert.strictEqual(RetryHint.parseHttpDate("Sat Mar  1 12:00:00 0042", 0), year42)
+      assert.strictEqual(
+        RetryHint.parseHttpDate("Sun, 29 Feb 0004 00:00:00 GMT", 0),
+        new Date("0004-02-29T00:00:00Z").getTime()
+      )
+      assert.strictEqual(millisOf(RetryHint.parseRetryAfter("Sat, 01 Mar 0042 12:00:00 GMT", exampleDate)), 0)
+      // Year 0 is a leap year; 1900, which `Date.UTC` would have read "00" as, is not.
+      assert.isDefined(RetryHint.parseHttpDate("Tue, 29 Feb 0000 00:00:00 GMT", 0))
+      assert.isUndefined(RetryHint.parseHttpDate("Mon, 29 Feb 0100 00:00:00 GMT", 0))
+    })
+  })
+
   describe("impossible values", () => {
     it("are no date, not a date rolled over", () => {
       for (

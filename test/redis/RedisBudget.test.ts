@@ -2,6 +2,7 @@ import { assert, it } from "@effect/vitest"
 import { Failure, RetryBudget } from "@resilient-ai/policy"
 import { RedisBudget } from "@resilient-ai/redis"
 import { Effect, Layer, Redacted, TestClock } from "effect"
+import { canary } from "../canary.js"
 import { connection, describeRedis, freshPrefix, openConnection, redis } from "./support.js"
 
 const failure = new Failure.ServerError({ status: 503 })
@@ -71,7 +72,7 @@ describeRedis("RedisBudget", () => {
 
   it.effect("is one budget for every connection calling a target with one API key", () => {
     const prefix = freshPrefix()
-    const apiKey = Redacted.make("sk-fleet-shared")
+    const apiKey = Redacted.make(canary)
     const options = { ...tenSeconds, ratio: 0, minPerSecond: 1, apiKey }
     const open = (extra: Partial<RedisBudget.Options> = {}) =>
       Effect.flatMap(
@@ -83,7 +84,7 @@ describeRedis("RedisBudget", () => {
       const second = yield* open()
       assert.strictEqual(yield* grants(first, 6), 6)
       assert.strictEqual(yield* grants(second, 6), 4, "the second process shares the first's floor of 10")
-      const otherKey = yield* open({ apiKey: Redacted.make("sk-another-key") })
+      const otherKey = yield* open({ apiKey: Redacted.make(`${canary}-another`) })
       const otherTarget = yield* open({ target: "embeddings" })
       assert.strictEqual(yield* grants(otherKey, 12), 10)
       assert.strictEqual(yield* grants(otherTarget, 12), 10)
@@ -92,7 +93,7 @@ describeRedis("RedisBudget", () => {
 
   it.effect("stores a fingerprint of the API key, never the key, in keys that expire", () => {
     const prefix = freshPrefix()
-    const secret = "sk-canary-budget-0123456789"
+    const secret = canary
     return Effect.gen(function*() {
       const budget = yield* RedisBudget.make({ ...tenSeconds, apiKey: Redacted.make(secret) })
       yield* successes(budget, 3)

@@ -35,29 +35,10 @@ it.effect("reads under another prefix, leaving what is not set to the defaults",
     )
   }))
 
-it.effect("names every bad setting, and never shows a password", () =>
+it.effect("names the prefix it reads under in a bad setting's message", () =>
   Effect.gen(function*() {
-    assert.include(yield* configError({}), "REDIS_URL")
-    assert.include(
-      yield* configError({ REDIS_URL: "http://127.0.0.1:6379" }),
-      "url must start with redis:// or rediss://"
-    )
-    const noHost = yield* configError({ REDIS_URL: "hunter2-not-a-url" })
-    assert.include(noHost, "url must be a redis:// URL")
-    assert.notInclude(noHost, "hunter2")
-    assert.include(
-      yield* configError({ REDIS_URL: "redis://127.0.0.1", REDIS_COMMAND_TIMEOUT: "0" }),
-      "commandTimeout must be a positive duration"
-    )
-    assert.include(
-      yield* configError({ REDIS_URL: "redis://127.0.0.1", REDIS_RETRY_AFTER: "soon" }),
-      `REDIS_RETRY_AFTER must be a duration such as 30000 or "30 seconds", got soon`
-    )
-    assert.include(
-      yield* configError({ REDIS_URL: "redis://127.0.0.1", REDIS_KEY_PREFIX: "my app" }),
-      "keyPrefix must be letters, digits and : _ . -"
-    )
-    assert.include(yield* configError({ FLEET_URL: "ftp://x" }, "FLEET"), "redis (FLEET_*)")
+    // Each bad setting, by variable and rule, is in test/config/BadConfig.test.ts.
+    assert.include(yield* configError({ FLEET_URL: "ftp://x" }, "FLEET"), "redis (FLEET_*): FLEET_URL must start with")
   }))
 
 it.effect("fails the layer with the ConfigError before opening any connection", () =>

@@ -2,6 +2,7 @@ import { assert, it } from "@effect/vitest"
 import { ConcurrencyGate, type Failure } from "@resilient-ai/policy"
 import { RedisGate } from "@resilient-ai/redis"
 import { Clock, Effect, Exit, Fiber, Option, Redacted, TestClock } from "effect"
+import { canary } from "../canary.js"
 import { lineOf, startMember } from "./fleet/process.js"
 import { connection, describeRedis, eventually, freshPrefix, openConnection, redis, redisUrl } from "./support.js"
 
@@ -203,7 +204,7 @@ describeRedis("RedisGate", () => {
   it.scoped("keys by target and API key fingerprint, never the key", () =>
     Effect.gen(function*() {
       const prefix = freshPrefix()
-      const secret = "sk-canary-gate-9876543210"
+      const secret = canary
       const gate = yield* member(prefix, { apiKey: Redacted.make(secret) })
       yield* gate.acquire(forever)
       yield* gate.acquire(forever)

@@ -494,6 +494,57 @@ describe("FaultServer resets and broken bodies", () => {
     }))
 })
 
+describe("FaultServer Raw and Close", () => {
+  it.scopedLive("Raw sends the status, headers and body given, the body repeated, with its length", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({
+        steps: [
+          { _tag: "Raw", headers: { "content-type": "text/plain" }, body: "ab", repeat: 3 },
+          { _tag: "Raw", status: 502, bodyBase64: Buffer.from([0x7b, 0xff, 0xfe, 0x7d]).toString("base64") },
+          { _tag: "Raw" }
+        ]
+      })
+      const plain = yield* Effect.orDie(post(server, "/chat/completions", chat))
+      assert.strictEqual(plain.status, 200)
+      assert.strictEqual(plain.headers.get("content-type"), "text/plain")
+      assert.strictEqual(plain.headers.get("content-length"), "6")
+      assert.strictEqual(yield* Effect.orDie(text(plain)), "ababab")
+      const bytes = yield* Effect.orDie(post(server, "/chat/completions", chat))
+      assert.strictEqual(bytes.status, 502)
+      const raw = yield* Effect.promise(() => bytes.arrayBuffer())
+      assert.deepStrictEqual([...new Uint8Array(raw)], [0x7b, 0xff, 0xfe, 0x7d])
+      const empty = yield* Effect.orDie(post(server, "/chat/completions", chat))
+      assert.strictEqual(empty.status, 200)
+      assert.strictEqual(yield* Effect.orDie(text(empty)), "")
+      assert.deepStrictEqual((yield* server.arrivals).map((a) => a.fault), ["Raw", "Raw", "Raw"])
+    }))
+
+  it.scopedLive("Close ends the connection without a response, and it is not the client's abort", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ steps: [{ _tag: "Close" }] })
+      const failure = yield* Effect.flip(post(server, "/chat/completions", chat))
+      assert.strictEqual(failure.message, "fetch failed")
+      assert.strictEqual(failure.cause?.code, "UND_ERR_SOCKET")
+      const [arrival] = yield* server.arrivals
+      assert.strictEqual(arrival!.fault, "Close")
+      assert.isFalse(arrival!.aborted)
+      assert.strictEqual(yield* eventually(server.openConnections, (n) => n === 0), 0)
+    }))
+
+  it.scopedLive("counts the connections it accepted and those still open", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make()
+      assert.deepStrictEqual([yield* server.openConnections, yield* server.connectionsAccepted], [0, 0])
+      const socket = yield* Effect.async<Net.Socket>((resume) => {
+        const opened = Net.connect(server.port, "127.0.0.1", () => resume(Effect.succeed(opened)))
+      })
+      assert.strictEqual(yield* eventually(server.openConnections, (n) => n === 1), 1)
+      socket.destroy()
+      assert.strictEqual(yield* eventually(server.openConnections, (n) => n === 0), 0)
+      assert.strictEqual(yield* server.connectionsAccepted, 1)
+    }))
+})
+
 describe("FaultServer plan", () => {
   it.scopedLive("consumes steps in arrival order, then applies otherwise", () =>
     Effect.gen(function*() {

@@ -104,45 +104,144 @@ export const selfHostedDefaults: Defaults = {
   connectTimeout: Duration.seconds(3)
 }
 
-/** Why a target's settings cannot work, one message per setting. */
-export const problems = (target: Target): ReadonlyArray<string> => {
+/** A setting of a target, as `problems` names it. */
+export type Setting =
+  | "name"
+  | "baseUrl"
+  | "model"
+  | "apiKey"
+  | "attemptTimeout"
+  | "attemptTimeoutByModel"
+  | "maxAttempts"
+  | "baseDelay"
+  | "maxDelay"
+  | "hintSpread"
+  | "budgetRatio"
+  | "budgetMinPerSecond"
+  | "concurrency"
+  | "idempotencyHeader"
+  | "maxResponseBytes"
+  | "connectTimeout"
+
+/** The environment variable of each setting, after the prefix and `_`. */
+const variables: Readonly<Record<Exclude<Setting, "name">, string>> = {
+  baseUrl: "BASE_URL",
+  model: "MODEL",
+  apiKey: "API_KEY",
+  attemptTimeout: "ATTEMPT_TIMEOUT",
+  attemptTimeoutByModel: "ATTEMPT_TIMEOUTS",
+  maxAttempts: "MAX_ATTEMPTS",
+  baseDelay: "BASE_DELAY",
+  maxDelay: "MAX_DELAY",
+  hintSpread: "HINT_SPREAD",
+  budgetRatio: "BUDGET_RATIO",
+  budgetMinPerSecond: "BUDGET_MIN_PER_SECOND",
+  concurrency: "CONCURRENCY",
+  idempotencyHeader: "IDEMPOTENCY_HEADER",
+  maxResponseBytes: "MAX_RESPONSE_BYTES",
+  connectTimeout: "CONNECT_TIMEOUT"
+}
+
+const optionNames: Readonly<Record<Setting, string>> = {
+  name: "name",
+  baseUrl: "baseUrl",
+  model: "model",
+  apiKey: "apiKey",
+  attemptTimeout: "attemptTimeout",
+  attemptTimeoutByModel: "attemptTimeoutByModel",
+  maxAttempts: "maxAttempts",
+  baseDelay: "baseDelay",
+  maxDelay: "maxDelay",
+  hintSpread: "hintSpread",
+  budgetRatio: "budget ratio",
+  budgetMinPerSecond: "budget minPerSecond",
+  concurrency: "concurrency",
+  idempotencyHeader: "idempotencyHeader",
+  maxResponseBytes: "maxResponseBytes",
+  connectTimeout: "connectTimeout"
+}
+
+/** Headers the transport sets itself: an idempotency header by one of these names would replace them. */
+const reservedHeaders = ["accept", "authorization", "content-type", "content-length", "host", "transfer-encoding"]
+
+/**
+ * Why a target's settings cannot work, one message per setting, each naming it `label(setting)`
+ * (the option's name by default; `config` names the environment variable). The API key is never shown.
+ */
+export const problems = (
+  target: Target,
+  label: (setting: Setting) => string = (setting) => optionNames[setting]
+): ReadonlyArray<string> => {
   const found: Array<string> = []
   const positive = (name: string, value: Duration.Duration) => {
     if (!(Duration.toMillis(value) > 0)) found.push(`${name} must be positive, got ${Duration.format(value)}`)
   }
-  if (target.name.trim() === "") found.push("name must not be empty")
-  if (!isHttpUrl(target.baseUrl)) found.push(`baseUrl must be an http(s) URL, got ${JSON.stringify(target.baseUrl)}`)
-  if (target.model.trim() === "") found.push("model must not be empty")
-  if (target.kind === "managed" && target.apiKey === undefined) found.push("apiKey is required for a managed target")
-  positive("attemptTimeout", target.attemptTimeout)
+  const atLeastOne = (setting: Setting, value: number) => {
+    if (!Number.isInteger(value) || value < 1) found.push(`${label(setting)} must be an integer >= 1, got ${value}`)
+  }
+  if (target.name.trim() === "") found.push(`${label("name")} must not be empty`)
+  const badUrl = baseUrlProblem(target.baseUrl)
+  if (badUrl !== undefined) found.push(`${label("baseUrl")} ${badUrl}`)
+  if (target.model.trim() === "") found.push(`${label("model")} must not be empty`)
+  if (target.apiKey === undefined) {
+    if (target.kind === "managed") found.push(`${label("apiKey")} is required for a managed target`)
+  } else if (Redacted.value(target.apiKey) === "") {
+    found.push(`${label("apiKey")} must not be empty`)
+  } else if (!/^[\x21-\x7e]+$/.test(Redacted.value(target.apiKey))) {
+    // Shown in no message: a key with a stray newline is still a key.
+    found.push(`${label("apiKey")} must not contain spaces, control or non-ASCII characters (its value is not shown)`)
+  }
+  positive(label("attemptTimeout"), target.attemptTimeout)
   for (const [model, timeout] of Object.entries(target.attemptTimeoutByModel)) {
-    positive(`attemptTimeout of ${model}`, timeout)
+    positive(`${label("attemptTimeoutByModel")} (${model})`, timeout)
   }
-  if (!Number.isInteger(target.maxAttempts) || target.maxAttempts < 1) {
-    found.push(`maxAttempts must be an integer >= 1, got ${target.maxAttempts}`)
-  }
+  atLeastOne("maxAttempts", target.maxAttempts)
+  // A zero base makes every retry immediate, whatever the cap says.
+  positive(label("baseDelay"), target.baseDelay)
   if (Duration.greaterThan(target.baseDelay, target.maxDelay)) {
     found.push(
-      `baseDelay (${Duration.format(target.baseDelay)}) must not exceed maxDelay (${Duration.format(target.maxDelay)})`
+      `${label("baseDelay")} (${Duration.format(target.baseDelay)}) must not exceed ${label("maxDelay")} (${
+        Duration.format(target.maxDelay)
+      })`
     )
   }
-  if (!(target.budget.ratio >= 0 && Number.isFinite(target.budget.ratio))) {
-    found.push(`budget ratio must be a finite number >= 0, got ${target.budget.ratio}`)
+  if (!(target.budget.ratio >= 0 && target.budget.ratio <= 1)) {
+    found.push(`${label("budgetRatio")} must be between 0 and 1 (0.1 allows 10% retries), got ${target.budget.ratio}`)
   }
   if (!(target.budget.minPerSecond >= 0 && Number.isFinite(target.budget.minPerSecond))) {
-    found.push(`budget minPerSecond must be a finite number >= 0, got ${target.budget.minPerSecond}`)
+    found.push(`${label("budgetMinPerSecond")} must be a finite number >= 0, got ${target.budget.minPerSecond}`)
   }
-  if (!Number.isInteger(target.concurrency) || target.concurrency < 1) {
-    found.push(`concurrency must be an integer >= 1, got ${target.concurrency}`)
-  }
+  atLeastOne("concurrency", target.concurrency)
   if (!/^[A-Za-z0-9-]+$/.test(target.idempotencyHeader)) {
-    found.push(`idempotencyHeader must be a header name, got ${JSON.stringify(target.idempotencyHeader)}`)
+    found.push(
+      `${label("idempotencyHeader")} must be a header name (letters, digits and -), got ${
+        JSON.stringify(target.idempotencyHeader)
+      }`
+    )
+  } else if (reservedHeaders.includes(target.idempotencyHeader.toLowerCase())) {
+    found.push(
+      `${label("idempotencyHeader")} must not be a header the client sets itself (${reservedHeaders.join(", ")}), got ${
+        JSON.stringify(target.idempotencyHeader)
+      }`
+    )
   }
-  if (!Number.isInteger(target.maxResponseBytes) || target.maxResponseBytes < 1) {
-    found.push(`maxResponseBytes must be an integer >= 1, got ${target.maxResponseBytes}`)
-  }
-  positive("connectTimeout", target.connectTimeout)
+  atLeastOne("maxResponseBytes", target.maxResponseBytes)
+  positive(label("connectTimeout"), target.connectTimeout)
   return found
+}
+
+/** What is wrong with a base URL, if anything; any credentials in it are not shown. */
+const baseUrlProblem = (value: string): string | undefined => {
+  // Credentials, or a key some providers take in the query, stay out of the message.
+  const shown = JSON.stringify(value.replace(/^([^:/?#]*:\/\/)[^/?#]*@/, "$1***@").replace(/[?#].*$/s, "?***"))
+  if (/\s/.test(value)) return `must not contain spaces, got ${shown}`
+  if (!isHttpUrl(value)) return `must be an http(s) URL, got ${shown}`
+  const url = new URL(value)
+  if (url.username !== "" || url.password !== "") {
+    return "must not hold credentials (the API key has a setting of its own)"
+  }
+  if (url.search !== "" || url.hash !== "") return "must not have a query or fragment"
+  return undefined
 }
 
 /** Whether `value` is an absolute http or https URL. */
@@ -197,20 +296,20 @@ export const managed = (options: Options): Target => make("managed", options)
 export const selfHosted = (options: Options): Target => make("self-hosted", options)
 
 /** The policy of requests for `model` (the target's own model unless named). */
-export const policyFor = (target: Target, model: string = target.model): Resilient.Policy =>
-  Resilient.policy({
+export const policyFor = (target: Target, model: string = target.model): Resilient.Policy => {
+  const attemptTimeout = target.attemptTimeoutByModel[model] ?? target.attemptTimeout
+  return Resilient.policy({
     target: target.name,
     model,
     maxAttempts: target.maxAttempts,
     baseDelay: target.baseDelay,
     maxDelay: target.maxDelay,
     hintSpread: target.hintSpread,
-    attemptTimeout: target.attemptTimeoutByModel[model] ?? target.attemptTimeout,
-    minAttemptTime: Duration.min(
-      Duration.millis(100),
-      Duration.divide(target.attemptTimeout, 2).pipe(Option.getOrThrow)
-    )
+    attemptTimeout,
+    // From the model's own timeout: a model allowed 90 ms must not need 100 ms left to start.
+    minAttemptTime: Duration.min(Duration.millis(100), Duration.divide(attemptTimeout, 2).pipe(Option.getOrThrow))
   })
+}
 
 /** How a full gate behaves: managed targets queue (bounded by the deadline), self-hosted ones shed. */
 export const gateMode = (target: Target): "queue" | "shed" => target.kind === "managed" ? "queue" : "shed"
@@ -238,23 +337,38 @@ export const selfHostedClassifier: Classifier.Service = {
 export const classifierFor = (target: Target): Classifier.Service =>
   target.kind === "managed" ? { classify: Classifier.classifyDefault } : selfHostedClassifier
 
-/** Reads `model=duration` pairs, separated by commas. */
-const timeoutsByModel = (name: string): Config.Config<Record<string, Duration.Duration>> =>
+/** Reads `model=duration` pairs, separated by commas, naming the variable `label` in failures. */
+const timeoutsByModel = (name: string, label: string): Config.Config<Record<string, Duration.Duration>> =>
   Config.mapOrFail(Config.string(name), (text) => {
-    const result: Record<string, Duration.Duration> = {}
+    const result = new Map<string, Duration.Duration>()
     for (const pair of text.split(",").map((part) => part.trim()).filter((part) => part !== "")) {
-      const [model, timeout] = pair.split("=").map((part) => part.trim())
+      const [model, timeout, ...extra] = pair.split("=").map((part) => part.trim())
+      if (timeout?.startsWith("-")) {
+        return Either.left(ConfigError.InvalidData([], `${label} must not be negative, got ${JSON.stringify(pair)}`))
+      }
       const decoded = timeout === undefined ? Option.none() : /^\d+$/.test(timeout)
         ? Option.some(Duration.millis(Number(timeout)))
         : Duration.decodeUnknown(timeout)
-      if (model === undefined || model === "" || Option.isNone(decoded)) {
+      if (model === undefined || model === "" || extra.length > 0 || Option.isNone(decoded)) {
         return Either.left(
-          ConfigError.InvalidData([], `${name} must read model=duration,…, got ${JSON.stringify(pair)}`)
+          ConfigError.InvalidData([], `${label} must read model=duration,…, got ${JSON.stringify(pair)}`)
         )
       }
-      result[model] = decoded.value
+      if (result.has(model)) {
+        return Either.left(ConfigError.InvalidData([], `${label} must name each model once, got ${model} twice`))
+      }
+      result.set(model, decoded.value)
     }
-    return Either.right(result)
+    return Either.right(Object.fromEntries(result))
+  })
+
+/** Reads a number, naming the variable `label` when the text is not one; its range is `problems`' to check. */
+const number = (name: string, label: string): Config.Config<number> =>
+  Config.mapOrFail(Config.string(name), (text) => {
+    const value = text.trim() === "" ? Number.NaN : Number(text)
+    return Number.isNaN(value)
+      ? Either.left(ConfigError.InvalidData([], `${label} must be a number, got ${JSON.stringify(text)}`))
+      : Either.right(value)
   })
 
 /**
@@ -262,10 +376,16 @@ const timeoutsByModel = (name: string): Config.Config<Record<string, Duration.Du
  * `{prefix}_BASE_URL`, `_MODEL`, `_API_KEY` (required for a managed target), `_ATTEMPT_TIMEOUT`,
  * `_ATTEMPT_TIMEOUTS` (`model=duration,…`), `_MAX_ATTEMPTS`, `_BASE_DELAY`, `_MAX_DELAY`,
  * `_HINT_SPREAD`, `_BUDGET_RATIO`, `_BUDGET_MIN_PER_SECOND`, `_CONCURRENCY`, `_IDEMPOTENCY_HEADER`,
- * `_MAX_RESPONSE_BYTES`, `_CONNECT_TIMEOUT`. Anything invalid is a `ConfigError` naming the variable.
+ * `_MAX_RESPONSE_BYTES`, `_CONNECT_TIMEOUT`. Anything invalid is a `ConfigError` naming the
+ * variable and the rule it breaks.
  */
 export const config = (kind: Kind, prefix: string, name: string = prefix.toLowerCase()): Config.Config<Target> => {
   const defaults = kind === "managed" ? managedDefaults : selfHostedDefaults
+  const label = (setting: Setting) => setting === "name" ? "name" : `${prefix}_${variables[setting]}`
+  const duration = (setting: Exclude<Setting, "name">, fallback: Duration.Duration) =>
+    Config.withDefault(ConfigDuration.duration(variables[setting], label(setting)), fallback)
+  const numeric = (setting: Exclude<Setting, "name">, fallback: number) =>
+    Config.withDefault(number(variables[setting], label(setting)), fallback)
   // Read as a string and wrapped at once: `Config.redacted` would also redact the message saying
   // the variable is missing, which is no secret and is what the operator needs to see.
   const key = Config.map(Config.string("API_KEY"), Redacted.make)
@@ -274,25 +394,25 @@ export const config = (kind: Kind, prefix: string, name: string = prefix.toLower
     baseUrl: Config.string("BASE_URL"),
     model: Config.string("MODEL"),
     apiKey,
-    attemptTimeout: Config.withDefault(ConfigDuration.duration("ATTEMPT_TIMEOUT"), defaults.attemptTimeout),
-    attemptTimeoutByModel: Config.withDefault(timeoutsByModel("ATTEMPT_TIMEOUTS"), {}),
-    maxAttempts: Config.withDefault(Config.integer("MAX_ATTEMPTS"), defaults.maxAttempts),
-    baseDelay: Config.withDefault(ConfigDuration.duration("BASE_DELAY"), defaults.baseDelay),
-    maxDelay: Config.withDefault(ConfigDuration.duration("MAX_DELAY"), defaults.maxDelay),
-    hintSpread: Config.withDefault(ConfigDuration.duration("HINT_SPREAD"), defaults.hintSpread),
-    ratio: Config.withDefault(Config.number("BUDGET_RATIO"), defaults.budget.ratio),
-    minPerSecond: Config.withDefault(Config.number("BUDGET_MIN_PER_SECOND"), defaults.budget.minPerSecond),
-    concurrency: Config.withDefault(Config.integer("CONCURRENCY"), defaults.concurrency),
+    attemptTimeout: duration("attemptTimeout", defaults.attemptTimeout),
+    attemptTimeoutByModel: Config.withDefault(timeoutsByModel("ATTEMPT_TIMEOUTS", label("attemptTimeoutByModel")), {}),
+    maxAttempts: numeric("maxAttempts", defaults.maxAttempts),
+    baseDelay: duration("baseDelay", defaults.baseDelay),
+    maxDelay: duration("maxDelay", defaults.maxDelay),
+    hintSpread: duration("hintSpread", defaults.hintSpread),
+    ratio: numeric("budgetRatio", defaults.budget.ratio),
+    minPerSecond: numeric("budgetMinPerSecond", defaults.budget.minPerSecond),
+    concurrency: numeric("concurrency", defaults.concurrency),
     idempotencyHeader: Config.withDefault(Config.string("IDEMPOTENCY_HEADER"), defaults.idempotencyHeader),
-    maxResponseBytes: Config.withDefault(Config.integer("MAX_RESPONSE_BYTES"), defaults.maxResponseBytes),
-    connectTimeout: Config.withDefault(ConfigDuration.duration("CONNECT_TIMEOUT"), defaults.connectTimeout)
+    maxResponseBytes: numeric("maxResponseBytes", defaults.maxResponseBytes),
+    connectTimeout: duration("connectTimeout", defaults.connectTimeout)
   }).pipe(Config.nested(prefix))
   return Config.mapOrFail(settings, ({ minPerSecond, ratio, ...rest }) => {
     const target: Target = { ...rest, name, kind, budget: { ratio, minPerSecond } }
-    const found = problems(target)
+    const found = problems(target, label)
     return found.length === 0
       ? Either.right(target)
-      : Either.left(ConfigError.InvalidData([prefix], `target ${name} (${prefix}_*): ${found.join("; ")}`))
+      : Either.left(ConfigError.InvalidData([], `target ${name} (${prefix}_*): ${found.join("; ")}`))
   })
 }
 

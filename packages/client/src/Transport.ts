@@ -27,6 +27,7 @@ import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import { scrubFailure } from "./internal/secrets.js"
 import * as ProviderError from "./ProviderError.js"
 
 /** Where and how to send: the parts of a target the transport needs. */
@@ -146,15 +147,32 @@ export const contractViolation = (error: ParseResult.ParseError): Failure.Contra
   })
 
 const textDecoder = new TextDecoder()
+// JSON must be UTF-8 (RFC 8259): a lenient decoder would turn bad bytes into U+FFFD, silently
+// changing the model's output instead of failing as a body that is not JSON.
+const strictDecoder = new TextDecoder("utf-8", { fatal: true })
+
+/** The text of a body that is valid UTF-8, else `undefined`. */
+const utf8 = (bytes: Uint8Array): string | undefined => {
+  try {
+    return strictDecoder.decode(bytes)
+  } catch {
+    return undefined
+  }
+}
 
 /** Reads a whole body, refusing to read past `maxBytes`. */
 const readBody = (
   response: HttpClientResponse.HttpClientResponse,
   maxBytes: number
-): Effect.Effect<string, Failure.Failure> => {
+): Effect.Effect<Uint8Array, Failure.Failure> => {
   const declared = Number(response.headers["content-length"])
   if (Number.isFinite(declared) && declared > maxBytes) {
-    return Effect.fail(new Failure.ResponseTooLarge({ status: response.status, limitBytes: maxBytes }))
+    // A body left unread holds its connection, mid-response, until garbage collection: start reading
+    // and stop at the first chunk, which ends the stream and with it the request and its connection.
+    return Effect.zipRight(
+      Effect.ignore(Stream.runDrain(Stream.take(response.stream, 1))),
+      Effect.fail(new Failure.ResponseTooLarge({ status: response.status, limitBytes: maxBytes }))
+    )
   }
   return response.stream.pipe(
     Stream.mapError(fromBodyError),
@@ -173,7 +191,7 @@ const readBody = (
         whole.set(part, offset)
         offset += part.byteLength
       }
-      return textDecoder.decode(whole)
+      return whole
     })
   )
 }
@@ -197,7 +215,8 @@ const errorResponse = (
     Effect.either(readBody(response, endpoint.maxResponseBytes)),
     (body) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) => {
-        const text = body._tag === "Right" ? body.right : ""
+        // An error body is evidence, not a contract: decoded leniently, a stray byte keeps its code.
+        const text = body._tag === "Right" ? textDecoder.decode(body.right) : ""
         const parsed = parseJson(text)
         return Effect.fail(ProviderError.toFailure({
           status: response.status,
@@ -275,25 +294,29 @@ export const postJson = <A, I>(
 ): Effect.Effect<A, Failure.Failure, HttpClient.HttpClient> => {
   const model = String(body.model)
   const decode = Schema.decodeUnknown(schema, { errors: "all" })
-  return Effect.flatMap(
-    open(endpoint, path, body, model, "application/json"),
-    ({ info, response }) =>
-      Effect.flatMap(readBody(response, endpoint.maxResponseBytes), (text): Effect.Effect<A, Failure.Failure> => {
-        const parsed = parseJson(text)
-        if (parsed === notJson) {
-          return Effect.fail(
-            new Failure.NotJson({
-              status: response.status,
-              contentType: response.headers["content-type"],
-              excerpt: ProviderError.excerpt(text)
-            })
+  return Effect.mapError(
+    Effect.flatMap(
+      open(endpoint, path, body, model, "application/json"),
+      ({ info, response }) =>
+        Effect.flatMap(readBody(response, endpoint.maxResponseBytes), (bytes): Effect.Effect<A, Failure.Failure> => {
+          const text = utf8(bytes)
+          const parsed = text === undefined ? notJson : parseJson(text)
+          if (parsed === notJson) {
+            return Effect.fail(
+              new Failure.NotJson({
+                status: response.status,
+                contentType: response.headers["content-type"],
+                excerpt: ProviderError.excerpt(text ?? textDecoder.decode(bytes))
+              })
+            )
+          }
+          return decode(parsed).pipe(
+            Effect.mapError(contractViolation),
+            Effect.tap((value) => recordUsage(endpoint, model, usageOf(value), info))
           )
-        }
-        return decode(parsed).pipe(
-          Effect.mapError(contractViolation),
-          Effect.tap((value) => recordUsage(endpoint, model, usageOf(value), info))
-        )
-      })
+        })
+    ),
+    (failure) => scrubFailure(failure, endpoint.apiKey)
   )
 }
 
@@ -334,7 +357,8 @@ export const postStream = <A, I>(
 ): Effect.Effect<Opened<A>, Failure.Failure, HttpClient.HttpClient | Scope.Scope> => {
   const model = String(body.model)
   const decode = Schema.decodeUnknown(schema, { errors: "all" })
-  return Effect.flatMap(open(endpoint, path, body, model, "text/event-stream"), ({ info, response }) => {
+  const scrub = (failure: Failure.Failure) => scrubFailure(failure, endpoint.apiKey)
+  const opened = Effect.flatMap(open(endpoint, path, body, model, "text/event-stream"), ({ info, response }) => {
     let seen = 0
     const chunks: Stream.Stream<A, Failure.Failure> = serverSentData(
       response.stream.pipe(Stream.mapError(fromBodyError))
@@ -382,11 +406,14 @@ export const postStream = <A, I>(
             const [first, ...buffered] = Chunk.toReadonlyArray(chunk)
             return Effect.succeed({
               first: first!,
-              rest: Stream.concat(Stream.fromIterable(buffered), Stream.repeatEffectChunkOption(next))
+              rest: Stream.concat(Stream.fromIterable(buffered), Stream.repeatEffectChunkOption(next)).pipe(
+                Stream.mapError(scrub)
+              )
             })
           }
         })
       return firstChunk()
     })
   })
+  return Effect.mapError(opened, scrub)
 }

@@ -26,7 +26,10 @@ export const duration = (name: string, label = name): Config.Config<Duration.Dur
     return Option.match(decoded, {
       onNone: () =>
         Either.left(
-          ConfigError.InvalidData([], `${label} must be a duration such as 30000 or "30 seconds", got ${trimmed}`)
+          ConfigError.InvalidData(
+            [],
+            `${label} must be a duration such as 30000 or "30 seconds", got ${trimmed === "" ? "nothing" : trimmed}`
+          )
         ),
       onSome: Either.right
     })

@@ -396,7 +396,10 @@ const runSequence = <A, E extends AttemptError, R>(
         scheduleState = step[0]
         const delay = Backoff.delayOf(step[2], now)
         if (delay === undefined) return stopHere("attempts")
-        if (now + delay + minAttemptMillis > deadline) {
+        // The same test `attemptFrom` makes when the sleep ends; with a zero `minAttemptMillis`, a
+        // sleep ending exactly at the deadline would otherwise be granted, spent and then wasted.
+        const left = deadline - (now + delay)
+        if (left <= 0 || left < minAttemptMillis) {
           count(metrics.deadlineSkips)
           return stopHere("deadline")
         }

@@ -49,9 +49,12 @@ const utc = (
   seconds: number
 ): number | undefined => {
   const monthIndex = months.indexOf(monthName)
-  const millis = Date.UTC(year, monthIndex, dayOfMonth, hours, minutes, seconds)
-  const date = new Date(millis)
-  // Date.UTC rolls 31 Feb over to 3 Mar and 24:00 to the next day; an impossible date is no date.
+  // Not `Date.UTC`, which reads years 0–99 as 1900–1999: a date in year 0042 is a date in the past.
+  const date = new Date(0)
+  date.setUTCFullYear(year, monthIndex, dayOfMonth)
+  date.setUTCHours(hours, minutes, seconds)
+  const millis = date.getTime()
+  // The setters roll 31 Feb over to 3 Mar and 24:00 to the next day; an impossible date is no date.
   const exact = date.getUTCFullYear() === year && date.getUTCMonth() === monthIndex &&
     date.getUTCDate() === dayOfMonth && date.getUTCHours() === hours && date.getUTCMinutes() === minutes &&
     date.getUTCSeconds() === seconds

@@ -79,30 +79,41 @@ const readyWithin = (client: Redis, millis: number): Promise<boolean> =>
     client.once("ready", onReady)
   })
 
-/** Why connection settings cannot work, one message per setting. */
-export const problems = (options: Options): ReadonlyArray<string> => {
+/**
+ * Why connection settings cannot work, one message per setting, each naming it `label(setting)`
+ * (the option's name by default; `config` names the environment variable). The URL is never shown.
+ */
+export const problems = (
+  options: Options,
+  label: (setting: "url" | "keyPrefix" | "commandTimeout" | "retryAfter") => string = (setting) => setting
+): ReadonlyArray<string> => {
   const found: Array<string> = []
   const url = Redacted.value(options.url)
   try {
     const parsed = new URL(url)
     if (parsed.protocol !== "redis:" && parsed.protocol !== "rediss:") {
-      found.push("url must start with redis:// or rediss://")
+      found.push(`${label("url")} must start with redis:// or rediss://`)
+    } else if (parsed.hostname === "") {
+      found.push(`${label("url")} must name a host`)
+    } else if (!/^\/?\d*$/.test(parsed.pathname)) {
+      found.push(`${label("url")} must name its database by number (redis://host:6379/2), if at all`)
     }
-    if (parsed.hostname === "") found.push("url must name a host")
   } catch {
-    found.push("url must be a redis:// URL")
+    found.push(`${label("url")} must be a redis:// URL`)
   }
-  const positive = (name: string, input: Duration.DurationInput | undefined) => {
+  const positive = (setting: "commandTimeout" | "retryAfter", input: Duration.DurationInput | undefined) => {
     if (input === undefined) return
-    const millis = Option.map(Duration.decodeUnknown(input), Duration.toMillis)
+    const decoded = Duration.decodeUnknown(input)
+    const millis = Option.map(decoded, Duration.toMillis)
     if (Option.isNone(millis) || !(millis.value > 0) || !Number.isFinite(millis.value)) {
-      found.push(`${name} must be a positive duration, got ${String(input)}`)
+      const shown = Option.match(decoded, { onNone: () => String(input), onSome: Duration.format })
+      found.push(`${label(setting)} must be a positive duration, got ${shown}`)
     }
   }
   positive("commandTimeout", options.commandTimeout)
   positive("retryAfter", options.retryAfter)
   if (options.keyPrefix !== undefined && !/^[A-Za-z0-9:_.-]+$/.test(options.keyPrefix)) {
-    found.push(`keyPrefix must be letters, digits and : _ . -, got ${JSON.stringify(options.keyPrefix)}`)
+    found.push(`${label("keyPrefix")} must be letters, digits and : _ . -, got ${JSON.stringify(options.keyPrefix)}`)
   }
   return found
 }
@@ -191,10 +202,13 @@ export const make = (options: Options): Effect.Effect<Service, never, Scope.Scop
 /** Provides `RedisConnection`. */
 export const layer = (options: Options): Layer.Layer<RedisConnection> => Layer.scoped(RedisConnection, make(options))
 
+/** The environment variable of each setting, after the prefix and `_`. */
+const variables = { url: "URL", keyPrefix: "KEY_PREFIX", commandTimeout: "COMMAND_TIMEOUT", retryAfter: "RETRY_AFTER" }
+
 /**
  * Settings read under `prefix` (default `REDIS`): `{prefix}_URL` (required), `_KEY_PREFIX`,
  * `_COMMAND_TIMEOUT` and `_RETRY_AFTER` (milliseconds, or a duration such as "50 millis"). Bad
- * values are a `ConfigError` naming them, when the layer is built.
+ * values are a `ConfigError` naming the variable and the rule, when the layer is built.
  */
 export const config = (prefix = "REDIS"): Config.Config<Options> => {
   const duration = (name: string) => ConfigDuration.duration(name, `${prefix}_${name}`)
@@ -212,10 +226,10 @@ export const config = (prefix = "REDIS"): Config.Config<Options> => {
       commandTimeout: Option.getOrUndefined(read.commandTimeout),
       retryAfter: Option.getOrUndefined(read.retryAfter)
     }
-    const found = problems(options)
+    const found = problems(options, (setting) => `${prefix}_${variables[setting]}`)
     return found.length === 0
       ? Either.right(options)
-      : Either.left(ConfigError.InvalidData([prefix], `redis (${prefix}_*): ${found.join("; ")}`))
+      : Either.left(ConfigError.InvalidData([], `redis (${prefix}_*): ${found.join("; ")}`))
   })
 }
 

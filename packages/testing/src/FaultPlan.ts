@@ -73,6 +73,26 @@ export const StreamBreak = Schema.TaggedStruct("StreamBreak", {
   afterChunks: Schema.Int.pipe(Schema.nonNegative())
 })
 
+/**
+ * Any response, verbatim: `status` (default 200), `headers` as given (`content-length` is computed
+ * unless `chunked`),
+ * and a body of `body` text or, for bytes that are not UTF-8, `bodyBase64`, sent `repeat` times
+ * (default 1) to make a body of any size. For what no other fault covers: a wrong content type, an
+ * empty 200, a 200 whose body is an error object, invalid UTF-8, a body over a size limit.
+ */
+export const Raw = Schema.TaggedStruct("Raw", {
+  status: Schema.optional(Schema.Int.pipe(Schema.between(200, 599))),
+  headers: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
+  body: Schema.optional(Schema.String),
+  bodyBase64: Schema.optional(Schema.String),
+  repeat: Schema.optional(Schema.Int.pipe(Schema.between(1, 100_000_000))),
+  /** Send the body chunked, one write per repeat, with no `content-length`: its size shows only as it arrives. */
+  chunked: Schema.optional(Schema.Boolean)
+})
+
+/** Read the whole request, then close the connection without a response: a FIN, not a reset. */
+export const Close = Schema.TaggedStruct("Close", {})
+
 /** One thing the server can do to a request. */
 export const Fault = Schema.Union(
   Ok,
@@ -85,7 +105,9 @@ export const Fault = Schema.Union(
   SchemaBreak,
   HtmlError,
   Fixture,
-  StreamBreak
+  StreamBreak,
+  Raw,
+  Close
 )
 
 /** One thing the server can do to a request. */

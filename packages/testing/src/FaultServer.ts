@@ -55,6 +55,10 @@ export interface Service {
   readonly clearArrivals: Effect.Effect<void>
   /** Requests received whose response is not complete yet. */
   readonly inFlight: Effect.Effect<number>
+  /** TCP connections open now: a client that leaks a socket leaves this above zero. */
+  readonly openConnections: Effect.Effect<number>
+  /** TCP connections accepted since the server started. */
+  readonly connectionsAccepted: Effect.Effect<number>
 }
 
 /** The fault server a test talks to. */
@@ -281,6 +285,7 @@ class Engine {
   private random: () => number
   private records: Array<MutableArrival> = []
   private open = 0
+  private accepted = 0
   private admitted = 0
   private served = 0
   private closing = false
@@ -289,6 +294,7 @@ class Engine {
     this.plan = plan
     this.random = prng(plan.seed ?? 1)
     this.server.on("connection", (socket) => {
+      this.accepted++
       this.sockets.add(socket)
       socket.on("close", () => this.sockets.delete(socket))
     })
@@ -302,6 +308,14 @@ class Engine {
 
   get inFlight(): number {
     return this.open
+  }
+
+  get openConnections(): number {
+    return this.sockets.size
+  }
+
+  get connectionsAccepted(): number {
+    return this.accepted
   }
 
   arrivals(): ReadonlyArray<Arrival> {
@@ -495,6 +509,26 @@ class Engine {
           parts: [htmlPage(status)],
           stream: false
         })
+      }
+      case "Raw": {
+        const piece = fault.bodyBase64 !== undefined
+          ? Buffer.from(fault.bodyBase64, "base64")
+          : Buffer.from(fault.body ?? "", "utf8")
+        if (fault.chunked === true) {
+          ex.res.writeHead(fault.status ?? 200, { ...fault.headers })
+          for (let i = 0; i < (fault.repeat ?? 1) && !ex.closed; i++) ex.res.write(piece)
+          ex.res.end()
+          return
+        }
+        const body = Buffer.alloc(piece.length * (fault.repeat ?? 1), piece)
+        ex.res.writeHead(fault.status ?? 200, { ...fault.headers, "content-length": String(body.length) })
+        ex.res.end(body)
+        return
+      }
+      case "Close": {
+        ex.cut = true
+        ex.res.socket?.end()
+        return
       }
       case "Fixture": {
         const fixture = fixtures[fault.name]
@@ -744,7 +778,9 @@ export const serve = (plan: FaultPlan.Plan, port: number): Effect.Effect<Service
       arrivals: Effect.sync(() => engine.arrivals()),
       setPlan: (plan) => Effect.sync(() => engine.setPlan(plan)),
       clearArrivals: Effect.sync(() => engine.clearArrivals()),
-      inFlight: Effect.sync(() => engine.inFlight)
+      inFlight: Effect.sync(() => engine.inFlight),
+      openConnections: Effect.sync(() => engine.openConnections),
+      connectionsAccepted: Effect.sync(() => engine.connectionsAccepted)
     })
   )
 

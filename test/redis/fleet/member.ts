@@ -11,6 +11,7 @@ import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { ModelClient, Target } from "@resilient-ai/client"
 import { RedisConnection, RedisCoordination, RedisGate } from "@resilient-ai/redis"
 import { Effect, Layer, Logger, Metric, Redacted } from "effect"
+import { canary } from "../../canary.js"
 
 export type Task =
   | {
@@ -53,7 +54,7 @@ const fleetTarget = (faultUrl: string) =>
     name: "fleet-llm",
     baseUrl: faultUrl,
     model: "fleet-model",
-    apiKey: Redacted.make("sk-fleet-test-key"),
+    apiKey: Redacted.make(canary),
     maxAttempts: 3,
     baseDelay: "1 millis",
     maxDelay: "5 millis",
@@ -105,7 +106,12 @@ const hold = (task: Extract<Task, { _tag: "hold" }>) =>
 
 const program = task._tag === "calls" ? calls(task) : hold(task)
 
-Effect.runPromiseExit(program.pipe(Effect.provide(Logger.remove(Logger.defaultLogger)))).then((exit) => {
+// Log lines go to stderr, which the test scans for the key; stdout carries only the reports.
+const logger = Logger.replace(
+  Logger.defaultLogger,
+  Logger.map(Logger.logfmtLogger, (line) => void process.stderr.write(`${line}\n`))
+)
+Effect.runPromiseExit(program.pipe(Effect.provide(logger))).then((exit) => {
   if (exit._tag === "Failure") {
     process.stderr.write(`member failed: ${String(exit.cause)}\n`)
     process.exitCode = 1

@@ -2,6 +2,7 @@
 import { Effect } from "effect"
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import { scan } from "../../canary.js"
 import type { Task } from "./member.js"
 
 const memberScript = fileURLToPath(new URL("./member.ts", import.meta.url))
@@ -31,7 +32,11 @@ export const startMember = (task: Task) =>
       child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk))
       child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk))
       const ended = new Promise<{ code: number | null; stderr: string }>((resolve) =>
-        child.on("close", (code) => resolve({ code, stderr }))
+        child.on("close", (code) => {
+          scan(`fleet member ${child.pid} stdout`, stdout)
+          scan(`fleet member ${child.pid} stderr`, stderr)
+          resolve({ code, stderr })
+        })
       )
       return {
         pid: child.pid ?? -1,

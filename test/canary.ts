@@ -1,0 +1,45 @@
+/**
+ * The secret every test uses as an API key (and as a Redis password), and the log sink that checks
+ * for it. A key that reaches a log line, an error message or a serialised failure is found by
+ * `test/setup.ts`, which fails the run.
+ */
+import { Cause, HashMap, Inspectable, List, Logger } from "effect"
+
+/** Distinctive, so a search for it finds only leaks: no real key looks like this. */
+export const canary = "sk-canary-Zq7Xw3Lp9Tn2Vb6Md4Rf"
+
+/** Where a text containing the canary was seen, and the text. */
+export interface Leak {
+  readonly where: string
+  readonly text: string
+}
+
+const leaks: Array<Leak> = []
+let scanned = 0
+
+/** Records `text` as a leak if it contains the canary. */
+export const scan = (where: string, text: string): void => {
+  scanned++
+  if (text.includes(canary)) leaks.push({ where, text: text.slice(0, 2_000) })
+}
+
+/** Leaks found so far in this worker, and how many texts were scanned. */
+export const report = (): { readonly leaks: ReadonlyArray<Leak>; readonly scanned: number } => ({
+  leaks: [...leaks],
+  scanned
+})
+
+/**
+ * A logger that prints nothing and scans everything a log line could carry: the message, the
+ * annotations, the spans and the cause, as the logfmt and JSON loggers would write them.
+ * `test/setup.ts` gives it to every fiber.
+ */
+export const scanningLogger: Logger.Logger<unknown, void> = Logger.make((options) => {
+  scan("log line (logfmt)", Logger.logfmtLogger.log(options))
+  scan("log line (json)", Logger.jsonLogger.log(options))
+  if (!Cause.isEmpty(options.cause)) scan("log cause", Cause.pretty(options.cause, { renderErrorCause: true }))
+  for (const [key, value] of HashMap.toEntries(options.annotations)) {
+    scan(`log annotation ${key}`, Inspectable.format(value))
+  }
+  scan("log spans", List.toArray(options.spans).map((span) => span.label).join(" "))
+})

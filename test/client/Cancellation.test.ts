@@ -1,0 +1,430 @@
+/**
+ * Interruption is cancellation: wherever a call is when its caller is interrupted — connecting,
+ * waiting for the headers, reading the body, sleeping between attempts, streaming — it stops at
+ * once, leaves no fiber running and no socket open, and starts no other attempt.
+ *
+ * Each case is run twice: by `Fiber.interrupt` of the caller's fiber, and by aborting the
+ * `AbortSignal` given to `Effect.runPromise`, as the README promises. What is checked, and how:
+ *
+ * - No fiber left running: the call runs under `Supervisor.track`. The attempt runs in a fiber that
+ *   is not the caller's child (the policy starts it as a root, so `Fiber.children` cannot see it),
+ *   but it inherits the caller's FiberRefs, the supervisor among them; so the supervisor sees it
+ *   start and end, with every fiber the HTTP client, the stream or the timers fork. Its set of live
+ *   fibers must be empty as soon as the interrupt returns (the interrupted fiber has completed:
+ *   `Fiber.interrupt` awaits it, the promise of `runPromise` settles only after it), and still be
+ *   empty after waiting; no log line is written after the interrupt.
+ * - No socket left open: the fault server sees the client go away mid-request (`aborted`), the
+ *   connection is destroyed at once rather than returned to the pool (undici keeps an idle one for
+ *   4 s, so `openConnections` reaching 0 within 300 ms tells them apart), and none is open once the
+ *   HTTP client's scope has closed.
+ * - No further attempt: after waiting past the moment the next attempt would have started, the
+ *   server has no new arrival (nor a new connection, but for undici's one empty reconnect),
+ *   `resilient_ai_attempts` has not moved, and no backoff sleep has completed
+ *   (`resilient_ai_retry_delay_ms` counts only sleeps that ended).
+ */
+import { NodeHttpClient } from "@effect/platform-node"
+import { Agent } from "@effect/platform-node/Undici"
+import { assert, describe, it } from "@effect/vitest"
+import { ModelClient, type Target } from "@resilient-ai/client"
+import { Metrics } from "@resilient-ai/policy"
+import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
+import { Cause, Effect, Exit, Fiber, FiberId, Layer, Logger, LogLevel, Runtime, Stream, Supervisor } from "effect"
+import * as DiagnosticsChannel from "node:diagnostics_channel"
+import * as Net from "node:net"
+import { Worker } from "node:worker_threads"
+import { eventually, hello, managedAt } from "./support.js"
+
+type Call = Effect.Effect<unknown, unknown>
+
+/** How a test interrupts a running call: `start` runs it, the effect it returns interrupts it and gives its exit. */
+interface Trigger {
+  readonly name: string
+  readonly start: (
+    call: Call,
+    supervisor: Supervisor.Supervisor<unknown>
+  ) => Effect.Effect<Effect.Effect<Exit.Exit<unknown, unknown>>>
+}
+
+const triggers: ReadonlyArray<Trigger> = [
+  {
+    name: "Fiber.interrupt",
+    // Forked under the supervisor, so the caller's fiber is tracked too; `Fiber.interrupt` awaits it.
+    start: (call, supervisor) => Effect.map(Effect.supervised(Effect.fork(call), supervisor), Fiber.interrupt)
+  },
+  {
+    name: "the AbortSignal of Effect.runPromise",
+    start: (call, supervisor) =>
+      Effect.sync(() => {
+        const controller = new AbortController()
+        // The promise settles once the root fiber has completed, finalizers included.
+        const settled = Effect.runPromise(Effect.supervised(call, supervisor), { signal: controller.signal }).then(
+          (value) => Exit.succeed(value),
+          (error: unknown) =>
+            Runtime.isFiberFailure(error) ? Exit.failCause(error[Runtime.FiberFailureCauseId]) : Exit.die(error)
+        )
+        return Effect.zipRight(Effect.sync(() => controller.abort()), Effect.promise(() => settled))
+      })
+  }
+]
+
+/** What undici reports about connections to `port` and requests to it, and every client socket Node opens. */
+interface Observed {
+  readonly counts: { beforeConnect: number; connected: number; connectError: number; headers: number }
+  readonly sockets: Array<Net.Socket>
+}
+
+/** Listens on undici's diagnostics channels (and Node's `net.client.socket`) while the scope is open. */
+const observe = (port: number) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const observed: Observed = {
+        counts: { beforeConnect: 0, connected: 0, connectError: 0, headers: 0 },
+        sockets: []
+      }
+      const toPort = (message: unknown) =>
+        String((message as { readonly connectParams?: { readonly port?: unknown } }).connectParams?.port) ===
+          String(port)
+      const handlers: ReadonlyArray<readonly [string, (message: unknown) => void]> = [
+        ["undici:client:beforeConnect", (m) => toPort(m) && observed.counts.beforeConnect++],
+        ["undici:client:connected", (m) => toPort(m) && observed.counts.connected++],
+        ["undici:client:connectError", (m) => toPort(m) && observed.counts.connectError++],
+        ["undici:request:headers", (m) => {
+          const origin = (m as { readonly request?: { readonly origin?: unknown } }).request?.origin
+          if (String(origin) === `http://127.0.0.1:${port}`) observed.counts.headers++
+        }],
+        ["net.client.socket", (m) => observed.sockets.push((m as { readonly socket: Net.Socket }).socket)]
+      ]
+      for (const [name, handler] of handlers) DiagnosticsChannel.subscribe(name, handler)
+      return { observed, handlers }
+    }),
+    ({ handlers }) =>
+      Effect.sync(() => {
+        for (const [name, handler] of handlers) DiagnosticsChannel.unsubscribe(name, handler)
+      })
+  ).pipe(Effect.map(({ observed }) => observed))
+
+const live = (fibers: ReadonlyArray<Fiber.RuntimeFiber<unknown, unknown>>) =>
+  fibers.map((fiber) => FiberId.threadName(fiber.id()))
+
+const interrupted = (exit: Exit.Exit<unknown, unknown>) => Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)
+
+/** Log lines of the call, kept in memory instead of printed. */
+const capturing = (lines: Array<string>) =>
+  Logger.replace(Logger.defaultLogger, Logger.make((options) => lines.push(Logger.logfmtLogger.log(options))))
+
+/** Waits (real time) until `condition` holds; after `limitMillis`, fails saying what did not happen. */
+const waitUntil = (what: string, condition: Effect.Effect<boolean>, limitMillis = 2_000) =>
+  eventually(condition, limitMillis).pipe(Effect.catchAllDefect(() => Effect.dieMessage(`not in time: ${what}`)))
+
+/** An interrupt must not wait for the attempt, the sleep (350 ms of it are left) or the connection. */
+const promptMillis = 200
+
+/** Interrupts the call; it must end interrupted, at once, with no fiber of its still running. */
+const interruptNow = (
+  interrupt: Effect.Effect<Exit.Exit<unknown, unknown>>,
+  supervisor: Supervisor.Supervisor<Array<Fiber.RuntimeFiber<unknown, unknown>>>
+) =>
+  Effect.gen(function*() {
+    const startedAt = Date.now()
+    const exit = yield* interrupt.pipe(
+      Effect.timeout("1 second"),
+      Effect.orDieWith(() => new Error("the interrupt did not return within a second"))
+    )
+    assert.isBelow(Date.now() - startedAt, promptMillis, "the interrupt returned at once")
+    assert.isTrue(interrupted(exit), `the call ends interrupted, not ${String(exit)}`)
+    assert.deepStrictEqual(live(yield* supervisor.value), [], "no fiber of the call is still running")
+  })
+
+interface Context {
+  readonly server: FaultServer.Service
+  readonly observed: Observed
+  readonly metrics: Metrics.TargetMetrics
+  /** What a streaming call has delivered to its caller. */
+  readonly received: ReadonlyArray<unknown>
+}
+
+interface Case {
+  readonly name: string
+  readonly plan: FaultPlan.Plan
+  readonly target?: Partial<Target.Options>
+  readonly call: (client: ModelClient.Service, received: Array<unknown>) => Call
+  /** Waits until the call is where the interrupt must land. */
+  readonly until: (context: Context) => Effect.Effect<void>
+  /** A request is in flight when the interrupt lands: the server must see the client go away. */
+  readonly inFlight: boolean
+  /** Past when a further attempt would have started, counted from the interrupt. */
+  readonly settleMillis: number
+  readonly after?: (context: Context) => Effect.Effect<void>
+}
+
+const streamed = (client: ModelClient.Service, received: Array<unknown>): Call =>
+  Stream.runForEach(client.chatStream(hello), (chunk) => Effect.sync(() => received.push(chunk)))
+
+const cases: ReadonlyArray<Case> = [
+  {
+    name: "before the response headers",
+    plan: { otherwise: { _tag: "StallHeaders", ms: FaultServer.never } },
+    // Replay-safe, so nothing but the interrupt keeps the policy from retrying.
+    call: (client) => client.chat(hello, { replaySafe: true }),
+    until: ({ server }) =>
+      waitUntil("the request arrived", Effect.map(server.arrivals, (arrivals) => arrivals.length === 1)),
+    inFlight: true,
+    settleMillis: 100
+  },
+  {
+    name: "during the response body",
+    plan: { otherwise: { _tag: "StallBody", ms: FaultServer.never } },
+    call: (client) => client.chat(hello, { replaySafe: true }),
+    // The headers and half the body arrived; the transport is reading the rest.
+    until: ({ observed }) => waitUntil("the headers arrived", Effect.sync(() => observed.counts.headers === 1)),
+    inFlight: true,
+    settleMillis: 100
+  },
+  {
+    name: "during the backoff sleep between attempts",
+    // The hint makes the sleep 400 ms (full jitter alone could make it a few ms): the interrupt
+    // lands 50 ms into it, and the retry would have arrived 350 ms later.
+    plan: { steps: [{ _tag: "Status", status: 503, retryAfterMs: "400" }] },
+    target: { hintSpread: "1 millis" },
+    call: (client) => client.chat(hello),
+    until: ({ metrics, server }) =>
+      Effect.gen(function*() {
+        yield* waitUntil("the retry is decided", Effect.sync(() => metrics.retries.unsafeValue([]).count === 1))
+        yield* Effect.sleep("50 millis")
+        assert.strictEqual((yield* server.arrivals).length, 1, "the interrupt lands in the sleep")
+      }),
+    inFlight: false,
+    settleMillis: 600,
+    after: ({ server }) =>
+      Effect.map(server.arrivals, (arrivals) => {
+        assert.strictEqual(arrivals.length, 1, "exactly the first attempt happened")
+        assert.isFalse(arrivals[0]!.aborted, "the first attempt's response was complete")
+      })
+  },
+  {
+    name: "in a stream, before its first chunk",
+    // Before the headers: the fault server writes a stream's first event with its headers.
+    plan: { otherwise: { _tag: "StallHeaders", ms: FaultServer.never } },
+    call: streamed,
+    until: ({ server }) =>
+      waitUntil("the request arrived", Effect.map(server.arrivals, (arrivals) => arrivals.length === 1)),
+    inFlight: true,
+    settleMillis: 100,
+    after: ({ received }) => Effect.sync(() => assert.strictEqual(received.length, 0))
+  },
+  {
+    name: "in a stream, after its first chunk reached the caller",
+    // The first event (the role chunk) is written with the headers, then the body stalls.
+    plan: { otherwise: { _tag: "StallBody", ms: FaultServer.never } },
+    call: streamed,
+    until: ({ received }) => waitUntil("the first chunk arrived", Effect.sync(() => received.length === 1)),
+    inFlight: true,
+    settleMillis: 100,
+    after: ({ received }) => Effect.sync(() => assert.strictEqual(received.length, 1))
+  }
+]
+
+const interrupting = (scenario: Case, trigger: Trigger) =>
+  Effect.gen(function*() {
+    const server = yield* FaultServer.make(scenario.plan)
+    const observed = yield* observe(server.port)
+    // One permit: if the interrupted call kept it, the call after it could not run.
+    const target = managedAt(server.url, { concurrency: 1, ...scenario.target })
+    const metrics = Metrics.forTarget(target.name, target.model)
+    const attempts = () => metrics.attempts.unsafeValue([]).count
+    const slept = () => metrics.retryDelay.unsafeValue([]).count
+    const supervisor = yield* Supervisor.track
+    const lines: Array<string> = []
+    const received: Array<unknown> = []
+    const context: Context = { server, observed, metrics, received }
+
+    yield* Effect.gen(function*() {
+      const client = yield* ModelClient.make(target)
+      const call = scenario.call(client, received).pipe(
+        Effect.provide(capturing(lines)),
+        Logger.withMinimumLogLevel(LogLevel.Debug)
+      )
+      const interrupt = yield* trigger.start(call, supervisor)
+      yield* scenario.until(context)
+      const before = {
+        arrivals: (yield* server.arrivals).length,
+        accepted: yield* server.connectionsAccepted,
+        attempts: attempts(),
+        slept: slept(),
+        lines: lines.length
+      }
+      assert.strictEqual(before.attempts, before.arrivals)
+      // The supervisor sees the running attempt's fibers: that it is empty later is no accident.
+      if (scenario.inFlight) assert.isNotEmpty(live(yield* supervisor.value))
+
+      yield* interruptNow(interrupt, supervisor)
+
+      if (scenario.inFlight) {
+        yield* waitUntil(
+          "the server saw the client go away mid-request",
+          Effect.map(server.arrivals, (arrivals) => arrivals.at(-1)!.aborted),
+          300
+        )
+        // An idle connection would stay in undici's pool for 4 s: this one was destroyed.
+        yield* waitUntil("the connection was closed", Effect.map(server.openConnections, (open) => open === 0), 300)
+      }
+
+      yield* Effect.sleep(scenario.settleMillis)
+      assert.strictEqual((yield* server.arrivals).length, before.arrivals, "no further attempt arrived")
+      // undici (7.30) reconnects once when a connection closes under an aborted request, then drops
+      // that connection unused: nothing is sent on it, and it does not stay open.
+      assert.isAtMost((yield* server.connectionsAccepted) - before.accepted, scenario.inFlight ? 1 : 0)
+      if (scenario.inFlight) assert.strictEqual(yield* server.openConnections, 0, "no connection stays open")
+      assert.strictEqual(attempts(), before.attempts, "resilient_ai_attempts did not move")
+      assert.strictEqual(slept(), before.slept, "no backoff sleep completed")
+      assert.deepStrictEqual(lines.slice(before.lines), [], "nothing was logged after the interrupt")
+      assert.deepStrictEqual(live(yield* supervisor.value), [])
+      if (scenario.after !== undefined) yield* scenario.after(context)
+
+      // The permit came back: the target's only one serves the next call.
+      yield* server.setPlan({})
+      yield* client.chat(hello, { timeout: "1 second" })
+    }).pipe(Effect.provide(NodeHttpClient.layerUndici))
+
+    yield* waitUntil(
+      "no connection is open once the HTTP client's scope has closed",
+      Effect.map(server.openConnections, (open) => open === 0),
+      500
+    )
+  })
+
+/**
+ * A TCP peer that never completes a handshake, on loopback. It listens with a backlog of 1 in a
+ * worker thread whose event loop is then blocked, so nothing ever accepts; its accept queue is
+ * filled with idle connections of ours until one cannot connect. From then on Linux drops every
+ * SYN to it (the accept queue is full), so a client stays in connect (SYN_SENT) — undici's
+ * `beforeConnect` without `connected` or `connectError` — deterministically, unlike a
+ * non-routable address, which a sandbox may refuse or route. A server that accepts and never reads
+ * would not do: the connection would be made, and the request written.
+ */
+const unresponsivePeer = Effect.acquireRelease(
+  Effect.promise(async () => {
+    const release = new Int32Array(new SharedArrayBuffer(4))
+    const worker = new Worker(
+      `const { parentPort, workerData } = require("node:worker_threads")
+      const server = require("node:net").createServer()
+      server.listen({ port: 0, host: "127.0.0.1", backlog: 1 }, () => {
+        parentPort.postMessage(server.address().port)
+        Atomics.wait(workerData, 0, 0)
+        server.close()
+      })`,
+      { eval: true, workerData: release }
+    )
+    const port = await new Promise<number>((resolve) => worker.once("message", resolve))
+    const connectsWithin = (millis: number) =>
+      new Promise<{ readonly socket: Net.Socket; readonly connected: boolean }>((resolve) => {
+        const socket = Net.connect(port, "127.0.0.1").on("error", () => {})
+        const timer = setTimeout(() => resolve({ socket, connected: false }), millis)
+        socket.once("connect", () => {
+          clearTimeout(timer)
+          resolve({ socket, connected: true })
+        })
+      })
+    const fillers: Array<Net.Socket> = []
+    let full = false
+    while (!full && fillers.length < 16) {
+      const { connected, socket } = await connectsWithin(100)
+      if (connected) fillers.push(socket)
+      else {
+        socket.destroy()
+        full = true
+      }
+    }
+    return { port, worker, release, fillers, full }
+  }),
+  ({ fillers, release, worker }) =>
+    Effect.promise(async () => {
+      for (const socket of fillers) socket.destroy()
+      const exited = new Promise((resolve) => worker.once("exit", resolve))
+      Atomics.store(release, 0, 1)
+      Atomics.notify(release, 0)
+      await exited
+    })
+)
+
+/** The connect timeout of the dispatcher in the connect case: short, so the test sees it fire. */
+const connectTimeoutMillis = 300
+
+/** The HTTP client on a dispatcher with a connect timeout, built as the README says an application does. */
+const HttpWithConnectTimeout = NodeHttpClient.layerUndiciWithoutDispatcher.pipe(
+  Layer.provide(
+    Layer.scoped(
+      NodeHttpClient.Dispatcher,
+      Effect.acquireRelease(
+        Effect.sync(() => new Agent({ connect: { timeout: connectTimeoutMillis } })),
+        (agent) => Effect.promise(() => agent.destroy())
+      )
+    )
+  )
+)
+
+const interruptingConnect = (trigger: Trigger) =>
+  Effect.gen(function*() {
+    const peer = yield* unresponsivePeer
+    assert.isTrue(peer.full, "the peer's accept queue is full, so a connect to it hangs")
+    const observed = yield* observe(peer.port)
+    const target = managedAt(`http://127.0.0.1:${peer.port}/v1`, {
+      connectTimeout: `${connectTimeoutMillis} millis`,
+      attemptTimeout: "2 seconds"
+    })
+    const metrics = Metrics.forTarget(target.name, target.model)
+    const supervisor = yield* Supervisor.track
+    const lines: Array<string> = []
+
+    yield* Effect.gen(function*() {
+      const client = yield* ModelClient.make(target)
+      const call = client.chat(hello, { replaySafe: true }).pipe(
+        Effect.provide(capturing(lines)),
+        Logger.withMinimumLogLevel(LogLevel.Debug)
+      )
+      const interrupt = yield* trigger.start(call, supervisor)
+      yield* waitUntil("undici started connecting", Effect.sync(() => observed.counts.beforeConnect === 1))
+      yield* Effect.sleep("50 millis")
+      // Still connecting: no connection, no connect error, one socket that is connecting.
+      assert.deepStrictEqual(observed.counts, { beforeConnect: 1, connected: 0, connectError: 0, headers: 0 })
+      assert.strictEqual(observed.sockets.length, 1)
+      assert.isTrue(observed.sockets[0]!.connecting)
+      assert.strictEqual(metrics.attempts.unsafeValue([]).count, 1)
+      assert.isNotEmpty(live(yield* supervisor.value))
+
+      yield* interruptNow(interrupt, supervisor)
+
+      yield* Effect.sleep("100 millis")
+      assert.strictEqual(observed.counts.beforeConnect, 1, "no further connect was started")
+      assert.strictEqual(observed.sockets.length, 1)
+      assert.strictEqual(metrics.attempts.unsafeValue([]).count, 1, "resilient_ai_attempts did not move")
+      assert.deepStrictEqual(lines, [], "nothing was logged")
+      assert.deepStrictEqual(live(yield* supervisor.value), [])
+    }).pipe(Effect.provide(HttpWithConnectTimeout))
+
+    // An aborted request does not cancel undici's connect: the socket it was opening goes on
+    // connecting, and ends at the dispatcher's connect timeout (undici's timers tick every half
+    // second) or, the dispatcher being destroyed, as soon as it connects. It never carries a request.
+    yield* waitUntil(
+      "the connecting socket was destroyed",
+      Effect.sync(() => observed.sockets[0]!.destroyed),
+      connectTimeoutMillis + 1_500
+    )
+    assert.strictEqual(observed.counts.connected, 0)
+    assert.strictEqual(observed.sockets.length, 1)
+    assert.strictEqual(metrics.attempts.unsafeValue([]).count, 1)
+  })
+
+describe("interrupting a call", () => {
+  for (const trigger of triggers) {
+    describe(`by ${trigger.name}`, () => {
+      it.scopedLive("during connect: stops at once, the socket never carries a request, no further attempt", () =>
+        interruptingConnect(trigger))
+
+      for (const scenario of cases) {
+        it.scopedLive(`${scenario.name}: no fiber, no socket, no further attempt`, () =>
+          interrupting(scenario, trigger))
+      }
+    })
+  }
+})

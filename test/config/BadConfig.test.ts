@@ -1,0 +1,344 @@
+/**
+ * Bad configuration: every invalid setting of a target or of the Redis connection fails the layer
+ * with a `ConfigError` that names the variable and the rule it breaks, never shows a secret, and
+ * fails before any traffic — the fault server sees no request, the Redis port no connection.
+ */
+import { NodeHttpClient } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { ModelClient, Target } from "@resilient-ai/client"
+import { RedisConnection } from "@resilient-ai/redis"
+import { FaultServer } from "@resilient-ai/testing"
+import { Cause, ConfigError, ConfigProvider, Duration, Effect, Exit, Layer, Logger, Option } from "effect"
+import * as Net from "node:net"
+import { canary } from "../canary.js"
+
+const quiet = Logger.remove(Logger.defaultLogger)
+const HttpLive = Layer.merge(NodeHttpClient.layerUndici, quiet)
+
+const withEnv = (env: Record<string, string>) =>
+  Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)), { pathDelim: "_" }))
+
+/**
+ * Asserts `exit` is a `ConfigError` (not a defect) whose message names every one of `names` and
+ * says `rule`, and holds none of `secrets`; returns the message.
+ */
+const refusal = (
+  exit: Exit.Exit<unknown, unknown>,
+  names: ReadonlyArray<string>,
+  rule: string,
+  secrets: ReadonlyArray<string>
+): string => {
+  assert.isTrue(Exit.isFailure(exit), "the layer was built")
+  if (Exit.isSuccess(exit)) return ""
+  assert.isFalse(Cause.isDie(exit.cause), `a defect, not a ConfigError: ${Cause.pretty(exit.cause)}`)
+  const failure = Cause.failureOption(exit.cause)
+  assert.isTrue(Option.isSome(failure) && ConfigError.isConfigError(failure.value), Cause.pretty(exit.cause))
+  const message = String(Option.getOrThrow(failure))
+  for (const name of names) assert.include(message, name)
+  assert.include(message, rule)
+  const rendered = Cause.pretty(exit.cause, { renderErrorCause: true })
+  for (const secret of secrets) {
+    assert.notInclude(message, secret)
+    assert.notInclude(rendered, secret)
+  }
+  return message
+}
+
+/** Lets a connection or request that was started anyway arrive before counting. */
+const settle = Effect.sleep(Duration.millis(10))
+
+/** One bad setting: the variable after the prefix, its value (`undefined`: unset), the rule the message states. */
+interface Case {
+  readonly variable: string
+  readonly value: string | undefined
+  readonly rule: string
+  /** Other settings the case needs, after the prefix. */
+  readonly with?: Readonly<Record<string, string>> | undefined
+  /** Other variables, after the prefix, that the message must name too (the other side of a rule). */
+  readonly alsoNamed?: ReadonlyArray<string> | undefined
+}
+
+describe("a target's bad configuration", () => {
+  const exists = "to exist"
+  const http = "must be an http(s) URL"
+  const duration = "must be a duration such as"
+  const negative = "must not be negative"
+  const positive = "must be positive"
+  const aNumber = "must be a number"
+  const integer = "must be an integer >= 1"
+  const pairs = "must read model=duration"
+  const header = "must be a header name"
+  const reserved = "must not be a header the client sets itself"
+  /** `{url}` is the fault server's base URL. */
+  const cases: ReadonlyArray<Case> = [
+    { variable: "BASE_URL", value: undefined, rule: exists },
+    { variable: "BASE_URL", value: "", rule: http },
+    { variable: "BASE_URL", value: "{host}/v1", rule: http },
+    { variable: "BASE_URL", value: "ftp://{host}/v1", rule: http },
+    { variable: "BASE_URL", value: "http://", rule: http },
+    { variable: "BASE_URL", value: "{url}/chat completions", rule: "must not contain spaces" },
+    { variable: "BASE_URL", value: "{url} ", rule: "must not contain spaces" },
+    { variable: "BASE_URL", value: "http://user:{secret}@{host}/v1", rule: "must not hold credentials" },
+    { variable: "BASE_URL", value: "ftp://user:{secret}@{host}/v1", rule: http },
+    { variable: "BASE_URL", value: "{url}?key={secret}", rule: "must not have a query or fragment" },
+    { variable: "BASE_URL", value: "{url} ?key={secret}", rule: "must not contain spaces" },
+    { variable: "MODEL", value: undefined, rule: exists },
+    { variable: "MODEL", value: "", rule: "must not be empty" },
+    { variable: "MODEL", value: "   ", rule: "must not be empty" },
+    { variable: "API_KEY", value: undefined, rule: exists },
+    { variable: "API_KEY", value: "", rule: "must not be empty" },
+    { variable: "API_KEY", value: "{secret}\n", rule: "must not contain spaces, control or non-ASCII characters" },
+    { variable: "API_KEY", value: "{secret} x", rule: "must not contain spaces, control or non-ASCII characters" },
+    { variable: "API_KEY", value: "{secret}é", rule: "must not contain spaces, control or non-ASCII characters" },
+    { variable: "ATTEMPT_TIMEOUT", value: "0", rule: positive },
+    { variable: "ATTEMPT_TIMEOUT", value: "0 seconds", rule: positive },
+    { variable: "ATTEMPT_TIMEOUT", value: "-5 seconds", rule: negative },
+    { variable: "ATTEMPT_TIMEOUT", value: "soon", rule: duration },
+    { variable: "ATTEMPT_TIMEOUT", value: "30s", rule: duration },
+    { variable: "ATTEMPT_TIMEOUT", value: "NaN", rule: duration },
+    { variable: "ATTEMPT_TIMEOUT", value: "Infinity", rule: duration },
+    { variable: "ATTEMPT_TIMEOUT", value: "", rule: duration },
+    { variable: "ATTEMPT_TIMEOUTS", value: "mistral-large-latest", rule: pairs },
+    { variable: "ATTEMPT_TIMEOUTS", value: "=90 seconds", rule: pairs },
+    { variable: "ATTEMPT_TIMEOUTS", value: "mistral-large-latest=soon", rule: pairs },
+    { variable: "ATTEMPT_TIMEOUTS", value: "mistral-large-latest=90 seconds, mistral-tiny", rule: pairs },
+    { variable: "ATTEMPT_TIMEOUTS", value: "a=1 second=2 seconds", rule: pairs },
+    { variable: "ATTEMPT_TIMEOUTS", value: "mistral-tiny=0", rule: positive },
+    { variable: "ATTEMPT_TIMEOUTS", value: "mistral-tiny=-5 seconds", rule: negative },
+    { variable: "ATTEMPT_TIMEOUTS", value: "a=1 second,a=2 seconds", rule: "must name each model once" },
+    { variable: "MAX_ATTEMPTS", value: "three", rule: aNumber },
+    { variable: "MAX_ATTEMPTS", value: "", rule: aNumber },
+    { variable: "MAX_ATTEMPTS", value: "NaN", rule: aNumber },
+    { variable: "MAX_ATTEMPTS", value: "0", rule: integer },
+    { variable: "MAX_ATTEMPTS", value: "-1", rule: integer },
+    { variable: "MAX_ATTEMPTS", value: "2.5", rule: integer },
+    { variable: "MAX_ATTEMPTS", value: "Infinity", rule: integer },
+    { variable: "BASE_DELAY", value: "-100", rule: negative },
+    { variable: "BASE_DELAY", value: "0", rule: positive },
+    { variable: "BASE_DELAY", value: "a bit", rule: duration },
+    { variable: "BASE_DELAY", value: "1 minute", rule: "must not exceed", alsoNamed: ["MAX_DELAY"] },
+    {
+      variable: "BASE_DELAY",
+      value: "2 seconds",
+      rule: "must not exceed",
+      with: { MAX_DELAY: "1 second" },
+      alsoNamed: ["MAX_DELAY"]
+    },
+    { variable: "MAX_DELAY", value: "-1 second", rule: negative },
+    { variable: "MAX_DELAY", value: "forever", rule: duration },
+    { variable: "MAX_DELAY", value: "0", rule: "must not exceed", alsoNamed: ["BASE_DELAY"] },
+    { variable: "MAX_DELAY", value: "100 millis", rule: "must not exceed", alsoNamed: ["BASE_DELAY"] },
+    { variable: "HINT_SPREAD", value: "-1 second", rule: negative },
+    { variable: "HINT_SPREAD", value: "lots", rule: duration },
+    { variable: "BUDGET_RATIO", value: "ten percent", rule: aNumber },
+    { variable: "BUDGET_RATIO", value: "10%", rule: aNumber },
+    { variable: "BUDGET_RATIO", value: "", rule: aNumber },
+    { variable: "BUDGET_RATIO", value: "NaN", rule: aNumber },
+    { variable: "BUDGET_RATIO", value: "-0.1", rule: "must be between 0 and 1" },
+    { variable: "BUDGET_RATIO", value: "1.5", rule: "must be between 0 and 1" },
+    { variable: "BUDGET_RATIO", value: "10", rule: "must be between 0 and 1" },
+    { variable: "BUDGET_RATIO", value: "Infinity", rule: "must be between 0 and 1" },
+    { variable: "BUDGET_MIN_PER_SECOND", value: "five", rule: aNumber },
+    { variable: "BUDGET_MIN_PER_SECOND", value: "NaN", rule: aNumber },
+    { variable: "BUDGET_MIN_PER_SECOND", value: "-1", rule: "must be a finite number >= 0" },
+    { variable: "BUDGET_MIN_PER_SECOND", value: "Infinity", rule: "must be a finite number >= 0" },
+    { variable: "CONCURRENCY", value: "many", rule: aNumber },
+    { variable: "CONCURRENCY", value: "", rule: aNumber },
+    { variable: "CONCURRENCY", value: "0", rule: integer },
+    { variable: "CONCURRENCY", value: "-4", rule: integer },
+    { variable: "CONCURRENCY", value: "1.5", rule: integer },
+    { variable: "CONCURRENCY", value: "Infinity", rule: integer },
+    { variable: "IDEMPOTENCY_HEADER", value: "", rule: header },
+    { variable: "IDEMPOTENCY_HEADER", value: "Idempotency Key", rule: header },
+    { variable: "IDEMPOTENCY_HEADER", value: "Idempotency:Key", rule: header },
+    { variable: "IDEMPOTENCY_HEADER", value: "Idempotency-Key\r\nX-Injected: 1", rule: header },
+    { variable: "IDEMPOTENCY_HEADER", value: "Authorization", rule: reserved },
+    { variable: "IDEMPOTENCY_HEADER", value: "content-type", rule: reserved },
+    { variable: "MAX_RESPONSE_BYTES", value: "8MiB", rule: aNumber },
+    { variable: "MAX_RESPONSE_BYTES", value: "0", rule: integer },
+    { variable: "MAX_RESPONSE_BYTES", value: "-1", rule: integer },
+    { variable: "MAX_RESPONSE_BYTES", value: "1024.5", rule: integer },
+    { variable: "MAX_RESPONSE_BYTES", value: "Infinity", rule: integer },
+    { variable: "CONNECT_TIMEOUT", value: "0", rule: positive },
+    { variable: "CONNECT_TIMEOUT", value: "-3 seconds", rule: negative },
+    { variable: "CONNECT_TIMEOUT", value: "later", rule: duration }
+  ]
+
+  const targets = [
+    { kind: "managed", prefix: "MISTRAL", config: Target.managedConfig },
+    { kind: "self-hosted", prefix: "POOL", config: Target.selfHostedConfig }
+  ] as const
+
+  for (const { config, kind, prefix } of targets) {
+    describe(`${kind} (${prefix}_*)`, () => {
+      for (const { alsoNamed = [], rule, value, variable, with: settings = {} } of cases) {
+        // An unset key is no mistake for a self-hosted pool.
+        if (kind === "self-hosted" && variable === "API_KEY" && value === undefined) continue
+        const shown = value === undefined ? "unset" : JSON.stringify(value)
+        it.scopedLive(`${prefix}_${variable} ${shown}: ${rule}`, () =>
+          Effect.gen(function*() {
+            const server = yield* FaultServer.make()
+            const host = new URL(server.url).host
+            const fill = (text: string) =>
+              text.replaceAll("{url}", server.url).replaceAll("{host}", host).replaceAll("{secret}", canary)
+            const env: Record<string, string> = {
+              [`${prefix}_BASE_URL`]: server.url,
+              [`${prefix}_MODEL`]: "mistral-small-latest",
+              [`${prefix}_API_KEY`]: canary
+            }
+            delete env[`${prefix}_${variable}`]
+            if (value !== undefined) env[`${prefix}_${variable}`] = fill(value)
+            for (const [other, text] of Object.entries(settings)) env[`${prefix}_${other}`] = text
+            const exit = yield* Layer.build(ModelClient.layerConfig(config(prefix))).pipe(withEnv(env), Effect.exit)
+            const names = [variable, ...alsoNamed].map((name) => `${prefix}_${name}`)
+            refusal(exit, names, rule, [canary])
+            yield* settle
+            assert.strictEqual((yield* server.arrivals).length, 0)
+            assert.strictEqual(yield* server.inFlight, 0)
+          }).pipe(Effect.provide(HttpLive)))
+      }
+    })
+  }
+
+  it.scopedLive("several bad settings are each named in one message", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make()
+      const exit = yield* Layer.build(ModelClient.layerConfig(Target.managedConfig("MISTRAL"))).pipe(
+        withEnv({
+          MISTRAL_BASE_URL: "ftp://x",
+          MISTRAL_MODEL: "m",
+          MISTRAL_API_KEY: canary,
+          MISTRAL_MAX_ATTEMPTS: "0",
+          MISTRAL_BUDGET_RATIO: "2",
+          MISTRAL_IDEMPOTENCY_HEADER: "Host"
+        }),
+        Effect.exit
+      )
+      const message = refusal(
+        exit,
+        ["MISTRAL_BASE_URL", "MISTRAL_MAX_ATTEMPTS", "MISTRAL_BUDGET_RATIO", "MISTRAL_IDEMPOTENCY_HEADER"],
+        "target mistral (MISTRAL_*)",
+        [canary]
+      )
+      assert.match(message, /MISTRAL_BASE_URL must .*; MISTRAL_MAX_ATTEMPTS must .*; MISTRAL_BUDGET_RATIO must/)
+      assert.strictEqual((yield* server.arrivals).length, 0)
+    }).pipe(Effect.provide(HttpLive)))
+
+  // The other side of each rule: its edges are accepted, and the counting server sees the call.
+  const edges: ReadonlyArray<readonly [string, Target.Kind, Record<string, string>]> = [
+    ["a budget of 0 and a floor of 0", "managed", { BUDGET_RATIO: "0", BUDGET_MIN_PER_SECOND: "0" }],
+    ["a budget of 1", "managed", { BUDGET_RATIO: "1" }],
+    ["no hint spread", "managed", { HINT_SPREAD: "0" }],
+    ["a base delay equal to the cap", "managed", { BASE_DELAY: "2 seconds", MAX_DELAY: "2 seconds" }],
+    ["one attempt and one call at a time", "managed", { MAX_ATTEMPTS: "1", CONCURRENCY: "1" }],
+    ["a model allowed 90 ms, less than an attempt needs left by default", "managed", { ATTEMPT_TIMEOUTS: "fast=90" }],
+    ["an idempotency header of its own", "managed", { IDEMPOTENCY_HEADER: "X-Request-Id" }],
+    ["no API key on a self-hosted pool", "self-hosted", {}]
+  ]
+  for (const [name, kind, settings] of edges) {
+    it.scopedLive(`accepts ${name}`, () =>
+      Effect.gen(function*() {
+        const server = yield* FaultServer.make()
+        const env: Record<string, string> = {
+          EDGE_BASE_URL: server.url,
+          EDGE_MODEL: "fast",
+          ...(kind === "managed" ? { EDGE_API_KEY: canary } : {}),
+          ...Object.fromEntries(Object.entries(settings).map(([key, value]) => [`EDGE_${key}`, value]))
+        }
+        const config = Target.config(kind, "EDGE")
+        const client = yield* ModelClient.makeConfig(config).pipe(withEnv(env))
+        yield* client.chat({ messages: [{ role: "user", content: "Say hello." }] }, { timeout: "5 seconds" })
+        assert.strictEqual((yield* server.arrivals).length, 1)
+      }).pipe(Effect.provide(HttpLive)))
+  }
+})
+
+/** A TCP server on a free loopback port that counts the connections it accepts and never answers. */
+const countingServer = Effect.acquireRelease(
+  Effect.async<{ readonly port: number; readonly connections: () => number; readonly close: () => Promise<void> }>(
+    (resume) => {
+      const sockets = new Set<Net.Socket>()
+      let connections = 0
+      const server = Net.createServer((socket) => {
+        connections++
+        sockets.add(socket)
+        socket.on("error", () => {})
+        socket.on("close", () => sockets.delete(socket))
+      })
+      const close = () =>
+        new Promise<void>((closed) => {
+          sockets.forEach((socket) => socket.destroy())
+          server.close(() => closed())
+        })
+      server.listen(0, "127.0.0.1", () => {
+        const { port } = server.address() as Net.AddressInfo
+        resume(Effect.succeed({ port, connections: () => connections, close }))
+      })
+    }
+  ),
+  ({ close }) => Effect.promise(close)
+)
+
+describe("the Redis connection's bad configuration", () => {
+  const positive = "must be a positive duration"
+  const duration = "must be a duration such as"
+  const aUrl = "must be a redis:// URL"
+  const scheme = "must start with redis:// or rediss://"
+  const keyPrefix = "must be letters, digits and : _ . -"
+  /** `{host}` is the counting server's `127.0.0.1:port`; `{secret}` the password. */
+  const cases: ReadonlyArray<Case> = [
+    { variable: "URL", value: undefined, rule: "to exist" },
+    { variable: "URL", value: "", rule: aUrl },
+    { variable: "URL", value: "{host}", rule: aUrl },
+    { variable: "URL", value: "localhost:6379", rule: scheme },
+    { variable: "URL", value: "http://:{secret}@{host}", rule: scheme },
+    { variable: "URL", value: "redis://:{secret}@my host:6379", rule: aUrl },
+    { variable: "URL", value: "redis://:{secret}@127.0.0.1:99999", rule: aUrl },
+    { variable: "URL", value: "redis:///0", rule: "must name a host" },
+    { variable: "URL", value: "redis://:{secret}@{host}/cache", rule: "must name its database by number" },
+    { variable: "KEY_PREFIX", value: "", rule: keyPrefix },
+    { variable: "KEY_PREFIX", value: "my app", rule: keyPrefix },
+    { variable: "KEY_PREFIX", value: "app{1}", rule: keyPrefix },
+    { variable: "COMMAND_TIMEOUT", value: "0", rule: positive },
+    { variable: "COMMAND_TIMEOUT", value: "0.0", rule: positive },
+    { variable: "COMMAND_TIMEOUT", value: "-5", rule: "must not be negative" },
+    { variable: "COMMAND_TIMEOUT", value: "fast", rule: duration },
+    { variable: "COMMAND_TIMEOUT", value: "NaN", rule: duration },
+    { variable: "COMMAND_TIMEOUT", value: "", rule: duration },
+    { variable: "RETRY_AFTER", value: "0 seconds", rule: positive },
+    { variable: "RETRY_AFTER", value: "-1 second", rule: "must not be negative" },
+    { variable: "RETRY_AFTER", value: "later", rule: duration }
+  ]
+
+  for (const prefix of ["REDIS", "FLEET_REDIS"]) {
+    describe(`${prefix}_*`, () => {
+      for (const { rule, value, variable } of cases) {
+        const shown = value === undefined ? "unset" : JSON.stringify(value)
+        it.scopedLive(`${prefix}_${variable} ${shown}: ${rule}`, () =>
+          Effect.gen(function*() {
+            const redis = yield* countingServer
+            const fill = (text: string) =>
+              text.replaceAll("{host}", `127.0.0.1:${redis.port}`).replaceAll("{secret}", canary)
+            const env: Record<string, string> = { [`${prefix}_URL`]: fill("redis://:{secret}@{host}/0") }
+            delete env[`${prefix}_${variable}`]
+            if (value !== undefined) env[`${prefix}_${variable}`] = fill(value)
+            const layer = RedisConnection.layerConfig(prefix === "REDIS" ? undefined : prefix)
+            const exit = yield* Layer.build(layer).pipe(withEnv(env), Effect.exit)
+            refusal(exit, [`${prefix}_${variable}`], rule, [canary])
+            yield* settle
+            assert.strictEqual(redis.connections(), 0)
+          }))
+      }
+    })
+  }
+
+  it.scopedLive("a good URL does reach the counting server", () =>
+    Effect.gen(function*() {
+      const redis = yield* countingServer
+      yield* Layer.build(RedisConnection.layerConfig()).pipe(
+        withEnv({ REDIS_URL: `redis://:${canary}@127.0.0.1:${redis.port}/0`, REDIS_COMMAND_TIMEOUT: "20" }),
+        Effect.provide(quiet)
+      )
+      assert.isAtLeast(redis.connections(), 1)
+    }))
+})

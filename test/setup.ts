@@ -1,0 +1,54 @@
+/**
+ * Runs before every test file (vitest `setupFiles`) and holds two promises for the whole suite.
+ *
+ * - The API key stays secret: everything a file writes to the console, stdout or stderr, and every
+ *   log line any fiber writes, is scanned for the canary key (`test/canary.ts`); the file fails
+ *   after its tests if any of it contained the key.
+ * - Nothing is lost: a promise rejected with nobody listening fails the file, wherever it came from.
+ */
+import { FiberRef, HashSet } from "effect"
+import { format } from "node:util"
+import { afterAll, assert, beforeAll } from "vitest"
+import { report, scan, scanningLogger } from "./canary.js"
+
+// Every fiber starts with the scanning logger beside the default one. @effect/vitest removes the
+// default logger from `it.effect` tests, and many tests remove or replace it to keep the output
+// quiet, so watching the console alone would miss most log lines. The initial value is the only
+// place all of them share; it is set here, in tests only.
+const loggers = FiberRef.currentLoggers as unknown as { initial: HashSet.HashSet<unknown> }
+loggers.initial = HashSet.add(loggers.initial, scanningLogger)
+
+// vitest routes `console` of a worker around process.stdout, so both are watched.
+for (const method of ["log", "info", "warn", "error", "debug", "trace"] as const) {
+  const original = console[method].bind(console)
+  console[method] = (...args: Array<unknown>) => {
+    scan(`console.${method}`, format(...args))
+    original(...args)
+  }
+}
+
+const watch = (stream: NodeJS.WriteStream, where: string) => {
+  const write = stream.write.bind(stream) as (...args: Array<unknown>) => boolean
+  stream.write = ((chunk: unknown, ...rest: Array<unknown>) => {
+    scan(where, typeof chunk === "string" ? chunk : Buffer.from(chunk as Uint8Array).toString("utf8"))
+    return write(chunk, ...rest)
+  }) as typeof stream.write
+}
+watch(process.stdout, "stdout")
+watch(process.stderr, "stderr")
+
+afterAll(() => {
+  const { leaks } = report()
+  const found = leaks.map((leak) => `${leak.where}: ${leak.text.slice(0, 300)}`)
+  assert.deepStrictEqual(found, [], "the canary API key appeared in output or a log line")
+})
+
+const unhandled: Array<unknown> = []
+const onUnhandled = (reason: unknown) => unhandled.push(reason)
+beforeAll(() => {
+  process.on("unhandledRejection", onUnhandled)
+})
+afterAll(() => {
+  process.off("unhandledRejection", onUnhandled)
+  assert.deepStrictEqual(unhandled, [], "no promise may be rejected with nobody listening")
+})
