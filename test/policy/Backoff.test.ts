@@ -85,6 +85,10 @@ describe("Backoff", () => {
       assert.strictEqual(Backoff.ceilingMillis(0, 1000, 5), 0)
       assert.strictEqual(Backoff.ceilingMillis(100, 2000, 2000), 2000)
     })
+
+    it("stays finite with an infinite cap, however many retries", () => {
+      assert.strictEqual(Backoff.ceilingMillis(100, Number.POSITIVE_INFINITY, 2000), Number.MAX_SAFE_INTEGER)
+    })
   })
 
   describe("delayOf", () => {

@@ -210,6 +210,10 @@ describe("Failure", () => {
         new Failure.DeadlineExceeded({ deadline: Number.POSITIVE_INFINITY, phase: "attempt" }).message,
         "deadline Infinity reached (attempt)"
       )
+      assert.strictEqual(
+        new Failure.DeadlineExceeded({ deadline: 9e15, phase: "queue" }).message,
+        "deadline 9000000000000000 reached (queue)"
+      )
     })
 
     it("describes HTTP failures with status, code and detail", () => {

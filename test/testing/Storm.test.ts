@@ -114,7 +114,9 @@ describe("SimulatedProvider", () => {
   })
 })
 
-describe("storm scenarios, small", () => {
+// CPU-bound simulations (seconds each): the suite's other workers and the fleet test's processes
+// share the two cores with them, so their time limit is generous; how long they take is not the test.
+describe("storm scenarios, small", { timeout: 60_000 }, () => {
   const find = (runs: ReadonlyArray<Storm.Run>, name: string) => runs.find((run) => run.contender.name === name)!
   const runs = (scenario: Storm.Scenario, contenders: ReadonlyArray<StormPolicies.Contender>) =>
     contenders.map((contender) => Storm.run(scenario, contender, 1))

@@ -320,10 +320,37 @@ export const postJson = <A, I>(
   )
 }
 
+/**
+ * The text of a UTF-8 byte stream, whatever the chunk boundaries. Bytes that are not UTF-8 fail the
+ * stream with `NotJson`, as they fail a JSON body: repaired into U+FFFD they would reach the caller
+ * as the model's words.
+ */
+const utf8Text = <E, R>(bytes: Stream.Stream<Uint8Array, E, R>, status: number) =>
+  Stream.suspend(() => {
+    const decoder = new TextDecoder("utf-8", { fatal: true })
+    const decode = (chunk?: Uint8Array) =>
+      Effect.try({
+        try: () => chunk === undefined ? decoder.decode() : decoder.decode(chunk, { stream: true }),
+        catch: () =>
+          new Failure.NotJson({
+            status,
+            contentType: "text/event-stream",
+            excerpt: ProviderError.excerpt(chunk === undefined ? "" : textDecoder.decode(chunk))
+          })
+      })
+    return bytes.pipe(
+      Stream.mapEffect((chunk) => decode(chunk)),
+      Stream.concat(Stream.fromEffect(decode())),
+      Stream.filter((text) => text !== "")
+    )
+  })
+
 /** Splits a byte stream of server-sent events into the `data` of each event. */
-export const serverSentData = <E, R>(bytes: Stream.Stream<Uint8Array, E, R>): Stream.Stream<string, E, R> =>
-  bytes.pipe(
-    Stream.decodeText(),
+export const serverSentData = <E, R>(
+  bytes: Stream.Stream<Uint8Array, E, R>,
+  status = 200
+): Stream.Stream<string, E | Failure.NotJson, R> =>
+  utf8Text(bytes, status).pipe(
     Stream.splitLines,
     Stream.mapAccum([] as Array<string>, (data, line): readonly [Array<string>, Option.Option<string>] => {
       if (line === "") return [[], data.length === 0 ? Option.none() : Option.some(data.join("\n"))]
@@ -361,7 +388,8 @@ export const postStream = <A, I>(
   const opened = Effect.flatMap(open(endpoint, path, body, model, "text/event-stream"), ({ info, response }) => {
     let seen = 0
     const chunks: Stream.Stream<A, Failure.Failure> = serverSentData(
-      response.stream.pipe(Stream.mapError(fromBodyError))
+      response.stream.pipe(Stream.mapError(fromBodyError)),
+      response.status
     ).pipe(
       Stream.takeWhile((data) => data.trim() !== "[DONE]"),
       Stream.mapEffect((data): Effect.Effect<A, Failure.Failure> => {

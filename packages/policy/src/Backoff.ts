@@ -27,9 +27,12 @@ export interface ExponentialOptions {
   readonly cap: Duration.DurationInput
 }
 
-/** `min(cap, base·2^retry)` in milliseconds, with `retry` counted from 0. */
+/**
+ * `min(cap, base·2^retry)` in milliseconds, with `retry` counted from 0. Never infinite, even with
+ * an infinite cap after a thousand retries: an infinite bound would draw `NaN` or `Infinity`.
+ */
 export const ceilingMillis = (baseMillis: number, capMillis: number, retry: number): number =>
-  Math.min(capMillis, baseMillis * 2 ** retry)
+  Math.min(capMillis, baseMillis * 2 ** retry, Number.MAX_SAFE_INTEGER)
 
 /** A uniform whole number of milliseconds in `[0, bound]`, from a uniform `fraction` in `[0, 1)`. */
 const wholeMillisUpTo = (fraction: number, bound: number): number =>

@@ -181,7 +181,8 @@ export class DeadlineExceeded extends Data.TaggedError("DeadlineExceeded")<{
   readonly phase: DeadlinePhase
 }> {
   override get message() {
-    const at = Number.isFinite(this.deadline) ? new Date(this.deadline).toISOString() : String(this.deadline)
+    // A Date holds ±8.64e15 ms; past that, `toISOString` throws, and a message must not.
+    const at = Math.abs(this.deadline) <= 8.64e15 ? new Date(this.deadline).toISOString() : String(this.deadline)
     return `deadline ${at} reached (${this.phase})`
   }
 }
