@@ -202,12 +202,12 @@ const cases: ReadonlyArray<Case> = [
       })
   },
   {
-    name: "in a stream, before its first chunk",
-    // Before the headers: the fault server writes a stream's first event with its headers.
-    plan: { otherwise: { _tag: "StallHeaders", ms: FaultServer.never } },
+    name: "in a stream, after its headers and before its first chunk",
+    // The headers are sent alone; the transport waits for the first event, the point up to which a
+    // stream may still be retried.
+    plan: { otherwise: { _tag: "StallBody", ms: FaultServer.never, afterChunks: 0 } },
     call: streamed,
-    until: ({ server }) =>
-      waitUntil("the request arrived", Effect.map(server.arrivals, (arrivals) => arrivals.length === 1)),
+    until: ({ observed }) => waitUntil("the headers arrived", Effect.sync(() => observed.counts.headers === 1)),
     inFlight: true,
     settleMillis: 100,
     after: ({ received }) => Effect.sync(() => assert.strictEqual(received.length, 0))

@@ -344,6 +344,22 @@ describe("FaultServer stalls", () => {
       assert.strictEqual(events(rest).length, 6)
       assert.strictEqual(events(rest).at(-1), "[DONE]")
     }))
+  it.scopedLive("StallBody afterChunks sends that many events of a stream (0: the headers alone) before stalling", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({
+        steps: [{ _tag: "StallBody", ms: 150, afterChunks: 0 }, { _tag: "StallBody", ms: 0, afterChunks: 3 }]
+      })
+      const start = yield* now
+      const response = yield* post(server, "/chat/completions", chatStream)
+      const headersMs = (yield* now) - start
+      assert.strictEqual(response.status, 200)
+      assert.isBelow(headersMs, 120, "the headers came before the stall")
+      const all = yield* Effect.orDie(text(response))
+      assert.isAtLeast((yield* now) - start, 148)
+      assert.strictEqual(events(all).length, 7)
+      const second = yield* Effect.orDie(post(server, "/chat/completions", chatStream))
+      assert.strictEqual(events(yield* Effect.orDie(text(second))).length, 7)
+    }))
 })
 
 describe("FaultServer resets and broken bodies", () => {

@@ -38,10 +38,14 @@ export const Status = Schema.TaggedStruct("Status", {
 export const StallHeaders = Schema.TaggedStruct("StallHeaders", { ms: Millis })
 
 /**
- * Send the status, the headers and the first half of an `Ok` body (the first event of a stream),
- * stall `ms`, then send the rest. `ms` of 1e9 or more: never send the rest.
+ * Send the status, the headers and the first half of an `Ok` body (of a stream, the first
+ * `afterChunks` events, default 1; 0 sends the headers alone), stall `ms`, then send the rest.
+ * `ms` of 1e9 or more: never send the rest.
  */
-export const StallBody = Schema.TaggedStruct("StallBody", { ms: Millis })
+export const StallBody = Schema.TaggedStruct("StallBody", {
+  ms: Millis,
+  afterChunks: Schema.optional(Schema.Int.pipe(Schema.nonNegative()))
+})
 
 /** Read the whole request, then reset the connection before any response byte. */
 export const ResetHeaders = Schema.TaggedStruct("ResetHeaders", {})

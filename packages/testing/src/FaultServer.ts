@@ -464,8 +464,9 @@ class Engine {
         if (fault.ms >= never) return
         return this.later(ex, fault.ms, () => this.write(ex.res, this.ok(ex)))
       case "StallBody": {
-        const [head, tail] = this.halves(this.ok(ex))
+        const [head, tail] = this.halves(this.ok(ex), fault.afterChunks ?? 1)
         this.writeHead(ex.res, head)
+        ex.res.flushHeaders()
         for (const part of head.parts) ex.res.write(part)
         if (fault.ms >= never) return
         return this.later(ex, fault.ms, () => {
@@ -581,9 +582,9 @@ class Engine {
     res.end(body)
   }
 
-  /** The first half of a reply (with its headers) and the parts that complete it. */
-  private halves(reply: Reply): readonly [Reply, ReadonlyArray<string>] {
-    if (reply.stream) return [{ ...reply, parts: reply.parts.slice(0, 1) }, reply.parts.slice(1)]
+  /** The first half of a reply (of a stream, its first `events`) with its headers, and the parts that complete it. */
+  private halves(reply: Reply, events = 1): readonly [Reply, ReadonlyArray<string>] {
+    if (reply.stream) return [{ ...reply, parts: reply.parts.slice(0, events) }, reply.parts.slice(events)]
     const body = reply.parts.join("")
     const middle = Math.floor(body.length / 2)
     return [
