@@ -115,6 +115,16 @@ describe("RetryHint", () => {
       assert.strictEqual(RetryHint.parseHttpDate("Sunday, 06-Nov-94 08:49:37 GMT", now), exampleDate)
     })
 
+    it("reads a two-digit year in the hundred years around the clock's now, whatever its century", () => {
+      const yearOf = (text: string, now: number) => new Date(RetryHint.parseHttpDate(text, now)!).getUTCFullYear()
+      // TestClock starts at 1970: "21" is 1921, as 2021 would be 51 years ahead; "20" is 2020, 50 ahead.
+      assert.strictEqual(yearOf("Sunday, 06-Nov-21 08:49:37 GMT", 0), 1921)
+      assert.strictEqual(yearOf("Friday, 06-Nov-20 08:49:37 GMT", 0), 2020)
+      assert.strictEqual(yearOf("Saturday, 06-Nov-99 08:49:37 GMT", 0), 1999)
+      // Late in a century, a small year is the next century's.
+      assert.strictEqual(yearOf("Tuesday, 06-Nov-05 08:49:37 GMT", Date.UTC(2095, 0, 1)), 2105)
+    })
+
     it("rejects anything else", () => {
       assert.strictEqual(RetryHint.parseHttpDate("120", 0), undefined)
       assert.strictEqual(RetryHint.parseHttpDate("1994-11-06T08:49:37Z", 0), undefined)

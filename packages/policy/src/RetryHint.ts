@@ -75,9 +75,16 @@ export const parseHttpDate = (value: string, nowMillis: number): number | undefi
   const rfc850 = rfc850Date.exec(text)
   if (rfc850 !== null) {
     const [, dd, mon, yy, hh, mm, ss] = rfc850
-    // A two-digit year more than 50 years in the future is in the past century (RFC 9110).
-    const century = Number(yy) + 2000 > new Date(nowMillis).getUTCFullYear() + 50 ? 1900 : 2000
-    return utc(century + Number(yy), mon!, Number(dd), Number(hh), Number(mm), Number(ss))
+    // The year with those two digits in the hundred years around now: one more than 50 years ahead
+    // is the most recent past one (RFC 9110), whatever century the clock is in.
+    const thisYear = new Date(nowMillis).getUTCFullYear()
+    const sameCentury = thisYear - (thisYear % 100) + Number(yy)
+    const year = sameCentury > thisYear + 50
+      ? sameCentury - 100
+      : sameCentury <= thisYear - 50
+      ? sameCentury + 100
+      : sameCentury
+    return utc(year, mon!, Number(dd), Number(hh), Number(mm), Number(ss))
   }
   const asctime = asctimeDate.exec(text)
   if (asctime !== null) {
