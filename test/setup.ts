@@ -1,15 +1,15 @@
 /**
  * Runs before every test file (vitest `setupFiles`) and holds two promises for the whole suite.
  *
- * - The API key stays secret: everything a file writes to the console, stdout or stderr, and every
- *   log line any fiber writes, is scanned for the canary key (`test/canary.ts`); the file fails
- *   after its tests if any of it contained the key.
+ * - The API key stays secret: everything a file writes to the console, stdout or stderr, every
+ *   log line any fiber writes and every `JSON.stringify` is scanned for the canary key
+ *   (`test/canary.ts`); the file fails after its tests if any of it contained the key.
  * - Nothing is lost: a promise rejected with nobody listening fails the file, wherever it came from.
  */
 import { FiberRef, HashSet } from "effect"
 import { format } from "node:util"
 import { afterAll, assert, beforeAll } from "vitest"
-import { report, scan, scanningLogger } from "./canary.js"
+import { report, scan, scanningLogger, scansSerialisations } from "./canary.js"
 
 // Every fiber starts with the scanning logger beside the default one. @effect/vitest removes the
 // default logger from `it.effect` tests, and many tests remove or replace it to keep the output
@@ -27,6 +27,15 @@ for (const method of ["log", "info", "warn", "error", "debug", "trace"] as const
   }
 }
 
+// Every serialisation the suite makes, of failures and everything else, is scanned as well: a
+// failure that carries the key shows it here even if no test prints it.
+const stringify = JSON.stringify
+JSON.stringify = function(this: unknown, ...args: Parameters<typeof JSON.stringify>) {
+  const text = stringify.apply(this, args)
+  if (typeof text === "string" && scansSerialisations()) scan("JSON.stringify", text)
+  return text
+} as typeof JSON.stringify
+
 const watch = (stream: NodeJS.WriteStream, where: string) => {
   const write = stream.write.bind(stream) as (...args: Array<unknown>) => boolean
   stream.write = ((chunk: unknown, ...rest: Array<unknown>) => {
@@ -40,7 +49,7 @@ watch(process.stderr, "stderr")
 afterAll(() => {
   const { leaks } = report()
   const found = leaks.map((leak) => `${leak.where}: ${leak.text.slice(0, 300)}`)
-  assert.deepStrictEqual(found, [], "the canary API key appeared in output or a log line")
+  assert.deepStrictEqual(found, [], "the canary API key appeared in output, a log line or a serialisation")
 })
 
 const unhandled: Array<unknown> = []

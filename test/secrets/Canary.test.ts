@@ -10,7 +10,7 @@ import type { FaultPlan } from "@resilient-ai/testing"
 import { FaultServer } from "@resilient-ai/testing"
 import { Cause, ConfigProvider, Effect, Exit, Layer, Logger, LogLevel, Stream } from "effect"
 import { inspect } from "node:util"
-import { canary } from "../canary.js"
+import { canary, providerEchoesKey } from "../canary.js"
 import { hello, HttpLive, managedAt } from "../client/support.js"
 
 /** Every form a failure takes when someone prints, logs, serialises or reports it. */
@@ -21,6 +21,9 @@ const renderings = (failure: unknown): ReadonlyArray<string> => [
   inspect(failure, { depth: Number.POSITIVE_INFINITY }),
   Cause.pretty(Cause.fail(failure), { renderErrorCause: true })
 ]
+
+// The fault servers below are providers that quote the key back: their answers hold it by design.
+providerEchoesKey()
 
 const echoed = `Incorrect API key provided: ${canary}. You can find your API key at https://example.invalid.`
 
