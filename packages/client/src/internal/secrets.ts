@@ -8,14 +8,10 @@ import type { Failure } from "@resilient-ai/policy"
 import * as Redacted from "effect/Redacted"
 
 /** What a secret becomes in text. */
-export const hidden = "<redacted>"
+const hidden = "<redacted>"
 
 /** `text` with every occurrence of `secret` hidden. */
-export const withoutSecret = (text: string, secret: string): string =>
-  secret === "" ? text : text.split(secret).join(hidden)
-
-/** A URL as it may be shown: credentials in it (`user:password@`) hidden, parsable or not. */
-export const withoutCredentials = (url: string): string => url.replace(/\/\/[^/?#@]*@/, `//${hidden}@`)
+const withoutSecret = (text: string, secret: string): string => secret === "" ? text : text.split(secret).join(hidden)
 
 const scrub = (value: unknown, secret: string): unknown => {
   if (typeof value === "string") return withoutSecret(value, secret)
