@@ -3,7 +3,7 @@
  * for it. A key that reaches a log line, an error message or a serialised failure is found by
  * `test/setup.ts`, which fails the run.
  */
-import { Cause, HashMap, Inspectable, List, Logger } from "effect"
+import { Cause, Effect, HashMap, Inspectable, List, Logger } from "effect"
 
 /** Distinctive, so a search for it finds only leaks: no real key looks like this. */
 export const canary = "sk-canary-Zq7Xw3Lp9Tn2Vb6Md4Rf"
@@ -35,6 +35,16 @@ export const scan = (where: string, text: string): void => {
   scanned++
   if (text.includes(canary)) leaks.push({ where, text: text.slice(0, 2_000) })
 }
+
+/**
+ * Runs `self` and gives the leaks it caused, taking them off the record so they fail nothing: for
+ * the test that shows the tripwire catches a key where it should.
+ */
+export const leaksOf = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<ReadonlyArray<Leak>, E, R> =>
+  Effect.suspend(() => {
+    const from = leaks.length
+    return Effect.map(self, () => leaks.splice(from))
+  })
 
 /** Leaks found so far in this worker, and how many texts were scanned. */
 export const report = (): { readonly leaks: ReadonlyArray<Leak>; readonly scanned: number } => ({

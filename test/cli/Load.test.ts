@@ -3,6 +3,7 @@ import { Demo, Load, Summary } from "@resilient-ai/cli"
 import { ModelClient } from "@resilient-ai/client"
 import { FaultServer } from "@resilient-ai/testing"
 import { Effect } from "effect"
+import { performance } from "node:perf_hooks"
 import { HttpLive, managedAt, selfHostedAt } from "./support.js"
 
 /** Every key of the JSON summary, in a stable order. */
@@ -72,12 +73,26 @@ const scripted = {
   ]
 } as const
 
+/** Samples the requests `server` has in flight every 2 ms while the scope is open; gives the most seen so far. */
+const peakInFlight = (server: FaultServer.Service) =>
+  Effect.gen(function*() {
+    let peak = 0
+    yield* Effect.forkScoped(Effect.forever(Effect.zipRight(
+      Effect.tap(server.inFlight, (n) => Effect.sync(() => (peak = Math.max(peak, n)))),
+      Effect.sleep("2 millis")
+    )))
+    return Effect.sync(() => peak)
+  })
+
 describe("Load.run against the fault server", () => {
   it.scopedLive("counts every call, attempt and retry of a scripted plan exactly", () =>
     Effect.gen(function*() {
-      const server = yield* FaultServer.make(scripted)
+      // Each of the three successes takes 30 ms, one after another.
+      const server = yield* FaultServer.make({ ...scripted, latencyMs: 30 })
       const client = yield* ModelClient.make(managedAt(server.url))
+      const started = performance.now()
       const summary = yield* Load.run(client, { requests: 5, concurrency: 1, deadline: "5 seconds" })
+      const elapsed = performance.now() - started
       assert.strictEqual((yield* server.arrivals).length, 8)
       assert.strictEqual(summary.target, client.target.name)
       assert.strictEqual(summary.kind, "managed")
@@ -101,7 +116,11 @@ describe("Load.run against the fault server", () => {
         assert.isNotNull(latency.p50)
         assert.isAtMost(latency.p50!, latency.p99!)
       }
-      assert.isAtLeast(summary.wallMs, 0)
+      // A timer may fire a millisecond early: each bound leaves two per wait.
+      assert.isAtLeast(successes.p50!, 28)
+      // The wall time is the run's: it holds the three successes in turn, and no more than the run took.
+      assert.isAtLeast(summary.wallMs, 84)
+      assert.isAtMost(summary.wallMs, Math.ceil(elapsed))
     }).pipe(Effect.provide(HttpLive)))
 
   it.scopedLive("a second load on the same client reports only its own calls", () =>
@@ -166,29 +185,33 @@ describe("Load.run against the fault server", () => {
     Effect.gen(function*() {
       const server = yield* FaultServer.make({ latencyMs: 30 })
       const client = yield* ModelClient.make(managedAt(server.url))
-      let peak = 0
-      const progress: Array<number> = []
-      yield* Effect.forkScoped(Effect.forever(Effect.zipRight(
-        Effect.tap(server.inFlight, (n) => Effect.sync(() => (peak = Math.max(peak, n)))),
-        Effect.sleep("2 millis")
-      )))
+      const peak = yield* peakInFlight(server)
+      const progress: Array<readonly [number, number]> = []
       const summary = yield* Load.run(client, {
         requests: 6,
         concurrency: 2,
         ratePerSecond: 50,
-        onProgress: (done, total) => {
-          progress.push(done)
-          assert.strictEqual(total, 6)
-        }
+        onProgress: (done, total) => void progress.push([done, total])
       })
       // The sixth call starts 100 ms in and takes 30 ms; unpaced, six calls two at a time take about 90.
       assert.isAtLeast(summary.wallMs, 125)
       const arrivals = yield* server.arrivals
       assert.isAtLeast(arrivals[5]!.at - arrivals[1]!.at, 75)
-      assert.isAtMost(peak, 2)
-      assert.deepStrictEqual(progress, [1, 2, 3, 4, 5, 6])
+      assert.isAtMost(yield* peak, 2)
+      assert.deepStrictEqual(progress, [[1, 6], [2, 6], [3, 6], [4, 6], [5, 6], [6, 6]])
       assert.strictEqual(summary.ratePerSecond, 50)
       assert.strictEqual(summary.successes, 6)
+
+      // Paced at 50/s, 30 ms calls never overlap by more than two, bound or not. Calls of 100 ms
+      // started at once would all be in flight together, but for the bound.
+      const slow = yield* FaultServer.make({ latencyMs: 100 })
+      const slowPeak = yield* peakInFlight(slow)
+      const unpaced = yield* Load.run(yield* ModelClient.make(managedAt(slow.url)), { requests: 6, concurrency: 2 })
+      assert.strictEqual(unpaced.successes, 6)
+      assert.strictEqual(yield* slowPeak, 2)
+      // Three rounds of two: unbounded, the six would take one round.
+      assert.isAtLeast(unpaced.wallMs, 294)
+      assert.strictEqual((yield* slow.arrivals).length, 6)
     }).pipe(Effect.provide(HttpLive)))
 
   it("bad settings are refused when the load is built", () => {

@@ -159,7 +159,7 @@ describe("resilient-ai faults", () => {
     Effect.gen(function*() {
       const plan = file("plan.json", JSON.stringify({ steps: [{ _tag: "Status", status: 503 }] }))
       const running = yield* start(["faults", "--plan", plan])
-      yield* eventually(() => running.output().stdout.includes("Ctrl-C"))
+      yield* eventually(Effect.sync(() => running.output().stdout.includes("Ctrl-C")), 5_000, "the server is listening")
       const { stdout } = running.output()
       const url = /listening on (http:\/\/127\.0\.0\.1:\d+\/v1)/.exec(stdout)?.[1]
       assert.isDefined(url, stdout)

@@ -4,7 +4,7 @@ import { spawn } from "node:child_process"
 import { existsSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 
-export { apiKey, freshName, HttpLive, managedAt, selfHostedAt } from "../client/support.js"
+export { apiKey, eventually, HttpLive, managedAt, selfHostedAt } from "../client/support.js"
 
 /** The repository root. */
 export const root = fileURLToPath(new URL("../../", import.meta.url))
@@ -70,13 +70,3 @@ export const start = (args: ReadonlyArray<string>, env: Readonly<Record<string, 
 /** Runs `node bin …args` to the end. */
 export const runBin = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) =>
   Effect.scoped(Effect.flatMap(start(args, env), (running) => running.exited))
-
-/** Waits (real time, in small steps) until `condition` holds, failing the test after `limitMillis`. */
-export const eventually = (condition: () => boolean, limitMillis = 5_000) =>
-  Effect.gen(function*() {
-    const started = Date.now()
-    while (!condition()) {
-      if (Date.now() - started > limitMillis) return yield* Effect.dieMessage("condition not met in time")
-      yield* Effect.sleep("10 millis")
-    }
-  })

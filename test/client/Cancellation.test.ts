@@ -112,10 +112,6 @@ const interrupted = (exit: Exit.Exit<unknown, unknown>) => Exit.isFailure(exit) 
 const capturing = (lines: Array<string>) =>
   Logger.replace(Logger.defaultLogger, Logger.make((options) => lines.push(Logger.logfmtLogger.log(options))))
 
-/** Waits (real time) until `condition` holds; after `limitMillis`, fails saying what did not happen. */
-const waitUntil = (what: string, condition: Effect.Effect<boolean>, limitMillis = 2_000) =>
-  eventually(condition, limitMillis).pipe(Effect.catchAllDefect(() => Effect.dieMessage(`not in time: ${what}`)))
-
 /** An interrupt must not wait for the attempt, the sleep (350 ms of it are left) or the connection. */
 const promptMillis = 200
 
@@ -141,6 +137,8 @@ interface Context {
   readonly metrics: Metrics.TargetMetrics
   /** What a streaming call has delivered to its caller. */
   readonly received: ReadonlyArray<unknown>
+  /** The call's log lines so far. */
+  readonly lines: ReadonlyArray<string>
 }
 
 interface Case {
@@ -167,7 +165,7 @@ const cases: ReadonlyArray<Case> = [
     // Replay-safe, so nothing but the interrupt keeps the policy from retrying.
     call: (client) => client.chat(hello, { replaySafe: true }),
     until: ({ server }) =>
-      waitUntil("the request arrived", Effect.map(server.arrivals, (arrivals) => arrivals.length === 1)),
+      eventually(Effect.map(server.arrivals, (arrivals) => arrivals.length === 1), 2_000, "the request arrived"),
     inFlight: true,
     settleMillis: 100
   },
@@ -176,7 +174,7 @@ const cases: ReadonlyArray<Case> = [
     plan: { otherwise: { _tag: "StallBody", ms: FaultServer.never } },
     call: (client) => client.chat(hello, { replaySafe: true }),
     // The headers and half the body arrived; the transport is reading the rest.
-    until: ({ observed }) => waitUntil("the headers arrived", Effect.sync(() => observed.counts.headers === 1)),
+    until: ({ observed }) => eventually(Effect.sync(() => observed.counts.headers === 1), 2_000, "the headers arrived"),
     inFlight: true,
     settleMillis: 100
   },
@@ -187,11 +185,13 @@ const cases: ReadonlyArray<Case> = [
     plan: { steps: [{ _tag: "Status", status: 503, retryAfterMs: "400" }] },
     target: { hintSpread: "1 millis" },
     call: (client) => client.chat(hello),
-    until: ({ metrics, server }) =>
+    until: ({ lines, metrics, server }) =>
       Effect.gen(function*() {
-        yield* waitUntil("the retry is decided", Effect.sync(() => metrics.retries.unsafeValue([]).count === 1))
+        yield* eventually(Effect.sync(() => metrics.retries.unsafeValue([]).count === 1), 2_000, "the retry is decided")
         yield* Effect.sleep("50 millis")
         assert.strictEqual((yield* server.arrivals).length, 1, "the interrupt lands in the sleep")
+        // The capture sees the call's lines: that it has none from after the interrupt is no accident.
+        assert.strictEqual(lines.filter((line) => line.includes("attempt failed, retrying")).length, 1)
       }),
     inFlight: false,
     settleMillis: 600,
@@ -207,7 +207,7 @@ const cases: ReadonlyArray<Case> = [
     // stream may still be retried.
     plan: { otherwise: { _tag: "StallBody", ms: FaultServer.never, afterChunks: 0 } },
     call: streamed,
-    until: ({ observed }) => waitUntil("the headers arrived", Effect.sync(() => observed.counts.headers === 1)),
+    until: ({ observed }) => eventually(Effect.sync(() => observed.counts.headers === 1), 2_000, "the headers arrived"),
     inFlight: true,
     settleMillis: 100,
     after: ({ received }) => Effect.sync(() => assert.strictEqual(received.length, 0))
@@ -217,7 +217,7 @@ const cases: ReadonlyArray<Case> = [
     // The first event (the role chunk) is written with the headers, then the body stalls.
     plan: { otherwise: { _tag: "StallBody", ms: FaultServer.never } },
     call: streamed,
-    until: ({ received }) => waitUntil("the first chunk arrived", Effect.sync(() => received.length === 1)),
+    until: ({ received }) => eventually(Effect.sync(() => received.length === 1), 2_000, "the first chunk arrived"),
     inFlight: true,
     settleMillis: 100,
     after: ({ received }) => Effect.sync(() => assert.strictEqual(received.length, 1))
@@ -236,7 +236,7 @@ const interrupting = (scenario: Case, trigger: Trigger) =>
     const supervisor = yield* Supervisor.track
     const lines: Array<string> = []
     const received: Array<unknown> = []
-    const context: Context = { server, observed, metrics, received }
+    const context: Context = { server, observed, metrics, received, lines }
 
     yield* Effect.gen(function*() {
       const client = yield* ModelClient.make(target)
@@ -260,13 +260,13 @@ const interrupting = (scenario: Case, trigger: Trigger) =>
       yield* interruptNow(interrupt, supervisor)
 
       if (scenario.inFlight) {
-        yield* waitUntil(
-          "the server saw the client go away mid-request",
+        yield* eventually(
           Effect.map(server.arrivals, (arrivals) => arrivals.at(-1)!.aborted),
-          300
+          300,
+          "the server saw the client go away mid-request"
         )
         // An idle connection would stay in undici's pool for 4 s: this one was destroyed.
-        yield* waitUntil("the connection was closed", Effect.map(server.openConnections, (open) => open === 0), 300)
+        yield* eventually(Effect.map(server.openConnections, (open) => open === 0), 300, "the connection was closed")
       }
 
       yield* Effect.sleep(scenario.settleMillis)
@@ -286,10 +286,10 @@ const interrupting = (scenario: Case, trigger: Trigger) =>
       yield* client.chat(hello, { timeout: "1 second" })
     }).pipe(Effect.provide(NodeHttpClient.layerUndici))
 
-    yield* waitUntil(
-      "no connection is open once the HTTP client's scope has closed",
+    yield* eventually(
       Effect.map(server.openConnections, (open) => open === 0),
-      500
+      500,
+      "no connection is open once the HTTP client's scope has closed"
     )
   })
 
@@ -383,7 +383,7 @@ const interruptingConnect = (trigger: Trigger) =>
         Logger.withMinimumLogLevel(LogLevel.Debug)
       )
       const interrupt = yield* trigger.start(call, supervisor)
-      yield* waitUntil("undici started connecting", Effect.sync(() => observed.counts.beforeConnect === 1))
+      yield* eventually(Effect.sync(() => observed.counts.beforeConnect === 1), 2_000, "undici started connecting")
       yield* Effect.sleep("50 millis")
       // Still connecting: no connection, no connect error, one socket that is connecting.
       assert.deepStrictEqual(observed.counts, { beforeConnect: 1, connected: 0, connectError: 0, headers: 0 })
@@ -405,10 +405,10 @@ const interruptingConnect = (trigger: Trigger) =>
     // An aborted request does not cancel undici's connect: the socket it was opening goes on
     // connecting, and ends at the dispatcher's connect timeout (undici's timers tick every half
     // second) or, the dispatcher being destroyed, as soon as it connects. It never carries a request.
-    yield* waitUntil(
-      "the connecting socket was destroyed",
+    yield* eventually(
       Effect.sync(() => observed.sockets[0]!.destroyed),
-      connectTimeoutMillis + 1_500
+      connectTimeoutMillis + 1_500,
+      "the connecting socket was destroyed"
     )
     assert.strictEqual(observed.counts.connected, 0)
     assert.strictEqual(observed.sockets.length, 1)

@@ -13,9 +13,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { ModelClient, type Target } from "@resilient-ai/client"
 import { Failure } from "@resilient-ai/policy"
 import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
-import { Cause, Duration, Effect, Exit, Layer, Option, Random, Scope } from "effect"
+import { Cause, Duration, Effect, Exit, Layer, Random, Scope } from "effect"
 import { Buffer } from "node:buffer"
-import { hello, HttpLive, managedAt } from "./support.js"
+import { failureOf, hello, HttpLive, managedAt, settled } from "./support.js"
 
 /** What the call came to, with what the server saw of it. */
 interface Observed {
@@ -87,6 +87,19 @@ const hinted = (retryAfter: string): Pick<Row, "plan" | "target" | "options"> =>
   plan: { otherwise: { _tag: "Status", status: 429, retryAfter } },
   target: { baseDelay: "60 millis", maxDelay: "60 millis", hintSpread: "5 millis" },
   options: { timeout: "3 seconds" }
+})
+
+/** A Retry-After that reads as a hint of zero: each retry comes at once plus the spread, not after the backoff. */
+const hintOfZero = (spelled: string, retryAfter: string): Row => ({
+  name: `Retry-After ${spelled}: a hint of zero, retried at once plus the spread (3 attempts)`,
+  ...hinted(retryAfter),
+  arrivals: 3,
+  afterCall: "pooled",
+  expect: {
+    reason: "attempts",
+    last: { _tag: "RateLimited", status: 429, retryAfter: Duration.zero },
+    check: (failed) => assert.deepStrictEqual(delaysBefore(failed).map((delay) => delay <= 4), [true, true, true])
+  }
 })
 
 const rows: ReadonlyArray<Row> = [
@@ -275,17 +288,7 @@ const rows: ReadonlyArray<Row> = [
       }
     }
   },
-  {
-    name: "Retry-After negative: a hint of zero, retried at once plus the spread (3 attempts)",
-    ...hinted("-5"),
-    arrivals: 3,
-    afterCall: "pooled",
-    expect: {
-      reason: "attempts",
-      last: { _tag: "RateLimited", status: 429, retryAfter: Duration.zero },
-      check: (failed) => assert.deepStrictEqual(delaysBefore(failed).map((delay) => delay <= 4), [true, true, true])
-    }
-  },
+  hintOfZero("negative", "-5"),
   {
     name: "Retry-After huge (a day): the call ends with retry-after-too-long instead of sleeping (1 attempt)",
     ...hinted("86400"),
@@ -297,17 +300,7 @@ const rows: ReadonlyArray<Row> = [
       check: (_, { elapsedMillis }) => assert.isBelow(elapsedMillis, 1_000)
     }
   },
-  {
-    name: "Retry-After an HTTP date in the past: a hint of zero, retried at once plus the spread (3 attempts)",
-    ...hinted("Wed, 21 Oct 2015 07:28:00 GMT"),
-    arrivals: 3,
-    afterCall: "pooled",
-    expect: {
-      reason: "attempts",
-      last: { _tag: "RateLimited", status: 429, retryAfter: Duration.zero },
-      check: (failed) => assert.deepStrictEqual(delaysBefore(failed).map((delay) => delay <= 4), [true, true, true])
-    }
-  },
+  hintOfZero("an HTTP date in the past", "Wed, 21 Oct 2015 07:28:00 GMT"),
   {
     name: "429 insufficient_quota: QuotaExhausted, terminal (1 attempt)",
     plan: {
@@ -396,18 +389,6 @@ const rows: ReadonlyArray<Row> = [
   }
 ]
 
-/** Polls (real time) until `condition` holds of `value` or `limitMillis` pass, and returns the last value seen. */
-const settled = <A>(value: Effect.Effect<A>, condition: (a: A) => boolean, limitMillis = 1_000) =>
-  Effect.gen(function*() {
-    const started = Date.now()
-    let current = yield* value
-    while (!condition(current) && Date.now() - started < limitMillis) {
-      yield* Effect.sleep("5 millis")
-      current = yield* value
-    }
-    return current
-  })
-
 const runRow = (row: Row) =>
   Effect.gen(function*() {
     const server = yield* FaultServer.make(row.plan)
@@ -432,10 +413,7 @@ const runRow = (row: Row) =>
       if (Exit.isFailure(exit)) assert.fail(`expected a success, got ${Cause.pretty(exit.cause)}`)
       row.expect.succeeds(exit.value, observed)
     } else {
-      if (Exit.isSuccess(exit)) return assert.fail("expected a CallFailed, got a success")
-      const failure = Cause.failureOption(exit.cause)
-      if (Option.isNone(failure)) return assert.fail(`expected a typed failure, got ${Cause.pretty(exit.cause)}`)
-      const failed = failure.value
+      const failed = failureOf(exit)
       assert.strictEqual(failed.reason, row.expect.reason, failed.message)
       const last = failed.last as unknown as Readonly<Record<string, unknown>>
       for (const [field, expected] of Object.entries(row.expect.last)) {

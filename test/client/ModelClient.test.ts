@@ -2,28 +2,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Failover, ModelClient, Target } from "@resilient-ai/client"
 import { Failure, Metrics } from "@resilient-ai/policy"
 import { FaultServer, type Fixtures } from "@resilient-ai/testing"
-import {
-  Cause,
-  Chunk,
-  ConfigProvider,
-  Duration,
-  Effect,
-  Exit,
-  Fiber,
-  Layer,
-  Logger,
-  LogLevel,
-  Option,
-  Stream
-} from "effect"
-import { apiKey, eventually, hello, HttpLive, managedAt, selfHostedAt, serverAndClient } from "./support.js"
-
-const failureOf = <A, E>(exit: Exit.Exit<A, E>): E => {
-  if (Exit.isSuccess(exit)) throw new Error("expected a failure")
-  const failure = Cause.failureOption(exit.cause)
-  if (Option.isNone(failure)) throw new Error(`expected a typed failure, got ${Cause.pretty(exit.cause)}`)
-  return failure.value
-}
+import { Chunk, ConfigProvider, Duration, Effect, Exit, Fiber, Layer, Logger, LogLevel, Stream } from "effect"
+import { apiKey, eventually, failureOf, hello, HttpLive, managedAt, selfHostedAt, serverAndClient } from "./support.js"
 
 /** What each recorded fixture must come to on a managed target with three attempts. */
 const table: ReadonlyArray<

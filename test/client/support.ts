@@ -1,4 +1,7 @@
-/** Helpers shared by the client tests: a fault server, targets pointed at it, a real HTTP client. */
+/**
+ * Helpers shared by the client tests (and others that call over loopback): a fault server, targets
+ * pointed at it, a real HTTP client, and waiting in real time for what the server or the client sees.
+ */
 import { NodeHttpClient } from "@effect/platform-node"
 import { ModelClient, Target } from "@resilient-ai/client"
 import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
@@ -8,11 +11,13 @@ import { canary } from "../canary.js"
 /** The API key the tests use: the canary, which no output, log line or failure may ever contain. */
 export const apiKey = canary
 
-/**
- * The real undici-based HTTP client, as an application on Node provides it. Log lines stay out of
- * the test output (`test/setup.ts` still checks each for the key).
- */
-export const HttpLive = Layer.merge(NodeHttpClient.layerUndici, Logger.remove(Logger.defaultLogger))
+export { failureOf } from "../policy/support.js"
+
+/** Keeps log lines out of the test output (`test/setup.ts` still checks each for the key). */
+export const quiet = Logger.remove(Logger.defaultLogger)
+
+/** The real undici-based HTTP client, as an application on Node provides it, with the log lines kept quiet. */
+export const HttpLive = Layer.merge(NodeHttpClient.layerUndici, quiet)
 
 let targets = 0
 /** A target name no other test uses, so metrics read back belong to one test. */
@@ -59,12 +64,28 @@ export const serverAndClient = (
 /** The chat request most tests send. */
 export const hello = { messages: [{ role: "user", content: "Say hello." }] } as const
 
-/** Waits (real time, in small steps) until `condition` holds, failing the test after `limitMillis`. */
-export const eventually = <E, R>(condition: Effect.Effect<boolean, E, R>, limitMillis = 2_000) =>
+/**
+ * Polls `read` (real time, in small steps) until `check` holds of its value, and gives that value;
+ * after `limitMillis`, gives the last value read, for the caller's assertion to show.
+ */
+export const settled = <A, E, R>(read: Effect.Effect<A, E, R>, check: (a: A) => boolean, limitMillis = 1_000) =>
   Effect.gen(function*() {
     const started = Date.now()
-    while (!(yield* condition)) {
-      if (Date.now() - started > limitMillis) return yield* Effect.dieMessage("condition not met in time")
+    let value = yield* read
+    while (!check(value) && Date.now() - started < limitMillis) {
       yield* Effect.sleep("5 millis")
+      value = yield* read
     }
+    return value
   })
+
+/** Waits (real time, in small steps) until `condition` holds; after `limitMillis`, fails saying what did not happen. */
+export const eventually = <E, R>(
+  condition: Effect.Effect<boolean, E, R>,
+  limitMillis = 2_000,
+  what = "the condition"
+) =>
+  Effect.flatMap(
+    settled(condition, (met) => met, limitMillis),
+    (met) => met ? Effect.void : Effect.dieMessage(`not in time (${limitMillis} ms): ${what}`)
+  )

@@ -3,17 +3,14 @@
  * with a `ConfigError` that names the variable and the rule it breaks, never shows a secret, and
  * fails before any traffic — the fault server sees no request, the Redis port no connection.
  */
-import { NodeHttpClient } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { ModelClient, Target } from "@resilient-ai/client"
 import { RedisConnection } from "@resilient-ai/redis"
 import { FaultServer } from "@resilient-ai/testing"
-import { Cause, ConfigError, ConfigProvider, Duration, Effect, Exit, Layer, Logger, Option } from "effect"
+import { Cause, ConfigError, ConfigProvider, Duration, Effect, Exit, Layer, Option } from "effect"
 import * as Net from "node:net"
 import { canary } from "../canary.js"
-
-const quiet = Logger.remove(Logger.defaultLogger)
-const HttpLive = Layer.merge(NodeHttpClient.layerUndici, quiet)
+import { HttpLive, quiet } from "../client/support.js"
 
 const withEnv = (env: Record<string, string>) =>
   Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)), { pathDelim: "_" }))
@@ -56,6 +53,28 @@ interface Case {
   readonly with?: Readonly<Record<string, string>> | undefined
   /** Other variables, after the prefix, that the message must name too (the other side of a rule). */
   readonly alsoNamed?: ReadonlyArray<string> | undefined
+}
+
+/** The name of a case's test: the variable, its value (or that it is unset) and the rule. */
+const nameOf = (prefix: string, { rule, value, variable }: Case) =>
+  `${prefix}_${variable} ${value === undefined ? "unset" : JSON.stringify(value)}: ${rule}`
+
+/**
+ * The environment of a case: `valid` (settings that work, named after the prefix) with the case's
+ * variable unset or set to its value, then its other settings; `fill` fills in the placeholders.
+ */
+const environmentOf = (
+  prefix: string,
+  valid: Readonly<Record<string, string>>,
+  { value, variable, with: settings = {} }: Case,
+  fill: (text: string) => string
+): Record<string, string> => {
+  const env: Record<string, string> = {}
+  for (const [name, text] of Object.entries(valid)) env[`${prefix}_${name}`] = fill(text)
+  delete env[`${prefix}_${variable}`]
+  if (value !== undefined) env[`${prefix}_${variable}`] = fill(value)
+  for (const [name, text] of Object.entries(settings)) env[`${prefix}_${name}`] = fill(text)
+  return env
 }
 
 describe("a target's bad configuration", () => {
@@ -171,27 +190,20 @@ describe("a target's bad configuration", () => {
 
   for (const { config, kind, prefix } of targets) {
     describe(`${kind} (${prefix}_*)`, () => {
-      for (const { alsoNamed = [], rule, value, variable, with: settings = {} } of cases) {
+      for (const bad of cases) {
         // An unset key is no mistake for a self-hosted pool.
-        if (kind === "self-hosted" && variable === "API_KEY" && value === undefined) continue
-        const shown = value === undefined ? "unset" : JSON.stringify(value)
-        it.scopedLive(`${prefix}_${variable} ${shown}: ${rule}`, () =>
+        if (kind === "self-hosted" && bad.variable === "API_KEY" && bad.value === undefined) continue
+        it.scopedLive(nameOf(prefix, bad), () =>
           Effect.gen(function*() {
             const server = yield* FaultServer.make()
             const host = new URL(server.url).host
             const fill = (text: string) =>
               text.replaceAll("{url}", server.url).replaceAll("{host}", host).replaceAll("{secret}", canary)
-            const env: Record<string, string> = {
-              [`${prefix}_BASE_URL`]: server.url,
-              [`${prefix}_MODEL`]: "mistral-small-latest",
-              [`${prefix}_API_KEY`]: canary
-            }
-            delete env[`${prefix}_${variable}`]
-            if (value !== undefined) env[`${prefix}_${variable}`] = fill(value)
-            for (const [other, text] of Object.entries(settings)) env[`${prefix}_${other}`] = text
+            const valid = { BASE_URL: server.url, MODEL: "mistral-small-latest", API_KEY: canary }
+            const env = environmentOf(prefix, valid, bad, fill)
             const exit = yield* Layer.build(ModelClient.layerConfig(config(prefix))).pipe(withEnv(env), Effect.exit)
-            const names = [variable, ...alsoNamed].map((name) => `${prefix}_${name}`)
-            refusal(exit, names, rule, [canary])
+            const names = [bad.variable, ...(bad.alsoNamed ?? [])].map((name) => `${prefix}_${name}`)
+            refusal(exit, names, bad.rule, [canary])
             yield* settle
             assert.strictEqual((yield* server.arrivals).length, 0)
             assert.strictEqual(yield* server.inFlight, 0)
@@ -312,19 +324,16 @@ describe("the Redis connection's bad configuration", () => {
 
   for (const prefix of ["REDIS", "FLEET_REDIS"]) {
     describe(`${prefix}_*`, () => {
-      for (const { rule, value, variable } of cases) {
-        const shown = value === undefined ? "unset" : JSON.stringify(value)
-        it.scopedLive(`${prefix}_${variable} ${shown}: ${rule}`, () =>
+      for (const bad of cases) {
+        it.scopedLive(nameOf(prefix, bad), () =>
           Effect.gen(function*() {
             const redis = yield* countingServer
             const fill = (text: string) =>
               text.replaceAll("{host}", `127.0.0.1:${redis.port}`).replaceAll("{secret}", canary)
-            const env: Record<string, string> = { [`${prefix}_URL`]: fill("redis://:{secret}@{host}/0") }
-            delete env[`${prefix}_${variable}`]
-            if (value !== undefined) env[`${prefix}_${variable}`] = fill(value)
+            const env = environmentOf(prefix, { URL: "redis://:{secret}@{host}/0" }, bad, fill)
             const layer = RedisConnection.layerConfig(prefix === "REDIS" ? undefined : prefix)
             const exit = yield* Layer.build(layer).pipe(withEnv(env), Effect.exit)
-            refusal(exit, [`${prefix}_${variable}`], rule, [canary])
+            refusal(exit, [`${prefix}_${bad.variable}`], bad.rule, [canary])
             yield* settle
             assert.strictEqual(redis.connections(), 0)
           }))

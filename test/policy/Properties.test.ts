@@ -9,7 +9,6 @@ import { assert, describe, it } from "@effect/vitest"
 import { Target } from "@resilient-ai/client"
 import { Backoff, Classifier, Failure, Resilient, RetryBudget, RetryHint } from "@resilient-ai/policy"
 import {
-  Cause,
   Clock,
   Duration,
   Effect,
@@ -23,7 +22,7 @@ import {
   Schedule,
   TestClock
 } from "effect"
-import { captureLogs, freshTarget, services } from "./support.js"
+import { captureLogs, failureOf, freshTarget, services } from "./support.js"
 
 const runs = (numRuns: number) => ({ seed: 42, numRuns })
 
@@ -46,11 +45,6 @@ const finishedBy = <A, E>(fiber: Fiber.RuntimeFiber<A, E>, by: string) =>
     if (Option.isSome(exit)) return Effect.succeed(exit.value)
     return Effect.zipRight(Fiber.interrupt(fiber), Effect.dieMessage(`still running after ${by}`))
   })
-
-const failureOf = <A, E>(exit: Exit.Exit<A, E>): E => {
-  if (Exit.isSuccess(exit)) throw new Error(`expected a failure, got ${String(exit.value)}`)
-  return Option.getOrThrow(Cause.failureOption(exit.cause))
-}
 
 const millisOf = (hint: Option.Option<Duration.Duration>): number | undefined =>
   Option.match(hint, { onNone: () => undefined, onSome: Duration.toMillis })

@@ -17,7 +17,7 @@ import {
   TestClock
 } from "effect"
 import { canary } from "../canary.js"
-import { captureLogs, freshTarget, scripted, services } from "./support.js"
+import { captureLogs, failureOf, freshTarget, scripted, services } from "./support.js"
 
 const serverError = new Failure.ServerError({ status: 500 })
 const millis = (duration: Duration.Duration) => Duration.toMillis(duration)
@@ -29,13 +29,6 @@ const settle = <A, E, R>(effect: Effect.Effect<A, E, R>, by: Duration.DurationIn
     yield* TestClock.adjust(by)
     return yield* Fiber.await(fiber)
   })
-
-const failureOf = <A, E>(exit: Exit.Exit<A, E>): E => {
-  if (Exit.isSuccess(exit)) throw new Error(`expected a failure, got ${String(exit.value)}`)
-  const failure = Cause.failureOption(exit.cause)
-  if (failure._tag === "None") throw new Error(`expected a typed failure, got ${Cause.pretty(exit.cause)}`)
-  return failure.value
-}
 
 describe("Resilient.retry", () => {
   describe("classification", () => {

@@ -1,6 +1,6 @@
 /** Helpers shared by the policy tests: scripted attempts, their arrival times, captured log lines. */
 import { ConcurrencyGate, type Failure, Resilient, RetryBudget } from "@resilient-ai/policy"
-import { Clock, Effect, FiberRef, HashMap, Layer, List, Logger, Ref } from "effect"
+import { Cause, Clock, Effect, Exit, FiberRef, HashMap, Layer, List, Logger, Option, Ref } from "effect"
 
 /** One scripted attempt: fail with a failure, succeed with a value, or run an effect. */
 export type Step<A> =
@@ -71,3 +71,11 @@ export const captureLogs = Effect.gen(function*() {
   })
   return { layer: Logger.add(logger), lines: Ref.get(lines) }
 })
+
+/** The typed failure `exit` ended with; throws, saying what it got instead, on a success or a defect. */
+export const failureOf = <A, E>(exit: Exit.Exit<A, E>): E => {
+  if (Exit.isSuccess(exit)) throw new Error(`expected a failure, got ${String(exit.value)}`)
+  const failure = Cause.failureOption(exit.cause)
+  if (Option.isNone(failure)) throw new Error(`expected a typed failure, got ${Cause.pretty(exit.cause)}`)
+  return failure.value
+}

@@ -15,11 +15,14 @@ const describeWithBinary = (name: string, body: () => void): void => {
   describe.skipIf(redisServerBinary === "")(name, body)
 }
 
-const fallbacks = (operation: "budget" | "gate") =>
+const fallbacksOf = (operation: "budget" | "gate") =>
   Effect.map(
     Metric.value(RedisConnection.fallbacks.pipe(Metric.tagged("operation", operation))),
     (state) => state.count
   )
+
+/** Budget and gate decisions made in process so far. */
+const fallbacks = Effect.zipWith(fallbacksOf("budget"), fallbacksOf("gate"), (budget, gate) => budget + gate)
 
 const unhandled: Array<unknown> = []
 const record = (reason: unknown) => void unhandled.push(reason)
@@ -83,25 +86,25 @@ describeWithBinary("Redis failing under a running fleet member", () => {
           (server) => Effect.promise(() => server.stop())
         )
         const member = yield* fleetMember(redis)
-        const fellBefore = (yield* fallbacks("budget")) + (yield* fallbacks("gate"))
+        const fellBefore = yield* fallbacks
 
         assert.isAtLeast(yield* member.calls(40), 35)
         assert.isTrue(yield* member.isUp)
-        assert.strictEqual((yield* fallbacks("budget")) + (yield* fallbacks("gate")), fellBefore)
+        assert.strictEqual(yield* fallbacks, fellBefore)
 
         yield* Effect.promise(() => redis.stop())
         assert.isAtLeast(yield* member.calls(40), 35, "calls go on without Redis")
         assert.isFalse(yield* member.isUp)
-        const fellBack = (yield* fallbacks("budget")) + (yield* fallbacks("gate")) - fellBefore
+        const fellBack = (yield* fallbacks) - fellBefore
         assert.isAtLeast(fellBack, 80, "each call's gate and budget decisions were made in process")
         assert.deepStrictEqual(member.lines, ["Redis unreachable: deciding in process until it is back"])
 
         yield* Effect.promise(() => redis.start())
         // ioredis reconnects on its own; the next decision after `retryAfter` finds Redis back.
         yield* eventuallyLive(Effect.zipRight(member.calls(1), member.isUp), 10_000)
-        const before = (yield* fallbacks("budget")) + (yield* fallbacks("gate"))
+        const before = yield* fallbacks
         assert.isAtLeast(yield* member.calls(40), 35)
-        assert.strictEqual((yield* fallbacks("budget")) + (yield* fallbacks("gate")), before, "no fallback once back")
+        assert.strictEqual(yield* fallbacks, before, "no fallback once back")
         assert.isAbove((yield* member.keys).length, 0, "the budget and gate live on Redis again")
         assert.deepStrictEqual(member.lines, [
           "Redis unreachable: deciding in process until it is back",
@@ -122,10 +125,10 @@ describeWithBinary("Redis failing under a running fleet member", () => {
       assert.isAtLeast(yield* member.calls(20), 15)
 
       redis.pause()
-      const fellBefore = (yield* fallbacks("budget")) + (yield* fallbacks("gate"))
+      const fellBefore = yield* fallbacks
       assert.isAtLeast(yield* member.calls(40), 35, "calls go on while Redis is stalled")
       assert.isFalse(yield* member.isUp)
-      assert.isAtLeast((yield* fallbacks("budget")) + (yield* fallbacks("gate")) - fellBefore, 80)
+      assert.isAtLeast((yield* fallbacks) - fellBefore, 80)
 
       redis.resume()
       yield* eventuallyLive(Effect.zipRight(member.calls(1), member.isUp), 10_000)

@@ -3,7 +3,7 @@ import { Failure, RetryBudget } from "@resilient-ai/policy"
 import { RedisBudget } from "@resilient-ai/redis"
 import { Effect, Layer, Redacted, TestClock } from "effect"
 import { canary } from "../canary.js"
-import { connection, describeRedis, freshPrefix, openConnection, redis } from "./support.js"
+import { connection, describeRedis, freshPrefix, onOwnConnection, redis } from "./support.js"
 
 const failure = new Failure.ServerError({ status: 503 })
 
@@ -75,10 +75,7 @@ describeRedis("RedisBudget", () => {
     const apiKey = Redacted.make(canary)
     const options = { ...tenSeconds, ratio: 0, minPerSecond: 1, apiKey }
     const open = (extra: Partial<RedisBudget.Options> = {}) =>
-      Effect.flatMap(
-        openConnection(prefix),
-        (context) => RedisBudget.make({ ...options, ...extra }).pipe(Effect.provide(context))
-      )
+      onOwnConnection(prefix, RedisBudget.make({ ...options, ...extra }))
     return Effect.gen(function*() {
       const first = yield* open()
       const second = yield* open()
@@ -125,12 +122,6 @@ describeRedis("RedisBudget", () => {
     }).pipe(Effect.provide(connection(prefix)))
   })
 
-  it.effect("refuses a window too finely bucketed for one command", () =>
-    Effect.gen(function*() {
-      assert.throws(() => RedisBudget.make({ target: "llm", buckets: 5_000 }), /buckets must be at most 1000, got 5000/)
-      assert.throws(() => RedisBudget.make({ target: "llm", ratio: -1 }), /ratio must be a finite number >= 0/)
-    }).pipe(Effect.provide(connection(freshPrefix()))))
-
   it.effect("provides RetryBudget as a layer", () =>
     Effect.gen(function*() {
       const budget = yield* RetryBudget.RetryBudget
@@ -140,4 +131,10 @@ describeRedis("RedisBudget", () => {
         RedisBudget.layer({ ...tenSeconds, minPerSecond: 0.2 }).pipe(Layer.provide(connection(freshPrefix())))
       )
     ))
+})
+
+// Settings are checked when the budget is made, before any connection is asked for: no Redis needed.
+it("refuses a window too finely bucketed for one command", () => {
+  assert.throws(() => RedisBudget.make({ target: "llm", buckets: 5_000 }), /buckets must be at most 1000, got 5000/)
+  assert.throws(() => RedisBudget.make({ target: "llm", ratio: -1 }), /ratio must be a finite number >= 0/)
 })

@@ -4,16 +4,13 @@ import { RedisGate } from "@resilient-ai/redis"
 import { Clock, Effect, Exit, Fiber, Option, Redacted, TestClock } from "effect"
 import { canary } from "../canary.js"
 import { lineOf, startMember } from "./fleet/process.js"
-import { connection, describeRedis, eventually, freshPrefix, openConnection, redis, redisUrl } from "./support.js"
+import { connection, describeRedis, eventually, freshPrefix, onOwnConnection, redis, redisUrl } from "./support.js"
 
 const fieldsOf = (failure: Failure.Failure): { readonly [field: string]: unknown } => ({ ...failure })
 
 /** A gate of the fleet under `prefix`, on a connection of its own: one process of the fleet. */
 const member = (prefix: string, options: Partial<RedisGate.Options> = {}) =>
-  Effect.flatMap(
-    openConnection(prefix),
-    (context) => RedisGate.make({ target: "llm", limit: 3, mode: "shed", ...options }).pipe(Effect.provide(context))
-  )
+  onOwnConnection(prefix, RedisGate.make({ target: "llm", limit: 3, mode: "shed", ...options }))
 
 const forever = Number.POSITIVE_INFINITY
 

@@ -19,17 +19,9 @@ export const describeRedis = (name: string, body: () => void): void => {
 /** A key prefix no other test uses, so tests sharing one server never see each other's keys. */
 export const freshPrefix = (): string => `test-${randomUUID().slice(0, 8)}`
 
-/** A connection to `url` under `keyPrefix`, with a command timeout generous enough for a loaded CI machine. */
-export const connection = (
-  keyPrefix: string,
-  options: Partial<RedisConnection.Options> & { readonly url?: string } = {}
-): Layer.Layer<RedisConnection.RedisConnection> =>
-  RedisConnection.layer({
-    commandTimeout: "1 second",
-    ...options,
-    url: Redacted.make(options.url ?? redisUrl),
-    keyPrefix
-  })
+/** A connection to the shared Redis under `keyPrefix`, with a command timeout generous enough for a loaded CI machine. */
+export const connection = (keyPrefix: string): Layer.Layer<RedisConnection.RedisConnection> =>
+  RedisConnection.layer({ url: Redacted.make(redisUrl), keyPrefix, commandTimeout: "1 second" })
 
 /** Runs `command` on the connection in context, for tests that inspect what Redis holds. */
 export const redis = <A>(command: (client: RedisConnection.Service["client"]) => Promise<A>) =>
@@ -48,8 +40,8 @@ export const eventually = <E, R>(done: Effect.Effect<boolean, E, R>, what: strin
     return yield* Effect.die(new Error(`never happened: ${what}`))
   })
 
-/** Opens a connection for the rest of the scope, as a process of the fleet would: its context, to provide. */
-export const openConnection = (
+/** Runs `effect` on a connection of its own, open for the rest of the scope, as a process of the fleet would. */
+export const onOwnConnection = <A, E>(
   keyPrefix: string,
-  options: Partial<RedisConnection.Options> & { readonly url?: string } = {}
-) => Layer.build(connection(keyPrefix, options))
+  effect: Effect.Effect<A, E, RedisConnection.RedisConnection>
+) => Effect.flatMap(Layer.build(connection(keyPrefix)), (context) => Effect.provide(effect, context))

@@ -3,6 +3,7 @@ import { FaultPlan, FaultServer, Fixtures } from "@resilient-ai/testing"
 import { Effect, Either, Exit, Scope } from "effect"
 import * as Net from "node:net"
 import { performance } from "node:perf_hooks"
+import { eventually, settled } from "../client/support.js"
 
 const chat = { model: "gpt-4o-mini", messages: [{ role: "user", content: "Say hello" }] }
 const chatStream = { ...chat, stream: true }
@@ -55,17 +56,6 @@ const timed = <A, E, R>(self: Effect.Effect<A, E, R>) =>
     const start = yield* now
     const value = yield* self
     return [value, (yield* now) - start] as const
-  })
-
-/** Polls until `check` holds, for at most a second of real time. */
-const eventually = <A>(read: Effect.Effect<A>, check: (a: A) => boolean) =>
-  Effect.gen(function*() {
-    for (let i = 0; i < 100; i++) {
-      const value = yield* read
-      if (check(value)) return value
-      yield* Effect.sleep(10)
-    }
-    return yield* read
   })
 
 const headersOf = (response: Response): Record<string, string> => Object.fromEntries(response.headers.entries())
@@ -544,7 +534,7 @@ describe("FaultServer Raw and Close", () => {
       const [arrival] = yield* server.arrivals
       assert.strictEqual(arrival!.fault, "Close")
       assert.isFalse(arrival!.aborted)
-      assert.strictEqual(yield* eventually(server.openConnections, (n) => n === 0), 0)
+      assert.strictEqual(yield* settled(server.openConnections, (n) => n === 0), 0)
     }))
 
   it.scopedLive("counts the connections it accepted and those still open", () =>
@@ -554,9 +544,9 @@ describe("FaultServer Raw and Close", () => {
       const socket = yield* Effect.async<Net.Socket>((resume) => {
         const opened = Net.connect(server.port, "127.0.0.1", () => resume(Effect.succeed(opened)))
       })
-      assert.strictEqual(yield* eventually(server.openConnections, (n) => n === 1), 1)
+      assert.strictEqual(yield* settled(server.openConnections, (n) => n === 1), 1)
       socket.destroy()
-      assert.strictEqual(yield* eventually(server.openConnections, (n) => n === 0), 0)
+      assert.strictEqual(yield* settled(server.openConnections, (n) => n === 0), 0)
       assert.strictEqual(yield* server.connectionsAccepted, 1)
     }))
 })
@@ -657,8 +647,8 @@ describe("FaultServer plan", () => {
         (response) => Effect.map(Effect.orDie(json(response)), (body) => [response.status, body] as const)
       )
       const fibers = yield* Effect.forEach(Array.from({ length: 4 }, () => timed(call)), Effect.fork)
-      yield* eventually(server.arrivals, (arrivals) => arrivals.length === 4)
-      assert.strictEqual(yield* eventually(server.inFlight, (n) => n === 2), 2)
+      yield* eventually(Effect.map(server.arrivals, (arrivals) => arrivals.length === 4), 1_000, "all four arrived")
+      assert.strictEqual(yield* settled(server.inFlight, (n) => n === 2), 2)
       const results = yield* Effect.all(fibers.map((fiber) => fiber.await.pipe(Effect.flatMap((exit) => exit))))
       const refused = results.filter(([[status]]) => status === 503)
       const served = results.filter(([[status]]) => status === 200)
@@ -734,20 +724,20 @@ describe("FaultServer arrivals", () => {
       const fiber = yield* Effect.fork(
         Effect.flip(post(server, "/chat/completions", chat, { signal: controller.signal }))
       )
-      yield* eventually(server.inFlight, (n) => n === 1)
+      yield* eventually(Effect.map(server.inFlight, (n) => n === 1), 1_000, "the request is in flight")
       controller.abort()
       const failure = yield* fiber.await.pipe(Effect.flatMap((exit) => exit))
       assert.strictEqual(failure.name, "AbortError")
-      const [arrival] = yield* eventually(server.arrivals, (arrivals) => arrivals[0]?.aborted === true)
+      const [arrival] = yield* settled(server.arrivals, (arrivals) => arrivals[0]?.aborted === true)
       assert.isTrue(arrival!.aborted)
       assert.strictEqual(arrival!.fault, "StallHeaders")
-      assert.strictEqual(yield* eventually(server.inFlight, (n) => n === 0), 0)
+      assert.strictEqual(yield* settled(server.inFlight, (n) => n === 0), 0)
 
       const midBody = new AbortController()
       const response = yield* post(server, "/chat/completions", chat, { signal: midBody.signal })
       assert.strictEqual(response.status, 200)
       midBody.abort()
-      const arrivals = yield* eventually(server.arrivals, (arrivals) => arrivals[1]?.aborted === true)
+      const arrivals = yield* settled(server.arrivals, (arrivals) => arrivals[1]?.aborted === true)
       assert.deepStrictEqual(arrivals.map((a) => [a.fault, a.aborted]), [["StallHeaders", true], ["StallBody", true]])
     }))
 
@@ -808,7 +798,7 @@ describe("FaultServer release", () => {
       )
       const stalled = yield* Effect.fork(Effect.either(post(server, "/chat/completions", chat)))
       const timed = yield* Effect.fork(Effect.either(post(server, "/chat/completions", chat)))
-      yield* eventually(server.inFlight, (n) => n === 2)
+      yield* eventually(Effect.map(server.inFlight, (n) => n === 2), 1_000, "both requests are in flight")
       const timers = process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length
       yield* Scope.close(scope, Exit.void)
       const left = process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length

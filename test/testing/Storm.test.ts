@@ -63,18 +63,14 @@ describe("SimulatedProvider", () => {
     const result = withProvider({ slots: 2, serviceMillis: 100, queueLimit: 1 }, (provider) =>
       Effect.gen(function*() {
         const started = yield* Clock.currentTimeMillis
-        const exits = yield* Effect.all(
+        return yield* Effect.all(
           Array.from({ length: 4 }, (_, call) =>
-            Effect.map(Effect.exit(provider.request(call)), (exit) => ({ ok: Exit.isSuccess(exit), at: 0 }))
-              .pipe(
-                Effect.zipLeft(Effect.void),
-                Effect.flatMap((done) =>
-                  Effect.map(Clock.currentTimeMillis, (at) => ({ ...done, at: at - started }))
-                )
-              )),
+            Effect.gen(function*() {
+              const exit = yield* Effect.exit(provider.request(call))
+              return { ok: Exit.isSuccess(exit), at: (yield* Clock.currentTimeMillis) - started }
+            })),
           { concurrency: "unbounded" }
         )
-        return exits
       }))
     assert.deepStrictEqual(result, [
       { ok: true, at: 100 },

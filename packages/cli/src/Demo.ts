@@ -68,11 +68,7 @@ const always = 24 * 60 * 60 * 1000
 export const plan = (outage: OutageWindow): FaultPlan.Plan => ({
   seed: 7,
   windows: [
-    {
-      fromMs: outage.fromMs,
-      toMs: outage.toMs,
-      fault: { _tag: "Status", status: 503, message: "The engine is currently overloaded, please try again later." }
-    },
+    { fromMs: outage.fromMs, toMs: outage.toMs, fault: { _tag: "Status", status: 503 } },
     { fromMs: 0, toMs: always, share: 0.1, fault: { _tag: "Status", status: 503 } },
     {
       fromMs: 0,

@@ -39,12 +39,17 @@ export const AssistantMessage = Schema.Struct({
 }).annotations({ identifier: "AssistantMessage" })
 export type AssistantMessage = typeof AssistantMessage.Type
 
+/** The fields a completion and each of its streamed chunks start with. */
+const envelope = <Name extends string>(object: Name) => ({
+  id: Schema.String,
+  object: Schema.Literal(object),
+  created: Schema.Number,
+  model: Schema.String
+})
+
 /** A whole chat completion. */
 export const ChatCompletion = Schema.Struct({
-  id: Schema.String,
-  object: Schema.Literal("chat.completion"),
-  created: Schema.Number,
-  model: Schema.String,
+  ...envelope("chat.completion"),
   choices: Schema.NonEmptyArray(Schema.Struct({
     index: Schema.Number,
     message: AssistantMessage,
@@ -67,10 +72,7 @@ export const ToolCallDelta = Schema.Struct({
 
 /** One server-sent event of a streamed completion. */
 export const ChatCompletionChunk = Schema.Struct({
-  id: Schema.String,
-  object: Schema.Literal("chat.completion.chunk"),
-  created: Schema.Number,
-  model: Schema.String,
+  ...envelope("chat.completion.chunk"),
   choices: Schema.Array(Schema.Struct({
     index: Schema.Number,
     delta: Schema.Struct({

@@ -163,21 +163,21 @@ export const makeWith = (
     const chatStream: Service["chatStream"] = (request, options) => {
       const model = request.model ?? target.model
       const policy = policyFor(model)
-      const body = ChatCompletion.body(request, model, true)
+      const post = Transport.postStream(
+        endpoint,
+        "/chat/completions",
+        ChatCompletion.body(request, model, true),
+        ChatCompletion.ChatCompletionChunk,
+        (chunk) => chunk.usage,
+        policy.attemptTimeout
+      )
       // Each attempt reads in a scope of its own: a failed attempt's connection closes at once, the
       // one that delivered the first chunk stays open for the rest of the stream.
       const attempt = Effect.flatMap(
         Effect.scope,
         (outer) =>
           Effect.flatMap(Scope.fork(outer, ExecutionStrategy.sequential), (scope) =>
-            Transport.postStream(
-              endpoint,
-              "/chat/completions",
-              body,
-              ChatCompletion.ChatCompletionChunk,
-              (chunk) => chunk.usage,
-              policy.attemptTimeout
-            ).pipe(
+            post.pipe(
               Scope.extend(scope),
               Effect.onExit((exit) => Exit.isFailure(exit) ? Scope.close(scope, exit) : Effect.void)
             ))

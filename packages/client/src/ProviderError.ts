@@ -58,9 +58,6 @@ export const details = (body: unknown): Details => {
   }
 }
 
-/** Mistral's rate-limit code: a 429 body with `code: "1300"` is "slow down", not an exhausted quota. */
-export const mistralRateLimited = "1300"
-
 /** The response headers and body of an error, mapped onto the policy's failure for it. */
 export const toFailure = (
   response: {

@@ -73,8 +73,12 @@ export interface Options {
 
 type Defaults = Omit<Target, "name" | "kind" | "baseUrl" | "model" | "apiKey" | "attemptTimeoutByModel">
 
+/** The defaults both kinds share. */
+const commonDefaults = { idempotencyHeader: "Idempotency-Key", maxResponseBytes: 8 * 1024 * 1024 }
+
 /** Managed, elastic capacity: three attempts, a 10% budget with a floor of 5/s, a queue of 64. */
 export const managedDefaults: Defaults = {
+  ...commonDefaults,
   attemptTimeout: Duration.seconds(60),
   maxAttempts: 3,
   baseDelay: Duration.millis(500),
@@ -82,8 +86,6 @@ export const managedDefaults: Defaults = {
   hintSpread: Duration.seconds(1),
   budget: { ratio: 0.1, minPerSecond: 5 },
   concurrency: 64,
-  idempotencyHeader: "Idempotency-Key",
-  maxResponseBytes: 8 * 1024 * 1024,
   connectTimeout: Duration.seconds(10)
 }
 
@@ -92,6 +94,7 @@ export const managedDefaults: Defaults = {
  * floor of one retry every 5 s, and a gate of 8 that sheds.
  */
 export const selfHostedDefaults: Defaults = {
+  ...commonDefaults,
   attemptTimeout: Duration.seconds(30),
   maxAttempts: 2,
   baseDelay: Duration.millis(200),
@@ -99,10 +102,10 @@ export const selfHostedDefaults: Defaults = {
   hintSpread: Duration.millis(500),
   budget: { ratio: 0.01, minPerSecond: 0.2 },
   concurrency: 8,
-  idempotencyHeader: "Idempotency-Key",
-  maxResponseBytes: 8 * 1024 * 1024,
   connectTimeout: Duration.seconds(3)
 }
+
+const defaultsOf = (kind: Kind): Defaults => kind === "managed" ? managedDefaults : selfHostedDefaults
 
 /** A setting of a target, as `problems` names it. */
 export type Setting =
@@ -142,24 +145,9 @@ const variables: Readonly<Record<Exclude<Setting, "name">, string>> = {
   connectTimeout: "CONNECT_TIMEOUT"
 }
 
-const optionNames: Readonly<Record<Setting, string>> = {
-  name: "name",
-  baseUrl: "baseUrl",
-  model: "model",
-  apiKey: "apiKey",
-  attemptTimeout: "attemptTimeout",
-  attemptTimeoutByModel: "attemptTimeoutByModel",
-  maxAttempts: "maxAttempts",
-  baseDelay: "baseDelay",
-  maxDelay: "maxDelay",
-  hintSpread: "hintSpread",
-  budgetRatio: "budget ratio",
-  budgetMinPerSecond: "budget minPerSecond",
-  concurrency: "concurrency",
-  idempotencyHeader: "idempotencyHeader",
-  maxResponseBytes: "maxResponseBytes",
-  connectTimeout: "connectTimeout"
-}
+/** The option that holds each setting: its own name, but for the two fields of `budget`. */
+const optionName = (setting: Setting): string =>
+  setting === "budgetRatio" ? "budget ratio" : setting === "budgetMinPerSecond" ? "budget minPerSecond" : setting
 
 /** Headers the transport sets itself: an idempotency header by one of these names would replace them. */
 const reservedHeaders = ["accept", "authorization", "content-type", "content-length", "host", "transfer-encoding"]
@@ -170,7 +158,7 @@ const reservedHeaders = ["accept", "authorization", "content-type", "content-len
  */
 export const problems = (
   target: Target,
-  label: (setting: Setting) => string = (setting) => optionNames[setting]
+  label: (setting: Setting) => string = optionName
 ): ReadonlyArray<string> => {
   const found: Array<string> = []
   const positive = (name: string, value: Duration.Duration) => {
@@ -258,7 +246,7 @@ const durationOf = (input: Duration.DurationInput | undefined, fallback: Duratio
   input === undefined ? fallback : Option.getOrElse(Duration.decodeUnknown(input), () => Duration.zero)
 
 const make = (kind: Kind, options: Options): Target => {
-  const defaults = kind === "managed" ? managedDefaults : selfHostedDefaults
+  const defaults = defaultsOf(kind)
   const target: Target = {
     name: options.name,
     kind,
@@ -343,13 +331,11 @@ const timeoutsByModel = (name: string, label: string): Config.Config<Record<stri
     const result = new Map<string, Duration.Duration>()
     for (const pair of text.split(",").map((part) => part.trim()).filter((part) => part !== "")) {
       const [model, timeout, ...extra] = pair.split("=").map((part) => part.trim())
-      if (timeout?.startsWith("-")) {
+      const decoded = timeout === undefined ? Either.left("unreadable" as const) : ConfigDuration.parse(timeout)
+      if (Either.isLeft(decoded) && decoded.left === "negative") {
         return Either.left(ConfigError.InvalidData([], `${label} must not be negative, got ${JSON.stringify(pair)}`))
       }
-      const decoded = timeout === undefined ? Option.none() : /^\d+$/.test(timeout)
-        ? Option.some(Duration.millis(Number(timeout)))
-        : Duration.decodeUnknown(timeout)
-      if (model === undefined || model === "" || extra.length > 0 || Option.isNone(decoded)) {
+      if (model === undefined || model === "" || extra.length > 0 || Either.isLeft(decoded)) {
         return Either.left(
           ConfigError.InvalidData([], `${label} must read model=duration,…, got ${JSON.stringify(pair)}`)
         )
@@ -357,7 +343,7 @@ const timeoutsByModel = (name: string, label: string): Config.Config<Record<stri
       if (result.has(model)) {
         return Either.left(ConfigError.InvalidData([], `${label} must name each model once, got ${model} twice`))
       }
-      result.set(model, decoded.value)
+      result.set(model, decoded.right)
     }
     return Either.right(Object.fromEntries(result))
   })
@@ -380,7 +366,7 @@ const number = (name: string, label: string): Config.Config<number> =>
  * variable and the rule it breaks.
  */
 export const config = (kind: Kind, prefix: string, name: string = prefix.toLowerCase()): Config.Config<Target> => {
-  const defaults = kind === "managed" ? managedDefaults : selfHostedDefaults
+  const defaults = defaultsOf(kind)
   const label = (setting: Setting) => setting === "name" ? "name" : `${prefix}_${variables[setting]}`
   const duration = (setting: Exclude<Setting, "name">, fallback: Duration.Duration) =>
     Config.withDefault(ConfigDuration.duration(variables[setting], label(setting)), fallback)
@@ -388,14 +374,17 @@ export const config = (kind: Kind, prefix: string, name: string = prefix.toLower
     Config.withDefault(number(variables[setting], label(setting)), fallback)
   // Read as a string and wrapped at once: `Config.redacted` would also redact the message saying
   // the variable is missing, which is no secret and is what the operator needs to see.
-  const key = Config.map(Config.string("API_KEY"), Redacted.make)
+  const key = Config.map(Config.string(variables.apiKey), Redacted.make)
   const apiKey = kind === "managed" ? key : Config.map(Config.option(key), Option.getOrUndefined)
   const settings = Config.all({
-    baseUrl: Config.string("BASE_URL"),
-    model: Config.string("MODEL"),
+    baseUrl: Config.string(variables.baseUrl),
+    model: Config.string(variables.model),
     apiKey,
     attemptTimeout: duration("attemptTimeout", defaults.attemptTimeout),
-    attemptTimeoutByModel: Config.withDefault(timeoutsByModel("ATTEMPT_TIMEOUTS", label("attemptTimeoutByModel")), {}),
+    attemptTimeoutByModel: Config.withDefault(
+      timeoutsByModel(variables.attemptTimeoutByModel, label("attemptTimeoutByModel")),
+      {}
+    ),
     maxAttempts: numeric("maxAttempts", defaults.maxAttempts),
     baseDelay: duration("baseDelay", defaults.baseDelay),
     maxDelay: duration("maxDelay", defaults.maxDelay),
@@ -403,7 +392,7 @@ export const config = (kind: Kind, prefix: string, name: string = prefix.toLower
     ratio: numeric("budgetRatio", defaults.budget.ratio),
     minPerSecond: numeric("budgetMinPerSecond", defaults.budget.minPerSecond),
     concurrency: numeric("concurrency", defaults.concurrency),
-    idempotencyHeader: Config.withDefault(Config.string("IDEMPOTENCY_HEADER"), defaults.idempotencyHeader),
+    idempotencyHeader: Config.withDefault(Config.string(variables.idempotencyHeader), defaults.idempotencyHeader),
     maxResponseBytes: numeric("maxResponseBytes", defaults.maxResponseBytes),
     connectTimeout: duration("connectTimeout", defaults.connectTimeout)
   }).pipe(Config.nested(prefix))

@@ -102,13 +102,16 @@ const causeOf = (error: unknown): TransportCause => {
   return first ?? { code: undefined, message: String(error), bytesWritten: undefined }
 }
 
+const detailOf = (cause: TransportCause): string =>
+  cause.code === undefined ? cause.message : `${cause.code}: ${cause.message}`
+
 /**
  * Maps a failure to get a response (no headers yet) onto the policy's failures. What cannot be
  * told apart is classified the cautious way: an unknown transport error may have reached the model.
  */
 export const fromRequestError = (error: unknown, endpoint: Endpoint): Failure.Failure => {
   const cause = causeOf(error)
-  const detail = cause.code === undefined ? cause.message : `${cause.code}: ${cause.message}`
+  const detail = detailOf(cause)
   if (cause.code !== undefined && connectCodes.has(cause.code)) return new Failure.ConnectFailed({ detail })
   if (cause.code === "UND_ERR_CONNECT_TIMEOUT") return new Failure.ConnectTimeout({ timeout: endpoint.connectTimeout })
   if (cause.code === "UND_ERR_HEADERS_TIMEOUT") {
@@ -126,13 +129,8 @@ export const fromRequestError = (error: unknown, endpoint: Endpoint): Failure.Fa
 }
 
 /** A failure while reading a body that had started: the request was delivered, so it may have run. */
-export const fromBodyError = (error: unknown): Failure.Failure => {
-  const cause = causeOf(error)
-  return new Failure.ConnectionReset({
-    afterSend: true,
-    detail: cause.code === undefined ? cause.message : `${cause.code}: ${cause.message}`
-  })
-}
+const fromBodyError = (error: unknown): Failure.Failure =>
+  new Failure.ConnectionReset({ afterSend: true, detail: detailOf(causeOf(error)) })
 
 /** The field-level detail of a schema mismatch. */
 export const contractViolation = (error: ParseResult.ParseError): Failure.ContractViolation =>
@@ -200,10 +198,10 @@ const parseJson = (text: string): unknown => {
   try {
     return JSON.parse(text) as unknown
   } catch {
-    return notJson
+    return notJsonMarker
   }
 }
-const notJson: unique symbol = Symbol("notJson")
+const notJsonMarker: unique symbol = Symbol("notJson")
 
 /** Maps an error response onto its failure, reading (at most `maxResponseBytes` of) its body. */
 const errorResponse = (
@@ -221,33 +219,20 @@ const errorResponse = (
         return Effect.fail(ProviderError.toFailure({
           status: response.status,
           headers: response.headers,
-          body: parsed === notJson ? text : parsed,
+          body: parsed === notJsonMarker ? text : parsed,
           model
         }, now))
       })
   )
 
-const request = (
-  endpoint: Endpoint,
-  path: string,
-  body: unknown,
-  info: Resilient.AttemptInfo | undefined,
-  accept: string
-): HttpClientRequest.HttpClientRequest => {
-  const headers: Record<string, string> = { accept }
-  if (endpoint.apiKey !== undefined) headers.authorization = `Bearer ${Redacted.value(endpoint.apiKey)}`
-  if (info !== undefined) headers[endpoint.idempotencyHeader.toLowerCase()] = info.requestId
-  return HttpClientRequest.post(`${endpoint.baseUrl.replace(/\/+$/, "")}${path}`).pipe(
-    HttpClientRequest.setHeaders(headers),
-    HttpClientRequest.bodyUnsafeJson(body)
-  )
-}
+/** The token counts a response reports, when it reports them. */
+type Usage = { readonly prompt_tokens: number; readonly completion_tokens?: number | undefined } | null | undefined
 
 /** Records a response's token usage as metrics and on the attempt's log line. */
-export const recordUsage = (
+const recordUsage = (
   endpoint: Endpoint,
   model: string,
-  usage: { readonly prompt_tokens: number; readonly completion_tokens?: number | undefined } | null | undefined,
+  usage: Usage,
   info: Resilient.AttemptInfo | undefined
 ): void => {
   if (usage === undefined || usage === null) return
@@ -260,17 +245,34 @@ export const recordUsage = (
   }
 }
 
-/** Sends the request and returns the response once its headers arrive, or the failure of getting them. */
+/**
+ * Sends the request and returns the response once its headers arrive, or the failure of getting them.
+ * The request is built on the first attempt and sent again by every retry with its attempt's
+ * idempotency key, so a retry does not serialize the body again.
+ */
 const open = (
   endpoint: Endpoint,
   path: string,
   body: unknown,
   model: string,
   accept: string
-) =>
-  Effect.flatMap(Effect.zip(HttpClient.HttpClient, FiberRef.get(Resilient.CurrentAttempt)), ([client, info]) => {
+) => {
+  let built: HttpClientRequest.HttpClientRequest | undefined
+  const build = () => {
+    const headers: Record<string, string> = { accept }
+    if (endpoint.apiKey !== undefined) headers.authorization = `Bearer ${Redacted.value(endpoint.apiKey)}`
+    return HttpClientRequest.post(`${endpoint.baseUrl.replace(/\/+$/, "")}${path}`).pipe(
+      HttpClientRequest.setHeaders(headers),
+      HttpClientRequest.bodyUnsafeJson(body)
+    )
+  }
+  return Effect.flatMap(Effect.zip(HttpClient.HttpClient, FiberRef.get(Resilient.CurrentAttempt)), ([client, info]) => {
     info?.enter("headers")
-    return client.execute(request(endpoint, path, body, info, accept)).pipe(
+    built ??= build()
+    const request = info === undefined
+      ? built
+      : HttpClientRequest.setHeader(built, endpoint.idempotencyHeader, info.requestId)
+    return client.execute(request).pipe(
       Effect.mapError((error: HttpClientError.HttpClientError) => fromRequestError(error.cause ?? error, endpoint)),
       Effect.flatMap((response) => {
         info?.enter("body")
@@ -280,6 +282,33 @@ const open = (
       })
     )
   })
+}
+
+/**
+ * Decodes a success's JSON with `schema` and records its token usage: text that is not JSON (or
+ * `undefined`, bytes that are not UTF-8) is the `NotJson` of `notJson()`, JSON that breaks the
+ * schema a `ContractViolation`.
+ */
+const jsonReader = <A, I>(
+  endpoint: Endpoint,
+  model: string,
+  schema: Schema.Schema<A, I>,
+  usageOf: (value: A) => Usage
+) => {
+  const decode = Schema.decodeUnknown(schema, { errors: "all" })
+  return (
+    text: string | undefined,
+    notJson: () => Failure.NotJson,
+    info: Resilient.AttemptInfo | undefined
+  ): Effect.Effect<A, Failure.Failure> => {
+    const parsed = text === undefined ? notJsonMarker : parseJson(text)
+    if (parsed === notJsonMarker) return Effect.fail(notJson())
+    return decode(parsed).pipe(
+      Effect.mapError(contractViolation),
+      Effect.tap((value) => recordUsage(endpoint, model, usageOf(value), info))
+    )
+  }
+}
 
 /**
  * One JSON request: a success is the body decoded with `schema`; a body that is not JSON or breaks
@@ -290,30 +319,23 @@ export const postJson = <A, I>(
   path: string,
   body: Record<string, unknown>,
   schema: Schema.Schema<A, I>,
-  usageOf: (value: A) => { readonly prompt_tokens: number; readonly completion_tokens?: number | undefined }
+  usageOf: (value: A) => Usage
 ): Effect.Effect<A, Failure.Failure, HttpClient.HttpClient> => {
   const model = String(body.model)
-  const decode = Schema.decodeUnknown(schema, { errors: "all" })
+  const read = jsonReader(endpoint, model, schema, usageOf)
   return Effect.mapError(
     Effect.flatMap(
       open(endpoint, path, body, model, "application/json"),
       ({ info, response }) =>
-        Effect.flatMap(readBody(response, endpoint.maxResponseBytes), (bytes): Effect.Effect<A, Failure.Failure> => {
+        Effect.flatMap(readBody(response, endpoint.maxResponseBytes), (bytes) => {
           const text = utf8(bytes)
-          const parsed = text === undefined ? notJson : parseJson(text)
-          if (parsed === notJson) {
-            return Effect.fail(
-              new Failure.NotJson({
-                status: response.status,
-                contentType: response.headers["content-type"],
-                excerpt: ProviderError.excerpt(text ?? textDecoder.decode(bytes))
-              })
-            )
-          }
-          return decode(parsed).pipe(
-            Effect.mapError(contractViolation),
-            Effect.tap((value) => recordUsage(endpoint, model, usageOf(value), info))
-          )
+          const notJson = () =>
+            new Failure.NotJson({
+              status: response.status,
+              contentType: response.headers["content-type"],
+              excerpt: ProviderError.excerpt(text ?? textDecoder.decode(bytes))
+            })
+          return read(text, notJson, info)
         })
     ),
     (failure) => scrubFailure(failure, endpoint.apiKey)
@@ -377,13 +399,11 @@ export const postStream = <A, I>(
   path: string,
   body: Record<string, unknown>,
   schema: Schema.Schema<A, I>,
-  usageOf: (
-    value: A
-  ) => { readonly prompt_tokens: number; readonly completion_tokens?: number | undefined } | null | undefined,
+  usageOf: (value: A) => Usage,
   idleTimeout: Duration.Duration
 ): Effect.Effect<Opened<A>, Failure.Failure, HttpClient.HttpClient | Scope.Scope> => {
   const model = String(body.model)
-  const decode = Schema.decodeUnknown(schema, { errors: "all" })
+  const read = jsonReader(endpoint, model, schema, usageOf)
   const scrub = (failure: Failure.Failure) => scrubFailure(failure, endpoint.apiKey)
   const opened = Effect.flatMap(open(endpoint, path, body, model, "text/event-stream"), ({ info, response }) => {
     let seen = 0
@@ -399,25 +419,17 @@ export const postStream = <A, I>(
             new Failure.ResponseTooLarge({ status: response.status, limitBytes: endpoint.maxResponseBytes })
           )
         }
-        const parsed = parseJson(data)
-        if (parsed === notJson) {
-          return Effect.fail(
-            new Failure.NotJson({
-              status: response.status,
-              contentType: "text/event-stream",
-              excerpt: ProviderError.excerpt(data)
-            })
-          )
-        }
-        return decode(parsed).pipe(
-          Effect.mapError(contractViolation),
-          Effect.tap((chunk) => recordUsage(endpoint, model, usageOf(chunk), info))
-        )
+        const notJson = () =>
+          new Failure.NotJson({
+            status: response.status,
+            contentType: "text/event-stream",
+            excerpt: ProviderError.excerpt(data)
+          })
+        return read(data, notJson, info)
       }),
       Stream.timeoutFail(() => new Failure.ReadTimeout({ timeout: idleTimeout, phase: "body" }), idleTimeout)
     )
-    return Effect.flatMap(Stream.toPull(chunks), (pull) => {
-      const next: Effect.Effect<Chunk.Chunk<A>, Option.Option<Failure.Failure>> = pull
+    return Effect.flatMap(Stream.toPull(chunks), (next) => {
       const firstChunk = (): Effect.Effect<Opened<A>, Failure.Failure> =>
         Effect.matchEffect(next, {
           onFailure: Option.match({

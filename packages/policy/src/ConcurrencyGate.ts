@@ -9,8 +9,9 @@
  *
  * The gate also watches outcomes. After `degradeAfter` capacity failures in a row (overloaded,
  * rate limited, a gateway's 502/504, timeouts, refused or reset connections) the target is
- * degraded and the limit drops to `rampStart` of steady state (10%), so only probes go through. The first success starts the
- * recovery ramp: the limit grows ×`rampFactor` (1.5) every `rampStep` (5 s) back to steady state.
+ * degraded and the limit drops to `rampStart` of steady state (10%), so only probes go through.
+ * The first success starts the recovery ramp: the limit grows ×`rampFactor` (1.5) every
+ * `rampStep` (5 s) back to steady state.
  * The limit is computed from the clock when asked, so no background fiber runs and `TestClock`
  * drives the ramp.
  */

@@ -137,18 +137,6 @@ export const forTarget = (target: string, model?: string | undefined): TargetMet
   return made
 }
 
-const byPolicy = globalValue("@resilient-ai/policy/Metrics/byPolicy", () => new WeakMap<object, TargetMetrics>())
-
-/** The metrics of a policy's target and model, looked up once per policy value. */
-export const forPolicy = (policy: { readonly target: string; readonly model?: string | undefined }): TargetMetrics => {
-  let metrics = byPolicy.get(policy)
-  if (metrics === undefined) {
-    metrics = forTarget(policy.target, policy.model)
-    byPolicy.set(policy, metrics)
-  }
-  return metrics
-}
-
 /** The failure path of one target, read back for a report. */
 export interface Summary {
   readonly attempts: number

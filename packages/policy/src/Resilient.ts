@@ -207,18 +207,24 @@ class TypicalLatency {
   }
 }
 
-const typicalLatencies = globalValue(
-  "@resilient-ai/policy/Resilient/typicalLatencies",
-  () => new WeakMap<Policy, TypicalLatency>()
+/** What every sequence of one policy shares, looked up once per call. */
+interface PolicyState {
+  readonly metrics: Metrics.TargetMetrics
+  readonly latency: TypicalLatency
+}
+
+const policyStates = globalValue(
+  "@resilient-ai/policy/Resilient/policyStates",
+  () => new WeakMap<Policy, PolicyState>()
 )
 
-const typicalLatencyOf = (policy: Policy): TypicalLatency => {
-  let latency = typicalLatencies.get(policy)
-  if (latency === undefined) {
-    latency = new TypicalLatency()
-    typicalLatencies.set(policy, latency)
+const stateOf = (policy: Policy): PolicyState => {
+  let state = policyStates.get(policy)
+  if (state === undefined) {
+    state = { metrics: Metrics.forTarget(policy.target, policy.model), latency: new TypicalLatency() }
+    policyStates.set(policy, state)
   }
-  return latency
+  return state
 }
 
 /** What the attempt told the sequence about itself while it ran. */
@@ -253,7 +259,7 @@ const runSequence = <A, E extends AttemptError, R>(
     const metricLabels = fiber.getFiberRef(FiberRef.currentMetricLabels)
     const minimumLogLevel = fiber.getFiberRef(FiberRef.currentMinimumLogLevel)
     const outer = fiber.getFiberRef(CurrentAttempt)
-    const metrics = Metrics.forPolicy(policy)
+    const { latency, metrics } = stateOf(policy)
 
     const startedAt = clock.unsafeCurrentTimeMillis()
     const inheritedDeadline = fiber.getFiberRef(CurrentDeadline)
@@ -270,7 +276,6 @@ const runSequence = <A, E extends AttemptError, R>(
     let requestId = options?.requestId ?? outer?.requestId
     const requestIdNow = () => (requestId ??= randomId())
     const attemptTimeoutMillis = Duration.toMillis(policy.attemptTimeout)
-    const latency = typicalLatencyOf(policy)
     // An attempt with less time left than the target's successes usually take could only be cut
     // off, after the provider started (and billed) it; the policy's floor covers a cold start.
     const minAttemptMillis = Math.max(Duration.toMillis(policy.minAttemptTime), latency.millis)
@@ -326,12 +331,11 @@ const runSequence = <A, E extends AttemptError, R>(
 
     const fail = (
       attempt: number,
-      error: E | Last,
+      { failure, settled }: AttemptFailure,
       latency: number,
       delayBefore: number,
       notes: AttemptNotes
     ): Effect.Effect<A, Failure.CallFailed<Last>, R> => {
-      const { failure, settled } = unwrap(error)
       const last = failure as Last
       lastFailure = last
       if (!nested) count(metrics.failures(failure._tag))
@@ -441,8 +445,9 @@ const runSequence = <A, E extends AttemptError, R>(
       if (Cause.isDie(exit.cause) || Cause.isInterrupted(exit.cause) || Option.isNone(failure)) {
         return releasing("neutral", Effect.failCause(Cause.stripFailures(exit.cause)))
       }
-      const outcome = ConcurrencyGate.outcomeOf(unwrap(failure.value).failure)
-      return releasing(outcome, restore(fail(attempt, failure.value, latency, delayBefore, notes)))
+      const unwrapped = unwrap(failure.value)
+      const outcome = ConcurrencyGate.outcomeOf(unwrapped.failure)
+      return releasing(outcome, restore(fail(attempt, unwrapped, latency, delayBefore, notes)))
     }
 
     /**
@@ -501,7 +506,10 @@ const runSequence = <A, E extends AttemptError, R>(
             const failure = boundByDeadline
               ? new Failure.DeadlineExceeded({ deadline, phase: "attempt" })
               : new Failure.ReadTimeout({ timeout: Duration.millis(timeoutMillis), phase: notes.phase ?? "attempt" })
-            return releasing("overload", restore(fail(attempt, failure, latency, delayBefore, notes)))
+            return releasing(
+              "overload",
+              restore(fail(attempt, { failure, settled: false }, latency, delayBefore, notes))
+            )
           })
         )
       })
@@ -543,8 +551,14 @@ const definedOnly = (annotations: Record<string, unknown>): Record<string, unkno
   return defined
 }
 
+/** An attempt's failure, and whether it was already retried (by a nested call) so only stopping is left. */
+interface AttemptFailure {
+  readonly failure: Failure.Failure
+  readonly settled: boolean
+}
+
 /** A nested call's aggregate is unwrapped to its last failure; unless it deferred, it already retried. */
-const unwrap = (error: AttemptError): { readonly failure: Failure.Failure; readonly settled: boolean } =>
+const unwrap = (error: AttemptError): AttemptFailure =>
   error._tag === "CallFailed"
     ? { failure: error.last, settled: error.reason !== "deferred" }
     : { failure: error, settled: false }
@@ -568,11 +582,7 @@ export const retry: {
 } = dual(
   (args) => Effect.isEffect(args[0]),
   <A, E extends AttemptError, R>(self: Effect.Effect<A, E, R>, policy: Policy, options?: CallOptions) =>
-    runSequence(self, policy, options, undefined) as Effect.Effect<
-      A,
-      Failure.CallFailed<LastFailure<E>>,
-      R | Services
-    >
+    runSequence(self, policy, options, undefined)
 )
 
 /**

@@ -75,8 +75,9 @@ interface Scripted extends Redis {
   resilientAiBudget(key: string, ...args: Array<string | number>): Promise<[number, number, number]>
 }
 
-/** The most buckets a Redis window may have. */
-export const maxBuckets = 1_000
+// The most buckets a Redis window may have: a sweep deletes up to two fields per bucket in one
+// command, and Lua's stack bounds how many.
+const maxBuckets = 1_000
 
 /** Settings of a fleet budget: a target, the API key the fleet shares (only its fingerprint is used), the window. */
 export interface Options extends Coordination.BudgetOptions {}
@@ -87,12 +88,12 @@ export interface Options extends Coordination.BudgetOptions {}
  */
 export const make = (options: Options): Effect.Effect<RetryBudget.Service, never, RedisConnection> => {
   const settings = RetryBudget.settings(options)
-  // A sweep deletes up to two fields per bucket in one command; Lua's stack bounds how many.
   if (settings.buckets > maxBuckets) {
     throw new RangeError(`redis retry budget buckets must be at most ${maxBuckets}, got ${settings.buckets}`)
   }
   const bucketMillis = settings.windowMillis / settings.buckets
-  const floor = (settings.minPerSecond * settings.windowMillis) / 1000
+  // The floor: what a window without successes allows.
+  const floor = RetryBudget.allowance(settings, 0)
   const ttl = Math.ceil(2 * settings.windowMillis)
   return Effect.gen(function*() {
     const connection = yield* RedisConnection
@@ -103,7 +104,7 @@ export const make = (options: Options): Effect.Effect<RetryBudget.Service, never
       client.defineCommand("resilientAiBudget", { numberOfKeys: 1, lua: script })
     }
     const key = keyFor(connection.keyPrefix, "budget", options.target, options.apiKey)
-    const run = (operation: string) => () =>
+    const run = (operation: "acquire" | "success" | "snapshot") =>
       client.resilientAiBudget(
         key,
         operation,
@@ -114,20 +115,23 @@ export const make = (options: Options): Effect.Effect<RetryBudget.Service, never
         ttl,
         clock.unsafeCurrentTimeMillis()
       )
-    const acquire = run("acquire")
     const recordSuccess = connection.decide(
       "budget",
-      () => run("success")().then(() => undefined),
+      () => run("success").then(() => undefined),
       fallback.recordSuccess(1)
     )
     return {
       tryAcquire: (failure) =>
-        connection.decide("budget", () => acquire().then(([granted]) => granted === 1), fallback.tryAcquire(failure)),
+        connection.decide(
+          "budget",
+          () => run("acquire").then(([granted]) => granted === 1),
+          fallback.tryAcquire(failure)
+        ),
       recordSuccess: () => recordSuccess,
       snapshot: connection.decide(
         "budget",
         () =>
-          run("snapshot")().then(([, successes, retries]) => ({
+          run("snapshot").then(([, successes, retries]) => ({
             successes,
             retries,
             allowance: RetryBudget.allowance(settings, successes)

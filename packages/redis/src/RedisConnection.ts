@@ -16,6 +16,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
+import * as MetricLabel from "effect/MetricLabel"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
@@ -44,14 +45,13 @@ export type Health = { readonly _tag: "up" } | {
 export interface Service {
   readonly client: Redis
   readonly keyPrefix: string
-  readonly commandTimeoutMillis: number
   /**
    * Runs `command` on Redis, or `fallback` when Redis is down or the command fails (the failure
    * marks it down). Never fails: a decision is always made somewhere.
    */
   readonly decide: <A>(
     operation: string,
-    command: (client: Redis) => Promise<A>,
+    command: () => Promise<A>,
     fallback: Effect.Effect<A>
   ) => Effect.Effect<A>
   readonly health: Effect.Effect<Health>
@@ -172,17 +172,18 @@ export const make = (options: Options): Effect.Effect<Service, never, Scope.Scop
       health = { _tag: "up" }
       return Effect.logInfo("Redis is back: deciding on Redis again").pipe(Effect.annotateLogs({ downForMs: downFor }))
     })
+    const countFallback = (operation: string) => fallbacks.unsafeUpdate(1, [MetricLabel.make("operation", operation)])
     const decide: Service["decide"] = (operation, command, fallback) =>
       Effect.suspend(() => {
         if (health._tag === "down" && now() < health.retryAt) {
-          fallbacks.pipe(Metric.tagged("operation", operation)).unsafeUpdate(1, [])
+          countFallback(operation)
           return fallback
         }
         return Effect.matchEffect(
-          Effect.tryPromise(() => command(client)),
+          Effect.tryPromise(() => command()),
           {
             onFailure: (error) => {
-              fallbacks.pipe(Metric.tagged("operation", operation)).unsafeUpdate(1, [])
+              countFallback(operation)
               return Effect.zipRight(markDown(operation, error.cause), fallback)
             },
             onSuccess: (value) => Effect.as(markUp, value)
@@ -192,7 +193,6 @@ export const make = (options: Options): Effect.Effect<Service, never, Scope.Scop
     return {
       client,
       keyPrefix: options.keyPrefix ?? "resilient-ai",
-      commandTimeoutMillis,
       decide,
       health: Effect.sync(() => health)
     }

@@ -26,8 +26,9 @@ import { RedisConnection } from "./RedisConnection.js"
 /**
  * KEYS[1]: the leases (sorted set, score = expiry), KEYS[2]: the health hash. ARGV: operation
  * ("acquire" | "release" | "observe" | "degrade" | "recover" | "snapshot"), lease id, lease time
- * to live (ms), limit, ramp start, ramp factor, ramp step (ms), failures to degrade, outcome
- * ("success" | "overload" | "neutral"), health time to live (ms), now (epoch ms).
+ * to live (ms), limit, ramp floor (`ConcurrencyGate.rampFloor`), ramp factor, ramp step (ms),
+ * failures to degrade, outcome ("success" | "overload" | "neutral"), health time to live (ms), now
+ * (epoch ms).
  * Returns { granted (1/0), limit, in flight, health }.
  */
 const script = `
@@ -35,14 +36,14 @@ local now = tonumber(ARGV[11])
 local leases, healthKey = KEYS[1], KEYS[2]
 local operation = ARGV[1]
 local limit = tonumber(ARGV[4])
-local rampStart = tonumber(ARGV[5])
+local floorLimit = tonumber(ARGV[5])
 local factor = tonumber(ARGV[6])
 local step = tonumber(ARGV[7])
 local degradeAfter = tonumber(ARGV[8])
 local healthTtl = tonumber(ARGV[10])
-local state = redis.call('HGET', healthKey, 'state') or 'steady'
-local recoveredAt = tonumber(redis.call('HGET', healthKey, 'recoveredAt') or '0')
-local floorLimit = math.max(1, math.floor(limit * rampStart))
+local health = redis.call('HMGET', healthKey, 'state', 'recoveredAt')
+local state = health[1] or 'steady'
+local recoveredAt = tonumber(health[2]) or 0
 
 local function currentLimit()
   if state == 'degraded' then return floorLimit end
@@ -139,6 +140,9 @@ const takeSoonest = (held: Array<{ readonly lease: string; readonly expiresAt: n
   return held.splice(soonest, 1)[0]!.lease
 }
 
+// How long a target's health is kept after the last outcome anyone reported.
+const healthTtl = 24 * 60 * 60 * 1000
+
 let leases = 0
 const processId = `${hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 8)}`
 
@@ -155,7 +159,9 @@ export const make = (
   if (!(leaseMillis > 0) || !(pollMillis > 0)) {
     throw new RangeError(`redis gate for ${settings.target}: leaseTime and pollInterval must be positive`)
   }
-  const healthTtl = 24 * 60 * 60 * 1000
+  // Redis numbers are finite: an unbounded gate is one whose limit no fleet reaches.
+  const finiteLimit = Number.isFinite(settings.limit) ? settings.limit : Number.MAX_SAFE_INTEGER
+  const rampFloor = ConcurrencyGate.rampFloor({ ...settings, limit: finiteLimit })
   return Effect.gen(function*() {
     const connection = yield* RedisConnection
     const fallback = yield* ConcurrencyGate.make(options)
@@ -166,15 +172,20 @@ export const make = (
     }
     const leaseKey = keyFor(connection.keyPrefix, "gate", settings.target, options.apiKey, "leases")
     const healthKey = keyFor(connection.keyPrefix, "gate", settings.target, options.apiKey, "health")
-    const call = (operation: string, lease: string, ttl: number, outcome: ConcurrencyGate.Outcome) =>
+    const call = (
+      operation: "acquire" | "release" | "observe" | "degrade" | "recover" | "snapshot",
+      lease: string,
+      ttl: number,
+      outcome: ConcurrencyGate.Outcome
+    ) =>
       client.resilientAiGate(
         leaseKey,
         healthKey,
         operation,
         lease,
         ttl,
-        Number.isFinite(settings.limit) ? settings.limit : Number.MAX_SAFE_INTEGER,
-        settings.rampStart,
+        finiteLimit,
+        rampFloor,
         settings.rampFactor,
         settings.rampStepMillis,
         settings.degradeAfter,
@@ -193,12 +204,9 @@ export const make = (
     // timeout), so a permit Redis granted is always recorded and released by someone.
     const attempt = (deadline: number): Effect.Effect<Attempt> => {
       const lease = `${processId}:${++leases}`
-      const untilDeadline = deadline - clock.unsafeCurrentTimeMillis()
+      const now = clock.unsafeCurrentTimeMillis()
       // A lease outlives the caller's deadline by a little, and never the lease time.
-      const ttl = Math.max(
-        1_000,
-        Math.min(leaseMillis, Number.isFinite(untilDeadline) ? untilDeadline + 1_000 : leaseMillis)
-      )
+      const ttl = Math.max(1_000, Math.min(leaseMillis, deadline - now + 1_000))
       return Effect.tap(
         connection.decide<Attempt>(
           "gate",
@@ -206,9 +214,7 @@ export const make = (
           Effect.succeed({ _tag: "fallback" })
         ),
         (result) => {
-          if (result._tag === "redis" && result.answer[0] === 1) {
-            held.push({ lease, expiresAt: clock.unsafeCurrentTimeMillis() + ttl })
-          }
+          if (result._tag === "redis" && result.answer[0] === 1) held.push({ lease, expiresAt: now + ttl })
         }
       )
     }

@@ -46,7 +46,7 @@ const networkDelay = Effect.map(
 
 /** A client's backoff: after its `attempt`-th conflict (from 1), how long to wait. */
 const backoffFor = (algorithm: Algorithm): Effect.Effect<(attempt: number) => Effect.Effect<number>> => {
-  const exponential = (attempt: number) => Math.min(capMillis, baseMillis * 2 ** attempt)
+  const exponential = (attempt: number) => Backoff.ceilingMillis(baseMillis, capMillis, attempt)
   switch (algorithm) {
     case "none":
       return Effect.succeed(() => Effect.succeed(0))

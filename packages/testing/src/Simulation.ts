@@ -125,11 +125,6 @@ export class SimulatedClock implements Clock.Clock {
       return true
     }
   }
-
-  /** Moves time forward without running anything. */
-  jumpTo(millis: number): void {
-    this.nowMillis = Math.max(this.nowMillis, millis)
-  }
 }
 
 /** Runs fiber work as soon as it is ready, all of it, before simulated time moves on. */

@@ -128,7 +128,7 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
   return {
     contender,
     calls,
-    attempts: provider.series.arrivals.reduce((total, count) => total + count, 0),
+    attempts: sum(provider.series.arrivals),
     served: provider.served,
     wasted: provider.wasted,
     offered: pad(provider.series.arrivals),
@@ -141,12 +141,16 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
   }
 }
 
-/** The mean of `values` over `[from, to)` (indices). */
-export const mean = (values: ReadonlyArray<number>, from: number, to: number): number => {
+/** The sum of `values` over `[from, to)` (indices; by default all of them). */
+export const sum = (values: ReadonlyArray<number>, from = 0, to = values.length): number => {
   let total = 0
   for (let index = from; index < to; index++) total += values[index] ?? 0
-  return to > from ? total / (to - from) : 0
+  return total
 }
+
+/** The mean of `values` over `[from, to)` (indices). */
+export const mean = (values: ReadonlyArray<number>, from: number, to: number): number =>
+  to > from ? sum(values, from, to) / (to - from) : 0
 
 /**
  * Seconds after `fromSecond` until goodput, averaged over the next `windowSeconds`, is back to

@@ -57,11 +57,6 @@ export interface Section {
 const percent = (value: number) => `${(100 * value).toFixed(1)}%`
 const fixed = (value: number, digits = 2) => value.toFixed(digits)
 const successes = (run: Storm.Run) => run.calls.filter((call) => call.ok).length
-const sum = (values: ReadonlyArray<number>, from = 0, to = values.length) => {
-  let total = 0
-  for (let index = from; index < to; index++) total += values[index] ?? 0
-  return total
-}
 
 const runAll = (
   scenario: Storm.Scenario,
@@ -87,7 +82,29 @@ const seriesChart = (runs: ReadonlyArray<Storm.Run>, until: number): Chart => ({
   ]
 })
 
-const wallOf = (runs: ReadonlyArray<Storm.Run>) => runs.reduce((total, run) => total + run.wallMillis, 0)
+/** What a scenario's section says beyond what its scenario and runs give. */
+interface Findings {
+  readonly setup: string
+  readonly table: Table
+  readonly goals: ReadonlyArray<Goal>
+  /** Default: offered load and goodput per second over the whole run. */
+  readonly chart?: Chart | undefined
+  readonly figures: Section["figures"]
+  readonly notes: ReadonlyArray<string>
+}
+
+/** A scenario's section: its id and title, the findings, and the time its runs took. */
+const scenarioSection = (scenario: Storm.Scenario, runs: ReadonlyArray<Storm.Run>, findings: Findings): Section => ({
+  id: scenario.id,
+  title: scenario.title,
+  setup: findings.setup,
+  table: findings.table,
+  goals: findings.goals,
+  chart: findings.chart ?? seriesChart(runs, Math.ceil(scenario.horizonMillis / 1000)),
+  figures: findings.figures,
+  notes: findings.notes,
+  wallMillis: runs.reduce((total, run) => total + run.wallMillis, 0)
+})
 
 /** S1: attempts per logical call and per success under a correlated 10% failure. */
 export const s1 = (seed: number, scale = 1): Section => {
@@ -112,9 +129,7 @@ export const s1 = (seed: number, scale = 1): Section => {
   })
   const ours = figures["ours-managed"]!.attemptsPerCall!
   const naive = figures["naive"]!.attemptsPerCall!
-  return {
-    id: scenario.id,
-    title: scenario.title,
+  return scenarioSection(scenario, runs, {
     setup: `Provider ${Scenarios.slots} slots × ${Scenarios.serviceMillis} ms (${Scenarios.capacityPerSecond}/s). ` +
       `70 calls/s for ${scenario.workload.untilMillis / 1000} s; 10% of calls (the same ones for every policy) fail ` +
       `on every attempt with a 500. Deadline 10 s, attempt timeout 5 s.`,
@@ -131,14 +146,12 @@ export const s1 = (seed: number, scale = 1): Section => {
         evidence: `naive ${fixed(naive, 3)}`
       }
     ],
-    chart: seriesChart(runs, Math.ceil(scenario.horizonMillis / 1000)),
     figures,
     notes: [
       "Only the failing calls' retries add load: a call that fails once fails every time, as a poisoned request or " +
       "a broken shard does. A budget that is a ratio of successes caps what they can add."
-    ],
-    wallMillis: wallOf(runs)
-  }
+    ]
+  })
 }
 
 /** S2: goodput before, during and after a 60 s outage; recovery time; wasted work. */
@@ -176,9 +189,7 @@ export const s2 = (seed: number, scale = 1): Section => {
   const never = runs.filter((run) => figures[run.contender.name]!.recoverySeconds === null).map((run) =>
     run.contender.name
   )
-  return {
-    id: scenario.id,
-    title: scenario.title,
+  return scenarioSection(scenario, runs, {
     setup: `Provider ${Scenarios.slots} slots × ${Scenarios.serviceMillis} ms, queue of 1000. ${demand} calls/s ` +
       `(80% of capacity). From ${from / 1000} s to ${to / 1000} s the provider serves nothing but keeps ` +
       `accepting requests into its queue, and serves them (for callers long gone) when it comes back. ` +
@@ -208,15 +219,13 @@ export const s2 = (seed: number, scale = 1): Section => {
         evidence: never.length === 0 ? "every policy recovered" : `never: ${never.join(", ")}`
       }
     ],
-    chart: seriesChart(runs, seconds),
     figures,
     notes: [
       "The outage fills the provider's queue with requests whose callers time out; when capacity returns it serves " +
       "them first, so every new request waits past its timeout and is retried, which keeps the queue full: a " +
       "metastable failure. A policy recovers only if it stops feeding the queue."
-    ],
-    wallMillis: wallOf(runs)
-  }
+    ]
+  })
 }
 
 /** S3: the peak of retries in any 10 ms slice after a synchronised 429 burst. */
@@ -240,9 +249,7 @@ export const s3 = (seed: number, clients = 200): Section => {
   const ours = figures["ours-managed"]!.peakShare!
   const naive = figures["naive"]!.peakShare!
   const window = { from: burstSlice - 10, to: burstSlice + 450 }
-  return {
-    id: scenario.id,
-    title: scenario.title,
+  return scenarioSection(scenario, runs, {
     setup: `${clients} callers start at the same instant (t = ${Scenarios.burstAtMillis / 1000} s) and are refused ` +
       `with 429 and Retry-After: 2; the provider keeps refusing for those 2 s (telling later requests the time ` +
       `left), then serves normally. Peak: most attempts in any 10 ms slice after the burst's own slice.`,
@@ -279,9 +286,8 @@ export const s3 = (seed: number, clients = 200): Section => {
     notes: [
       "Only ours reads Retry-After: the references' own schedules decide when to come back, so those that come back " +
       "within the 2 s are refused again. Ours waits the hint plus a random spread of up to 1 s."
-    ],
-    wallMillis: wallOf(runs)
-  }
+    ]
+  })
 }
 
 /** S4: load when capacity returns with a backlog waiting, with and without the ramp. */
@@ -304,9 +310,9 @@ export const s4 = (
       const capacity = (slotsAt(second) * 1000) / Scenarios.serviceMillis
       peak = Math.max(peak, (run.offered[second] ?? 0) / capacity)
     }
-    const refusedFirst = sum(run.refused, restored, restored + firstWindow)
-    const refusedAfter = sum(run.refused, restored)
-    const recovery = Storm.recoverySeconds(run.goodput, restored, scenario.workload.ratePerSecond(0), 0.95, 10)
+    const refusedFirst = Storm.sum(run.refused, restored, restored + firstWindow)
+    const refusedAfter = Storm.sum(run.refused, restored)
+    const recovery = Storm.recoverySeconds(run.goodput, restored, scenario.workload.ratePerSecond(0))
     figures[run.contender.name] = {
       peakLoad: peak,
       refusedFirstWindow: refusedFirst,
@@ -324,9 +330,7 @@ export const s4 = (
   })
   const ours = figures["ours-managed"]!
   const noRamp = figures["ours-managed-no-ramp"]!
-  return {
-    id: scenario.id,
-    title: scenario.title,
+  return scenarioSection(scenario, runs, {
     setup: `80 calls/s, deadline 30 s (callers wait). The provider refuses everything (503) from ` +
       `${Scenarios.stampedeOutageMillis(scale).from / 1000} s to ${restored} s, then comes back with half its slots, ` +
       `three quarters 10 s later, all of them 10 s after that; its queue holds 40. Peak load: the most attempts ` +
@@ -350,15 +354,13 @@ export const s4 = (
         evidence: `ours-managed ${fixed(ours.peakLoad ?? 0)}× (without the ramp ${fixed(noRamp.peakLoad ?? 0)}×)`
       }
     ],
-    chart: seriesChart(runs, Math.ceil(scenario.horizonMillis / 1000)),
     figures,
     notes: [
       "While the provider is down, ours marks it degraded and lets only 10% of its limit through, so callers wait in " +
       "its gate instead of retrying; on recovery the ramp lets the backlog in ×1.5 every 5 s. Without the ramp the " +
       "same backlog arrives at once. The references' backlog is their pending retries."
-    ],
-    wallMillis: wallOf(runs)
-  }
+    ]
+  })
 }
 
 /** S5: retrying into a saturated fixed-capacity pool against shedding. */
@@ -397,9 +399,7 @@ export const s5 = (seed: number, scale = 1): Section => {
     ]
   })
   const ours = figures["ours-fixed-capacity"]!
-  return {
-    id: scenario.id,
-    title: scenario.title,
+  return scenarioSection(scenario, runs, {
     setup:
       `A self-hosted pool of ${Scenarios.slots} slots × ${Scenarios.serviceMillis} ms (${Scenarios.capacityPerSecond}/s) ` +
       `with a queue of 2000, offered 120 calls/s (120%) for ${surgeEnds} s, then 60/s. Deadline 10 s, attempt ` +
@@ -415,15 +415,13 @@ export const s5 = (seed: number, scale = 1): Section => {
         evidence: `ours-fixed-capacity p99 ${Math.round(ours.p99 ?? 0)} ms (service time ${Scenarios.serviceMillis} ms)`
       }
     ],
-    chart: seriesChart(runs, Math.ceil(scenario.horizonMillis / 1000)),
     figures,
     notes: [
       "The fixed-capacity preset's gate is set to the pool's slots and sheds: a call it cannot place fails at once, " +
       "so the pool's queue never grows and a call that is served is served at the service time. Retrying into the " +
       "pool fills the queue with work whose callers time out and retry."
-    ],
-    wallMillis: wallOf(runs)
-  }
+    ]
+  })
 }
 
 /** Brooker's contention experiment, beside the article's figures. */
