@@ -97,6 +97,12 @@ describeRedis("RedisGate", () => {
       yield* Fiber.interrupt(queued)
       assert.deepStrictEqual(yield* gate.snapshot, { limit: 2, inFlight: 2, waiting: 0, health: "steady" })
       yield* gate.release("success")
+      // Polls that would still run take the freed permit: time for many, with Redis replies let through.
+      for (let poll = 0; poll < 20; poll++) {
+        yield* TestClock.adjust("100 millis")
+        yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+      }
+      assert.strictEqual((yield* gate.snapshot).inFlight, 1, "the interrupted caller stopped asking")
       yield* gate.release("success")
       assert.deepStrictEqual(yield* gate.snapshot, { limit: 2, inFlight: 0, waiting: 0, health: "steady" })
     }))
