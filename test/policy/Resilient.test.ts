@@ -665,6 +665,25 @@ describe("Resilient.retry", () => {
         assert.strictEqual((yield* gate.snapshot).limit, 3)
       }).pipe(Effect.provide(services(target, { gate: { limit: 20 } })))
     })
+    it.effect("an attempt the caller's deadline cuts short is no capacity signal; one its own timeout ends is", () => {
+      const target = freshTarget("deadline-cut")
+      return Effect.gen(function*() {
+        const gate = yield* ConcurrencyGate.ConcurrencyGate
+        const { attempt } = yield* scripted<string>([{ run: Effect.never }])
+        const late = Resilient.policy({ target, maxAttempts: 1, attemptTimeout: "1 hour" })
+        for (let call = 0; call < 5; call++) {
+          const failure = failureOf(yield* settle(attempt.pipe(Resilient.retry(late, { timeout: "2 seconds" }))))
+          assert.strictEqual(failure.last._tag, "DeadlineExceeded")
+        }
+        assert.strictEqual((yield* gate.snapshot).health, "steady")
+        const slow = Resilient.policy({ target, maxAttempts: 1, attemptTimeout: "1 second" })
+        for (let call = 0; call < 5; call++) {
+          const failure = failureOf(yield* settle(attempt.pipe(Resilient.retry(slow, { timeout: "1 hour" }))))
+          assert.strictEqual(failure.last._tag, "ReadTimeout")
+        }
+        assert.strictEqual((yield* gate.snapshot).health, "degraded")
+      }).pipe(Effect.provide(services(target, { gate: { limit: 20 } })))
+    })
   })
 
   describe("observability", () => {

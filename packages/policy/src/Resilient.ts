@@ -506,8 +506,10 @@ const runSequence = <A, E extends AttemptError, R>(
             const failure = boundByDeadline
               ? new Failure.DeadlineExceeded({ deadline, phase: "attempt" })
               : new Failure.ReadTimeout({ timeout: Duration.millis(timeoutMillis), phase: notes.phase ?? "attempt" })
+            // The gate reads this failure as it reads any other: a `ReadTimeout` is a capacity
+            // signal, a deadline that cut the attempt short is not.
             return releasing(
-              "overload",
+              ConcurrencyGate.outcomeOf(failure),
               restore(fail(attempt, { failure, settled: false }, latency, delayBefore, notes))
             )
           })
