@@ -8,12 +8,14 @@
  *
  * Needs a Redis: `REDIS_URL` (default `redis://127.0.0.1:6379`). Run it with
  * `REDIS_URL=redis://127.0.0.1:6379 npx -y pnpm@12.4.2 exec tsx --conditions=@resilient-ai/source examples/fleet.ts`.
+ * Without one, the members decide in process (as a fleet does while Redis is down): the example
+ * says so, prints no fleet figure, and exits with status 1.
  */
 import { NodeHttpClient } from "@effect/platform-node"
 import { ModelClient, Target } from "@resilient-ai/client"
-import { RedisCoordination } from "@resilient-ai/redis"
+import { RedisConnection, RedisCoordination } from "@resilient-ai/redis"
 import { FaultServer } from "@resilient-ai/testing"
-import { ConfigProvider, Console, Effect, Layer, Logger, LogLevel } from "effect"
+import { ConfigProvider, Console, Effect, Layer, Logger, LogLevel, Metric } from "effect"
 import { randomUUID } from "node:crypto"
 
 // The same client as before; its budget and gate now live on the Redis at REDIS_URL, shared by
@@ -30,6 +32,7 @@ const MistralAlone = ModelClient.layerConfig(Target.managedConfig("MISTRAL")).pi
 
 const members = 3
 const callsEach = 30
+const redisUrl = process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379"
 
 /** One member's calls; every one fails, so only how many requests they sent matters. */
 const calls = Effect.gen(function*() {
@@ -52,7 +55,7 @@ const main = Effect.gen(function*() {
       ["MISTRAL_MAX_DELAY", "5 millis"],
       // A floor of 0.2 retries per second is 12 per 60-second window.
       ["MISTRAL_BUDGET_MIN_PER_SECOND", "0.2"],
-      ["REDIS_URL", process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379"],
+      ["REDIS_URL", redisUrl],
       ["REDIS_COMMAND_TIMEOUT", process.env["REDIS_COMMAND_TIMEOUT"] ?? "50 millis"],
       // A prefix of this run's own, so a second run does not find the first one's window.
       ["REDIS_KEY_PREFIX", `fleet-example-${randomUUID().slice(0, 8)}`]
@@ -72,11 +75,31 @@ const main = Effect.gen(function*() {
     }).pipe(Effect.withConfigProvider(environment))
 
   const alone = yield* fleet(MistralAlone)
+  const fellBackBefore = yield* decidedInProcess
   const shared = yield* fleet(MistralLive)
+  const fellBack = (yield* decidedInProcess) - fellBackBefore
   yield* Console.log(`${members} members, ${callsEach} calls each, every request answered 503:`)
   yield* Console.log(`retries sent with a budget per member: ${alone}`)
-  yield* Console.log(`retries sent with one budget on Redis: ${shared}`)
+  if (fellBack === 0) {
+    yield* Console.log(`retries sent with one budget on Redis: ${shared}`)
+    return
+  }
+  // Decisions made in process are not the shared budget's: the figure would not measure it.
+  const { host } = new URL(redisUrl)
+  yield* Console.log(
+    `Redis at ${host} did not answer in time for ${fellBack} budget and gate decisions: the members fell back ` +
+      `to deciding in process (${shared} retries sent), so this run measured no shared budget. ` +
+      `Start a Redis (redis-server) or set REDIS_URL.`
+  )
+  process.exitCode = 1
 })
+
+/** Budget and gate decisions made in process so far because Redis did not answer. */
+const decidedInProcess = Effect.zipWith(
+  Metric.value(RedisConnection.fallbacks.pipe(Metric.tagged("operation", "budget"))),
+  Metric.value(RedisConnection.fallbacks.pipe(Metric.tagged("operation", "gate"))),
+  (budget, gate) => budget.count + gate.count
+)
 
 // Every call here fails, and each says so in a WARN line; set the level to Info to see every attempt.
 Effect.runPromise(main.pipe(Effect.scoped, Logger.withMinimumLogLevel(LogLevel.Error))).catch((error) => {

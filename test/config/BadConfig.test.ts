@@ -319,7 +319,10 @@ describe("the Redis connection's bad configuration", () => {
     { variable: "COMMAND_TIMEOUT", value: "", rule: duration },
     { variable: "RETRY_AFTER", value: "0 seconds", rule: positive },
     { variable: "RETRY_AFTER", value: "-1 second", rule: "must not be negative" },
-    { variable: "RETRY_AFTER", value: "later", rule: duration }
+    { variable: "RETRY_AFTER", value: "later", rule: duration },
+    { variable: "FLEET_SIZE", value: "0", rule: "must be a whole number of at least 1, got 0" },
+    { variable: "FLEET_SIZE", value: "2.5", rule: "must be a whole number of at least 1, got 2.5" },
+    { variable: "FLEET_SIZE", value: "many", rule: "must be a whole number of at least 1, got no number" }
   ]
 
   for (const prefix of ["REDIS", "FLEET_REDIS"]) {

@@ -95,15 +95,18 @@ describeRedis("RedisBudget", () => {
       const budget = yield* RedisBudget.make({ ...tenSeconds, apiKey: Redacted.make(secret) })
       yield* successes(budget, 3)
       yield* grants(budget, 2)
-      const keys = yield* redis((client) => client.keys(`${prefix}:*`))
-      assert.strictEqual(keys.length, 1)
-      const [key] = keys as [string]
+      const keys = [...(yield* redis((client) => client.keys(`${prefix}:*`)))].sort()
+      assert.strictEqual(keys.length, 2)
+      const [key, members] = keys as [string, string]
       assert.match(key, new RegExp(`^${prefix}:budget:llm:[0-9a-f]{16}$`))
+      assert.match(members, new RegExp(`^${prefix}:members:llm:[0-9a-f]{16}$`))
       const stored = JSON.stringify(yield* redis((client) => client.hgetall(key)))
-      assert.notInclude(key + stored, secret)
+      const memberNames = JSON.stringify(yield* redis((client) => client.zrange(members, 0, -1)))
+      assert.notInclude(key + stored + members + memberNames, secret)
       const ttl = yield* redis((client) => client.pttl(key))
       assert.isAbove(ttl, 0)
       assert.isAtMost(ttl, 20_000, "a window idle for two windows' time is gone")
+      assert.isAbove(yield* redis((client) => client.pttl(members)), 0, "the members set expires too")
     }).pipe(Effect.provide(connection(prefix)))
   })
 
@@ -116,7 +119,7 @@ describeRedis("RedisBudget", () => {
         yield* budget.tryAcquire(failure)
         yield* TestClock.adjust(second % 7 === 0 ? "2300 millis" : "1 second")
       }
-      const [key] = (yield* redis((client) => client.keys(`${prefix}:*`))) as [string]
+      const [key] = (yield* redis((client) => client.keys(`${prefix}:budget:*`))) as [string]
       // Two fields (successes, retries) per bucket of the window, their totals, and the sweep mark.
       assert.isAtMost(yield* redis((client) => client.hlen(key)), 2 * 10 + 3)
     }).pipe(Effect.provide(connection(prefix)))

@@ -213,9 +213,9 @@ describeRedis("RedisGate", () => {
       yield* gate.acquire(forever)
       yield* gate.release("overload")
       const keys = [...(yield* redis((client) => client.keys(`${prefix}:*`)))].sort()
-      assert.strictEqual(keys.length, 2)
+      assert.strictEqual(keys.length, 3)
       for (const key of keys) {
-        assert.match(key, new RegExp(`^${prefix}:gate:llm:[0-9a-f]{16}:(health|leases)$`))
+        assert.match(key, new RegExp(`^${prefix}:(gate:llm:[0-9a-f]{16}:(health|leases)|members:llm:[0-9a-f]{16})$`))
         assert.notInclude(key, secret)
         assert.isAbove(yield* redis((client) => client.pttl(key)), 0, `${key} expires`)
       }

@@ -158,6 +158,8 @@ export const rampLimit = (settings: Settings, steps: number): number => {
   return limit
 }
 
+const wholeLimit = () => 1
+
 /** What the gate holds right now. */
 export interface Snapshot {
   readonly limit: number
@@ -176,7 +178,11 @@ export class Limiter {
   private recoveredAt = 0
   private overloadsInARow = 0
 
-  constructor(readonly settings: Settings) {}
+  /**
+   * `share` is the part of the limit this limiter may use, read at every decision: 1 for a gate of
+   * its own, less for one process's part of a fleet's limit (at least one permit).
+   */
+  constructor(readonly settings: Settings, private readonly share: () => number = wholeLimit) {}
 
   get inFlight(): number {
     return this.inFlightCount
@@ -188,6 +194,12 @@ export class Limiter {
   }
 
   limit(nowMillis: number): number {
+    const limit = this.fleetLimit(nowMillis)
+    const share = this.share()
+    return share >= 1 ? limit : Math.max(1, Math.floor(limit * share))
+  }
+
+  private fleetLimit(nowMillis: number): number {
     switch (this.healthState) {
       case "steady":
         return this.settings.limit
@@ -287,13 +299,14 @@ interface Waiter {
 /**
  * Builds a gate in memory. Waiters are served first come, first served while the target is
  * steady, newest first while it is degraded or recovering (adaptive LIFO); a waiter that is
- * interrupted after being granted a permit gives it back, so no permit is lost.
+ * interrupted after being granted a permit gives it back, so no permit is lost. `share` makes it
+ * one process's part of a larger limit (see `Limiter`).
  * Bad options throw a `RangeError` here, when the program is assembled.
  */
-export const make = (options: Options): Effect.Effect<Service> => {
+export const make = (options: Options, share?: () => number): Effect.Effect<Service> => {
   const checked = settings(options)
   return Effect.map(Effect.clock, (clock) => {
-    const limiter = new Limiter(checked)
+    const limiter = new Limiter(checked, share)
     const waiters: Array<Waiter> = []
     const now = () => clock.unsafeCurrentTimeMillis()
 

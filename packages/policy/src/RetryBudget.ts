@@ -98,9 +98,12 @@ export const settings = (options: Options = {}): Settings => {
   return result
 }
 
-/** `max(floor, ratio × successes)`: the retries a window with `successes` allows. */
-export const allowance = (settings: Settings, successes: number): number =>
-  Math.max((settings.minPerSecond * settings.windowMillis) / 1000, settings.ratio * successes)
+/**
+ * `max(floor, ratio × successes)`: the retries a window with `successes` allows. With a
+ * `floorShare` below 1, only that share of the floor: what one process of a fleet may spend alone.
+ */
+export const allowance = (settings: Settings, successes: number, floorShare = 1): number =>
+  Math.max((floorShare * settings.minPerSecond * settings.windowMillis) / 1000, settings.ratio * successes)
 
 /**
  * The budget's arithmetic without Effect, for callers that decide synchronously (the storm
@@ -113,11 +116,17 @@ export class Window {
     this.counts = new SlidingCounts(settings.windowMillis, settings.buckets)
   }
 
-  tryAcquire(nowMillis: number): boolean {
+  /** Grants a retry if the window allows one; `floorShare` as in `allowance`. */
+  tryAcquire(nowMillis: number, floorShare = 1): boolean {
     const { retries, successes } = this.counts.totals(nowMillis)
-    if (retries + 1 > allowance(this.settings, successes)) return false
+    if (retries + 1 > allowance(this.settings, successes, floorShare)) return false
     this.counts.addRetry(nowMillis)
     return true
+  }
+
+  /** Counts a retry granted elsewhere (by a fleet's budget), so the window knows what was spent. */
+  recordRetry(nowMillis: number): void {
+    this.counts.addRetry(nowMillis)
   }
 
   recordSuccess(nowMillis: number): void {

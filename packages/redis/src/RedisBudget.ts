@@ -9,7 +9,7 @@
  * and counts, atomically. Time is the caller's Effect `Clock` (so `TestClock` drives it, as it
  * drives the in-memory budget); hosts kept in step by NTP agree to far better than a bucket. The
  * semantics are those of `RetryBudget.layerMemory`. When Redis cannot answer within its short
- * timeout, the decision is made by an in-process budget with the same settings (see
+ * timeout, the process decides alone within its share of the fleet's floor (see `make` and
  * `RedisConnection`).
  */
 import { type Coordination, RetryBudget } from "@resilient-ai/policy"
@@ -17,24 +17,28 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type { Redis } from "ioredis"
 import { keyFor } from "./internal/keys.js"
+import { answered, memberTtlMillis, never, register } from "./internal/script.js"
 import { RedisConnection } from "./RedisConnection.js"
 
 /**
- * KEYS[1]: the window's hash. ARGV: operation ("acquire" | "success" | "snapshot"), bucket
- * milliseconds, buckets, ratio, floor per window, key time to live in milliseconds, now (epoch ms).
+ * After the shared prologue (`internal/script.ts`): keys[1] the window's hash. args: operation
+ * ("acquire" | "success" | "refund" | "snapshot"), bucket milliseconds, buckets, ratio, floor per
+ * window, key time to live in milliseconds, now (epoch ms, the caller's clock), for "refund" the
+ * bucket of the retry to give back, and the retries the caller granted alone since it last reached
+ * Redis (counted in the current bucket).
  * Fields `s:<bucket>` and `r:<bucket>` count successes and granted retries per bucket, `S` and `R`
  * their totals over the window, `swept` the newest bucket at the last sweep.
- * Returns { granted (1/0), successes, retries } over the window.
+ * Returns { granted (1/0), successes, retries, fleet size, current bucket } over the window.
  */
 const script = `
-local key = KEYS[1]
-local operation = ARGV[1]
-local bucketMillis = tonumber(ARGV[2])
-local buckets = tonumber(ARGV[3])
-local ratio = tonumber(ARGV[4])
-local floor = tonumber(ARGV[5])
-local ttl = tonumber(ARGV[6])
-local now = tonumber(ARGV[7])
+local key = keys[1]
+local operation = args[1]
+local bucketMillis = tonumber(args[2])
+local buckets = tonumber(args[3])
+local ratio = tonumber(args[4])
+local floor = tonumber(args[5])
+local windowTtl = tonumber(args[6])
+local now = tonumber(args[7])
 local current = math.floor(now / bucketMillis)
 local state = redis.call('HMGET', key, 'swept', 'S', 'R')
 local successes = tonumber(state[2]) or 0
@@ -54,25 +58,44 @@ if current > (tonumber(state[1]) or -1e300) then
   end
   if #stale > 0 then redis.call('HDEL', key, unpack(stale)) end
   redis.call('HSET', key, 'swept', current, 'S', successes, 'R', retries)
-  redis.call('PEXPIRE', key, ttl)
+  redis.call('PEXPIRE', key, windowTtl)
+end
+-- Retries the caller granted alone while Redis could not answer: the fleet spent them too.
+local reported = tonumber(args[9]) or 0
+if reported > 0 then
+  redis.call('HINCRBY', key, 'r:' .. current, reported)
+  redis.call('HINCRBY', key, 'R', reported)
+  redis.call('PEXPIRE', key, windowTtl)
+  retries = retries + reported
 end
 if operation == 'success' then
   redis.call('HINCRBY', key, 's:' .. current, 1)
   redis.call('HINCRBY', key, 'S', 1)
-  redis.call('PEXPIRE', key, ttl)
-  return { 1, successes + 1, retries }
+  redis.call('PEXPIRE', key, windowTtl)
+  return { 1, successes + 1, retries, fleet, current }
+end
+if operation == 'refund' then
+  local field = 'r:' .. args[8]
+  if (tonumber(redis.call('HGET', key, field)) or 0) > 0 then
+    redis.call('HINCRBY', key, field, -1)
+    redis.call('HINCRBY', key, 'R', -1)
+    retries = retries - 1
+  end
+  return { 0, successes, retries, fleet, current }
 end
 if operation == 'snapshot' or retries + 1 > math.max(floor, ratio * successes) then
-  return { 0, successes, retries }
+  return { 0, successes, retries, fleet, current }
 end
 redis.call('HINCRBY', key, 'r:' .. current, 1)
 redis.call('HINCRBY', key, 'R', 1)
-redis.call('PEXPIRE', key, ttl)
-return { 1, successes, retries + 1 }
+redis.call('PEXPIRE', key, windowTtl)
+return { 1, successes, retries + 1, fleet, current }
 `
 
+type Answer = [granted: number, successes: number, retries: number, fleet: number, bucket: number]
+
 interface Scripted extends Redis {
-  resilientAiBudget(key: string, ...args: Array<string | number>): Promise<[number, number, number]>
+  resilientAiBudget(members: string, key: string, ...args: Array<string | number>): Promise<Answer | null>
 }
 
 // The most buckets a Redis window may have: a sweep deletes up to two fields per bucket in one
@@ -83,7 +106,11 @@ const maxBuckets = 1_000
 export interface Options extends Coordination.BudgetOptions {}
 
 /**
- * A budget on the fleet's Redis, falling back to an in-process one with the same settings.
+ * A budget on the fleet's Redis. When Redis cannot decide in time, this process decides alone with
+ * its share of the floor (the floor divided by the fleet's size, learned from Redis or the
+ * connection's `fleetSize`, whichever is larger) and `ratio` of its own successes, counting the
+ * retries Redis granted it in the window: N processes deciding alone together spend about one
+ * floor, not N. What it granted alone is added to the fleet's window when Redis answers again.
  * Bad settings throw a `RangeError` naming them.
  */
 export const make = (options: Options): Effect.Effect<RetryBudget.Service, never, RedisConnection> => {
@@ -94,49 +121,87 @@ export const make = (options: Options): Effect.Effect<RetryBudget.Service, never
   const bucketMillis = settings.windowMillis / settings.buckets
   // The floor: what a window without successes allows.
   const floor = RetryBudget.allowance(settings, 0)
-  const ttl = Math.ceil(2 * settings.windowMillis)
+  const windowTtl = Math.ceil(2 * settings.windowMillis)
   return Effect.gen(function*() {
     const connection = yield* RedisConnection
-    const fallback = yield* RetryBudget.make(options)
     const clock = yield* Effect.clock
     const client = connection.client as Scripted
-    if (typeof client.resilientAiBudget !== "function") {
-      client.defineCommand("resilientAiBudget", { numberOfKeys: 1, lua: script })
-    }
+    register(client, "resilientAiBudget", 1, script)
+    const members = keyFor(connection.keyPrefix, "members", options.target, options.apiKey)
     const key = keyFor(connection.keyPrefix, "budget", options.target, options.apiKey)
-    const run = (operation: "acquire" | "success" | "snapshot") =>
-      client.resilientAiBudget(
+    // What this process has done in the window, whoever decided: its fallback when Redis cannot.
+    const local = new RetryBudget.Window(settings)
+    let fleet = connection.fleetSize
+    // Retries this process granted alone and Redis has not counted yet: the next command that
+    // takes effect adds them to the fleet's window, so the fleet stops granting what was spent.
+    let unreported = 0
+    const run = (voidAfter: number, operation: "acquire" | "success" | "snapshot" | "refund", bucket = 0) => {
+      const reporting = unreported
+      unreported = 0
+      return client.resilientAiBudget(
+        members,
         key,
+        voidAfter,
+        connection.member,
+        memberTtlMillis,
         operation,
         bucketMillis,
         settings.buckets,
         settings.ratio,
         floor,
-        ttl,
-        clock.unsafeCurrentTimeMillis()
+        windowTtl,
+        clock.unsafeCurrentTimeMillis(),
+        bucket,
+        reporting
+      ).then(
+        (answer) => {
+          if (answer === null) unreported += reporting
+          else fleet = Math.max(connection.fleetSize, answer[3])
+          return answer
+        },
+        (error) => {
+          unreported += reporting
+          throw error
+        }
       )
-    const recordSuccess = connection.decide(
-      "budget",
-      () => run("success").then(() => undefined),
-      fallback.recordSuccess(1)
+    }
+    const refund = (bucket: number) => connection.tell(() => run(never, "refund", bucket))
+    const recordSuccess = Effect.zipRight(
+      Effect.sync(() => local.recordSuccess(clock.unsafeCurrentTimeMillis())),
+      connection.decide("budget", (voidAfter) => run(voidAfter, "success").then(answered), Effect.void)
     )
+    const tryAcquire = connection.decide<Answer | undefined>(
+      "budget",
+      (voidAfter) => run(voidAfter, "acquire"),
+      Effect.succeed(undefined),
+      // Granted after this process stopped waiting and decided alone: give it back.
+      (answer) => {
+        if (answer !== undefined && answer[0] === 1) Effect.runFork(refund(answer[4]))
+      }
+    ).pipe(Effect.map((answer) => {
+      const now = clock.unsafeCurrentTimeMillis()
+      if (answer === undefined) {
+        const granted = local.tryAcquire(now, 1 / fleet)
+        if (granted) unreported++
+        return granted
+      }
+      if (answer[0] === 1) local.recordRetry(now)
+      return answer[0] === 1
+    }))
     return {
-      tryAcquire: (failure) =>
-        connection.decide(
-          "budget",
-          () => run("acquire").then(([granted]) => granted === 1),
-          fallback.tryAcquire(failure)
-        ),
+      tryAcquire: () => tryAcquire,
       recordSuccess: () => recordSuccess,
       snapshot: connection.decide(
         "budget",
-        () =>
-          run("snapshot").then(([, successes, retries]) => ({
-            successes,
-            retries,
-            allowance: RetryBudget.allowance(settings, successes)
-          })),
-        fallback.snapshot
+        (voidAfter) =>
+          run(voidAfter, "snapshot").then((answer) =>
+            answer === null ? null : {
+              successes: answer[1],
+              retries: answer[2],
+              allowance: RetryBudget.allowance(settings, answer[1])
+            }
+          ),
+        Effect.sync(() => local.snapshot(clock.unsafeCurrentTimeMillis()))
       )
     }
   })

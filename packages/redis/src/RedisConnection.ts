@@ -1,11 +1,14 @@
 /**
  * One connection to the Redis a fleet shares, and what happens when it cannot be reached.
  *
- * Redis is an optimisation of the fleet's behaviour, never a dependency of a call: every command
- * has a short timeout, a disconnected client fails at once instead of queueing, and when a command
- * fails the connection is marked down and callers decide in process (the in-memory budget and
- * gate) until a probe a little later finds Redis back. The fallback is counted in a metric and
- * logged once per transition, not once per call.
+ * Redis is an optimisation of the fleet's behaviour, never a dependency of a call: a decision waits
+ * for Redis a short time, a disconnected client fails at once instead of queueing, and a decision
+ * Redis does not answer in time is made in process (each process with its share of the fleet's
+ * budget). A command the caller stopped waiting for never takes effect when it reaches Redis late:
+ * every script carries the instant after which it is void, on Redis's own clock. When the
+ * connection refuses commands or Redis stays silent, it is marked down and callers decide in process
+ * until a probe a little later finds Redis back. Fallbacks are counted in a metric, and logged once
+ * per transition, not once per call.
  */
 import { ConfigDuration } from "@resilient-ai/policy"
 import * as Config from "effect/Config"
@@ -21,6 +24,7 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import { Redis } from "ioredis"
+import { hostname } from "node:os"
 
 /** Settings of the connection. */
 export interface Options {
@@ -28,10 +32,20 @@ export interface Options {
   readonly url: Redacted.Redacted
   /** Prepended to every key, so several applications can share one Redis. Default `resilient-ai`. */
   readonly keyPrefix?: string | undefined
-  /** How long a command may take before the caller decides in process instead. Default 50 ms. */
+  /**
+   * How long a decision waits for Redis before it is made in process instead. Default 50 ms. A
+   * command Redis receives later than this never takes effect (see `decide`).
+   */
   readonly commandTimeout?: Duration.DurationInput | undefined
-  /** How long after a failure before Redis is tried again. Default 1 second. */
+  /** How long after Redis was found unreachable before it is tried again. Default 1 second. */
   readonly retryAfter?: Duration.DurationInput | undefined
+  /**
+   * How many processes share a target at least. A process deciding alone while Redis cannot
+   * answer spends `1 / fleet size` of a budget's floor; the size is learned from Redis (the
+   * processes that decided there lately) when that is larger. Default 1: set it when processes
+   * may start while Redis is unreachable and so have never learned it.
+   */
+  readonly fleetSize?: number | undefined
 }
 
 /** Whether Redis answered lately, and when to try it again if not. */
@@ -45,15 +59,32 @@ export type Health = { readonly _tag: "up" } | {
 export interface Service {
   readonly client: Redis
   readonly keyPrefix: string
+  /** This connection's name among a fleet's members: the fleet's size is learned from them. */
+  readonly member: string
+  /** The `fleetSize` setting: the least fleet size a process assumes. */
+  readonly fleetSize: number
   /**
-   * Runs `command` on Redis, or `fallback` when Redis is down or the command fails (the failure
-   * marks it down). Never fails: a decision is always made somewhere.
+   * Runs `command` on Redis, or `fallback` when Redis is down or does not answer within the
+   * command timeout. Never fails: a decision is always made somewhere.
+   *
+   * `command` is given the instant, on Redis's own clock (epoch ms, compare with `TIME`), after
+   * which its script must not take effect and must answer nil: by then the caller has stopped
+   * waiting and decided in process, so a command that reaches a stalled Redis late can take no
+   * permit and count no retry. If an answer that did take effect still arrives after the caller
+   * stopped waiting (only a clock estimate off by more than its bound allows), `late` undoes it.
    */
   readonly decide: <A>(
     operation: string,
-    command: () => Promise<A>,
-    fallback: Effect.Effect<A>
+    command: (voidAfter: number) => Promise<A | null>,
+    fallback: Effect.Effect<A>,
+    late?: ((answer: A) => void) | undefined
   ) => Effect.Effect<A>
+  /**
+   * Sends a command whose effect is wanted however late it arrives (giving a lease back): waits
+   * for it at most the command timeout, and sends it again after a reconnect if the connection
+   * could not take it. Never fails.
+   */
+  readonly tell: (command: () => Promise<unknown>) => Effect.Effect<void>
   readonly health: Effect.Effect<Health>
 }
 
@@ -79,13 +110,50 @@ const readyWithin = (client: Redis, millis: number): Promise<boolean> =>
     client.once("ready", onReady)
   })
 
+/** This host's wall clock in fractional milliseconds: Redis's `TIME` is compared with it. */
+const wallClock = (): number => performance.timeOrigin + performance.now()
+
+/**
+ * Where Redis's clock is relative to this host's: `offset` (Redis minus local, ms), known to within
+ * `error` when it was measured at `at`. Clocks drift, so the bound widens with age.
+ */
+interface ClockEstimate {
+  readonly offset: number
+  readonly error: number
+  readonly at: number
+}
+
+// A generous drift between two hosts' clocks: 100 µs per second (NTP keeps them far closer).
+const driftPerMilli = 1e-4
+
+const errorOf = (estimate: ClockEstimate, now: number): number => estimate.error + (now - estimate.at) * driftPerMilli
+
+/** One reading of Redis's `TIME`, bracketed by this host's clock. */
+const readClock = async (client: Redis): Promise<ClockEstimate> => {
+  const sent = wallClock()
+  const [seconds, micros] = await client.time()
+  const received = wallClock()
+  const redisMillis = Number(seconds) * 1000 + Number(micros) / 1000
+  return { offset: redisMillis - (sent + received) / 2, error: (received - sent) / 2, at: received }
+}
+
+/** The outcome of asking Redis once. */
+type Asked<A> =
+  | { readonly _tag: "answered"; readonly value: A }
+  /** Redis said the command came too late to take effect (it answered nil). */
+  | { readonly _tag: "void" }
+  /** No answer within the timeout; the command may still be answered later. */
+  | { readonly _tag: "timedOut"; readonly silentFor: number }
+  /** The connection refused or failed the command. */
+  | { readonly _tag: "failed"; readonly error: unknown }
+
 /**
  * Why connection settings cannot work, one message per setting, each naming it `label(setting)`
  * (the option's name by default; `config` names the environment variable). The URL is never shown.
  */
 export const problems = (
   options: Options,
-  label: (setting: "url" | "keyPrefix" | "commandTimeout" | "retryAfter") => string = (setting) => setting
+  label: (setting: keyof Options) => string = (setting) => setting
 ): ReadonlyArray<string> => {
   const found: Array<string> = []
   const url = Redacted.value(options.url)
@@ -112,6 +180,10 @@ export const problems = (
   }
   positive("commandTimeout", options.commandTimeout)
   positive("retryAfter", options.retryAfter)
+  if (options.fleetSize !== undefined && !(Number.isInteger(options.fleetSize) && options.fleetSize >= 1)) {
+    const given = Number.isNaN(options.fleetSize) ? "no number" : options.fleetSize
+    found.push(`${label("fleetSize")} must be a whole number of at least 1, got ${given}`)
+  }
   if (options.keyPrefix !== undefined && !/^[A-Za-z0-9:_.-]+$/.test(options.keyPrefix)) {
     found.push(`${label("keyPrefix")} must be letters, digits and : _ . -, got ${JSON.stringify(options.keyPrefix)}`)
   }
@@ -121,8 +193,13 @@ export const problems = (
 /**
  * Opens the connection (closed with the scope), waiting for it a bounded time (four command timeouts,
  * at least 500 ms). Redis being unreachable now is not an error: the connection starts down and
- * keeps reconnecting in the background. Bad settings throw a
- * `RangeError` naming them.
+ * keeps reconnecting in the background. Bad settings throw a `RangeError` naming them.
+ *
+ * Falling back is a judgement about the connection, not about one slow reply. A reply that is late
+ * makes that one decision in process; Redis is marked down (and not asked again for `retryAfter`)
+ * only when the connection refuses commands or Redis has answered nothing at all for two command
+ * timeouts while commands waited. Before giving up on a command, the connection reads what the
+ * socket already holds: a process whose own event loop was busy does not blame Redis for it.
  */
 export const make = (options: Options): Effect.Effect<Service, never, Scope.Scope> => {
   const found = problems(options)
@@ -130,12 +207,12 @@ export const make = (options: Options): Effect.Effect<Service, never, Scope.Scop
   const commandTimeoutMillis = Duration.toMillis(options.commandTimeout ?? Duration.millis(50))
   const retryAfterMillis = Duration.toMillis(options.retryAfter ?? Duration.seconds(1))
   const connectTimeoutMillis = Math.max(500, commandTimeoutMillis * 4)
+  const silenceMillis = 2 * commandTimeoutMillis
   return Effect.gen(function*() {
     const clock = yield* Effect.clock
     const client = yield* Effect.acquireRelease(
       Effect.sync(() =>
         new Redis(Redacted.value(options.url), {
-          commandTimeout: commandTimeoutMillis,
           connectTimeout: connectTimeoutMillis,
           // Fail at once while disconnected: a queued command would block the call it decides for.
           enableOfflineQueue: false,
@@ -144,26 +221,108 @@ export const make = (options: Options): Effect.Effect<Service, never, Scope.Scop
           lazyConnect: false
         })
       ),
-      (client) => Effect.promise(() => client.quit().then(() => undefined, () => client.disconnect()))
+      // A graceful QUIT lets the commands still on their way (a lease given back) finish, as long as
+      // Redis answers; a silent one is not waited for longer than a command.
+      (client) =>
+        Effect.promise(() =>
+          new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, commandTimeoutMillis)
+            client.quit().then(() => clearTimeout(timer), () => {}).finally(resolve)
+          }).then(() => client.disconnect())
+        )
     )
     // Connection errors are handled by falling back; unhandled, ioredis would print each one.
     client.on("error", () => {})
     const now = () => clock.unsafeCurrentTimeMillis()
+
+    // Redis's clock, read at every (re)connection and every few seconds: a command's void-after
+    // instant is set on it, so hosts need not agree on the time.
+    let estimate: ClockEstimate | undefined
+    const measureClock = async () => {
+      for (let reading = 0; reading < 3; reading++) {
+        const read = await readClock(client)
+        if (estimate === undefined || read.error <= errorOf(estimate, read.at)) estimate = read
+      }
+    }
+    const remeasure = () => {
+      if (client.status === "ready") measureClock().catch(() => {})
+    }
+    client.on("ready", remeasure)
+    const clockTimer = setInterval(remeasure, 10_000)
+    clockTimer.unref()
+    yield* Effect.addFinalizer(() => Effect.sync(() => clearInterval(clockTimer)))
+
     // The first decisions should be the fleet's: wait for the connection, a bounded time, on
     // Node's timers (not Effect's clock, which a TestClock would hold still).
-    const ready = yield* Effect.promise(() => readyWithin(client, connectTimeoutMillis))
+    const ready = yield* Effect.promise(() =>
+      readyWithin(client, connectTimeoutMillis).then((ready) =>
+        ready ? measureClock().then(() => true, () => false) : false
+      )
+    )
     let health: Health = ready ? { _tag: "up" } : { _tag: "down", since: now(), retryAt: now() }
     if (!ready) {
       yield* Effect.logWarning("Redis unreachable at start: deciding in process until it is back")
     }
-    const markDown = (operation: string, error: unknown): Effect.Effect<void> => {
+
+    // Redis is silent when commands wait and none is answered: since the first was sent, or since
+    // the last answer.
+    let waitingCommands = 0
+    let silentSince = 0
+    const heard = () => {
+      waitingCommands--
+      silentSince = wallClock()
+    }
+
+    /**
+     * Sends `command` and waits for it until its time is up, then once more for whatever the
+     * socket already holds (a poll of the event loop runs before `setImmediate` callbacks), so a
+     * reply that came in while this process was busy is still taken.
+     */
+    const ask = <A>(
+      command: (voidAfter: number) => Promise<A | null>,
+      late: ((answer: A) => void) | undefined
+    ): Promise<Asked<A>> =>
+      new Promise((resolve) => {
+        const sent = wallClock()
+        const known = estimate
+        // Redis voids the command from the moment this process may have stopped waiting, less the
+        // error of the clock estimate, so a command that takes effect is always answered in time.
+        const voidAfter = known === undefined
+          ? 0
+          : sent + known.offset + commandTimeoutMillis - errorOf(known, sent) - 1
+        let waiting = true
+        if (waitingCommands++ === 0) silentSince = sent
+        const settle = (asked: Asked<A>) => {
+          if (!waiting) return
+          waiting = false
+          clearTimeout(timer)
+          resolve(asked)
+        }
+        const timer = setTimeout(
+          () => setImmediate(() => settle({ _tag: "timedOut", silentFor: wallClock() - silentSince })),
+          commandTimeoutMillis
+        )
+        command(voidAfter).then(
+          (value) => {
+            heard()
+            if (waiting) settle(value === null ? { _tag: "void" } : { _tag: "answered", value })
+            else if (value !== null) late?.(value)
+          },
+          (error) => {
+            heard()
+            settle({ _tag: "failed", error })
+          }
+        )
+      })
+
+    const markDown = (operation: string, cause: string): Effect.Effect<void> => {
       if (health._tag === "down") {
         health = { _tag: "down", since: health.since, retryAt: now() + retryAfterMillis }
         return Effect.void
       }
       health = { _tag: "down", since: now(), retryAt: now() + retryAfterMillis }
       return Effect.logWarning("Redis unreachable: deciding in process until it is back").pipe(
-        Effect.annotateLogs({ operation, cause: error instanceof Error ? error.message : String(error) })
+        Effect.annotateLogs({ operation, cause })
       )
     }
     const markUp: Effect.Effect<void> = Effect.suspend(() => {
@@ -173,27 +332,58 @@ export const make = (options: Options): Effect.Effect<Service, never, Scope.Scop
       return Effect.logInfo("Redis is back: deciding on Redis again").pipe(Effect.annotateLogs({ downForMs: downFor }))
     })
     const countFallback = (operation: string) => fallbacks.unsafeUpdate(1, [MetricLabel.make("operation", operation)])
-    const decide: Service["decide"] = (operation, command, fallback) =>
+
+    const decide: Service["decide"] = (operation, command, fallback, late) =>
       Effect.suspend(() => {
         if (health._tag === "down" && now() < health.retryAt) {
           countFallback(operation)
           return fallback
         }
-        return Effect.matchEffect(
-          Effect.tryPromise(() => command()),
-          {
-            onFailure: (error) => {
-              countFallback(operation)
-              return Effect.zipRight(markDown(operation, error.cause), fallback)
-            },
-            onSuccess: (value) => Effect.as(markUp, value)
+        return Effect.flatMap(Effect.promise(() => ask(command, late)), (asked) => {
+          if (asked._tag === "answered") return Effect.as(markUp, asked.value)
+          countFallback(operation)
+          if (asked._tag === "failed") {
+            const cause = asked.error instanceof Error ? asked.error.message : String(asked.error)
+            return Effect.zipRight(markDown(operation, cause), fallback)
+          }
+          if (asked._tag === "timedOut" && asked.silentFor >= silenceMillis) {
+            return Effect.zipRight(markDown(operation, `no answer for ${Math.round(asked.silentFor)} ms`), fallback)
+          }
+          return fallback
+        })
+      })
+
+    // Commands to send again once the connection is back: it could not take them, or it failed
+    // before answering them.
+    const resend: Array<() => Promise<unknown>> = []
+    const sendOrKeep = (command: () => Promise<unknown>) =>
+      new Promise<void>((resolve) => {
+        // Stop waiting after the command timeout; the command itself goes on.
+        const timer = setTimeout(resolve, commandTimeoutMillis)
+        command().then(
+          () => {
+            clearTimeout(timer)
+            resolve()
+          },
+          () => {
+            resend.push(command)
+            clearTimeout(timer)
+            resolve()
           }
         )
       })
+    client.on("ready", () => {
+      for (const command of resend.splice(0)) void sendOrKeep(command)
+    })
+    const tell: Service["tell"] = (command) => Effect.promise(() => sendOrKeep(command))
+
     return {
       client,
       keyPrefix: options.keyPrefix ?? "resilient-ai",
+      fleetSize: options.fleetSize ?? 1,
+      member: `${hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 10)}`,
       decide,
+      tell,
       health: Effect.sync(() => health)
     }
   })
@@ -203,11 +393,18 @@ export const make = (options: Options): Effect.Effect<Service, never, Scope.Scop
 export const layer = (options: Options): Layer.Layer<RedisConnection> => Layer.scoped(RedisConnection, make(options))
 
 /** The environment variable of each setting, after the prefix and `_`. */
-const variables = { url: "URL", keyPrefix: "KEY_PREFIX", commandTimeout: "COMMAND_TIMEOUT", retryAfter: "RETRY_AFTER" }
+const variables = {
+  url: "URL",
+  keyPrefix: "KEY_PREFIX",
+  commandTimeout: "COMMAND_TIMEOUT",
+  retryAfter: "RETRY_AFTER",
+  fleetSize: "FLEET_SIZE"
+}
 
 /**
  * Settings read under `prefix` (default `REDIS`): `{prefix}_URL` (required), `_KEY_PREFIX`,
- * `_COMMAND_TIMEOUT` and `_RETRY_AFTER` (milliseconds, or a duration such as "50 millis"). Bad
+ * `_COMMAND_TIMEOUT` and `_RETRY_AFTER` (milliseconds, or a duration such as "50 millis"),
+ * `_FLEET_SIZE` (a whole number). Bad
  * values are a `ConfigError` naming the variable and the rule, when the layer is built.
  */
 export const config = (prefix = "REDIS"): Config.Config<Options> => {
@@ -217,14 +414,19 @@ export const config = (prefix = "REDIS"): Config.Config<Options> => {
     url: Config.map(Config.string("URL"), Redacted.make),
     keyPrefix: Config.option(Config.string("KEY_PREFIX")),
     commandTimeout: Config.option(duration("COMMAND_TIMEOUT")),
-    retryAfter: Config.option(duration("RETRY_AFTER"))
+    retryAfter: Config.option(duration("RETRY_AFTER")),
+    // Read as text: a value that is no number is named with the rule, as a fractional one is.
+    fleetSize: Config.option(
+      Config.map(Config.string("FLEET_SIZE"), (text) => text.trim() === "" ? Number.NaN : Number(text))
+    )
   }).pipe(Config.nested(prefix))
   return Config.mapOrFail(settings, (read) => {
     const options: Options = {
       url: read.url,
       keyPrefix: Option.getOrUndefined(read.keyPrefix),
       commandTimeout: Option.getOrUndefined(read.commandTimeout),
-      retryAfter: Option.getOrUndefined(read.retryAfter)
+      retryAfter: Option.getOrUndefined(read.retryAfter),
+      fleetSize: Option.getOrUndefined(read.fleetSize)
     }
     const found = problems(options, (setting) => `${prefix}_${variables[setting]}`)
     return found.length === 0

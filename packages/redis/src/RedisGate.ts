@@ -21,26 +21,27 @@ import * as Random from "effect/Random"
 import type { Redis } from "ioredis"
 import { hostname } from "node:os"
 import { keyFor } from "./internal/keys.js"
+import { answered, memberTtlMillis, never, register } from "./internal/script.js"
 import { RedisConnection } from "./RedisConnection.js"
 
 /**
- * KEYS[1]: the leases (sorted set, score = expiry), KEYS[2]: the health hash. ARGV: operation
- * ("acquire" | "release" | "observe" | "degrade" | "recover" | "snapshot"), lease id, lease time
- * to live (ms), limit, ramp floor (`ConcurrencyGate.rampFloor`), ramp factor, ramp step (ms),
- * failures to degrade, outcome ("success" | "overload" | "neutral"), health time to live (ms), now
- * (epoch ms).
- * Returns { granted (1/0), limit, in flight, health }.
+ * After the shared prologue (`internal/script.ts`): keys[1] the leases (sorted set, score =
+ * expiry), keys[2] the health hash. args: operation ("acquire" | "release" | "observe" | "degrade"
+ * | "recover" | "snapshot"), lease id, lease time to live (ms), limit, ramp floor
+ * (`ConcurrencyGate.rampFloor`), ramp factor, ramp step (ms), failures to degrade, outcome
+ * ("success" | "overload" | "neutral"), health time to live (ms), now (epoch ms, the caller's clock).
+ * Returns { granted (1/0), limit, in flight, health, fleet size }.
  */
 const script = `
-local now = tonumber(ARGV[11])
-local leases, healthKey = KEYS[1], KEYS[2]
-local operation = ARGV[1]
-local limit = tonumber(ARGV[4])
-local floorLimit = tonumber(ARGV[5])
-local factor = tonumber(ARGV[6])
-local step = tonumber(ARGV[7])
-local degradeAfter = tonumber(ARGV[8])
-local healthTtl = tonumber(ARGV[10])
+local leases, healthKey = keys[1], keys[2]
+local now = tonumber(args[11])
+local operation = args[1]
+local limit = tonumber(args[4])
+local floorLimit = tonumber(args[5])
+local factor = tonumber(args[6])
+local step = tonumber(args[7])
+local degradeAfter = tonumber(args[8])
+local healthTtl = tonumber(args[10])
 local health = redis.call('HMGET', healthKey, 'state', 'recoveredAt')
 local state = health[1] or 'steady'
 local recoveredAt = tonumber(health[2]) or 0
@@ -86,18 +87,18 @@ redis.call('ZREMRANGEBYSCORE', leases, '-inf', now)
 if operation == 'acquire' then
   local current = currentLimit()
   local inFlight = redis.call('ZCARD', leases)
-  if inFlight >= current then return { 0, current, inFlight, state } end
-  local ttl = tonumber(ARGV[3])
-  redis.call('ZADD', leases, now + ttl, ARGV[2])
+  if inFlight >= current then return { 0, current, inFlight, state, fleet } end
+  local leaseTtl = tonumber(args[3])
+  redis.call('ZADD', leases, now + leaseTtl, args[2])
   -- The set lives as long as its longest lease: a short lease must not cut a long one's life.
   local remaining = redis.call('PTTL', leases)
-  if remaining < ttl * 2 then redis.call('PEXPIRE', leases, ttl * 2) end
-  return { 1, current, inFlight + 1, state }
+  if remaining < leaseTtl * 2 then redis.call('PEXPIRE', leases, leaseTtl * 2) end
+  return { 1, current, inFlight + 1, state, fleet }
 elseif operation == 'release' then
-  redis.call('ZREM', leases, ARGV[2])
-  observe(ARGV[9])
+  redis.call('ZREM', leases, args[2])
+  observe(args[9])
 elseif operation == 'observe' then
-  observe(ARGV[9])
+  observe(args[9])
 elseif operation == 'degrade' then
   state = 'degraded'
   redis.call('HSET', healthKey, 'state', 'degraded', 'overloads', 0)
@@ -110,13 +111,18 @@ elseif operation == 'recover' then
   end
 end
 local current = currentLimit()
-return { 0, current, redis.call('ZCARD', leases), state }
+return { 0, current, redis.call('ZCARD', leases), state, fleet }
 `
 
-type Answer = [granted: number, limit: number, inFlight: number, health: ConcurrencyGate.Health]
+type Answer = [granted: number, limit: number, inFlight: number, health: ConcurrencyGate.Health, fleet: number]
 
 interface Scripted extends Redis {
-  resilientAiGate(leases: string, health: string, ...args: Array<string | number>): Promise<Answer>
+  resilientAiGate(
+    members: string,
+    leases: string,
+    health: string,
+    ...args: Array<string | number>
+  ): Promise<Answer | null>
 }
 
 /** Settings of a fleet gate: those of `ConcurrencyGate`, the API key the fleet shares (only its fingerprint is used), and the leases. */
@@ -130,14 +136,9 @@ export interface Options extends Coordination.GateOptions {
   readonly pollInterval?: Duration.DurationInput | undefined
 }
 
-/** Removes and returns the lease that expires first. */
-const takeSoonest = (held: Array<{ readonly lease: string; readonly expiresAt: number }>): string | undefined => {
-  if (held.length === 0) return undefined
-  let soonest = 0
-  for (let index = 1; index < held.length; index++) {
-    if (held[index]!.expiresAt < held[soonest]!.expiresAt) soonest = index
-  }
-  return held.splice(soonest, 1)[0]!.lease
+/** A permit this process holds: a lease on Redis, or one taken from the in-process gate while Redis could not decide. */
+type Permit = { readonly _tag: "lease"; readonly lease: string; readonly expiresAt: number } | {
+  readonly _tag: "in-process"
 }
 
 // How long a target's health is kept after the last outcome anyone reported.
@@ -147,8 +148,12 @@ let leases = 0
 const processId = `${hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 8)}`
 
 /**
- * A gate on the fleet's Redis, falling back to an in-process one with the same settings.
- * Bad settings throw a `RangeError` naming them.
+ * A gate on the fleet's Redis. When Redis cannot decide in time, this process decides with an
+ * in-process gate of the same settings holding its share of the limit (the limit divided by the
+ * fleet's size, learned from Redis or the connection's `fleetSize`, at least one permit).
+ * A lease Redis grants to an acquire the caller stopped waiting for is given back at once, and a
+ * release Redis could not take is sent again when it is back, so after a stall the leases on Redis
+ * are the permits callers hold. Bad settings throw a `RangeError` naming them.
  */
 export const make = (
   options: Options
@@ -164,23 +169,28 @@ export const make = (
   const rampFloor = ConcurrencyGate.rampFloor({ ...settings, limit: finiteLimit })
   return Effect.gen(function*() {
     const connection = yield* RedisConnection
-    const fallback = yield* ConcurrencyGate.make(options)
+    let fleet = connection.fleetSize
+    const fallback = yield* ConcurrencyGate.make(options, () => 1 / fleet)
     const clock = yield* Effect.clock
     const client = connection.client as Scripted
-    if (typeof client.resilientAiGate !== "function") {
-      client.defineCommand("resilientAiGate", { numberOfKeys: 2, lua: script })
-    }
+    register(client, "resilientAiGate", 2, script)
+    const members = keyFor(connection.keyPrefix, "members", settings.target, options.apiKey)
     const leaseKey = keyFor(connection.keyPrefix, "gate", settings.target, options.apiKey, "leases")
     const healthKey = keyFor(connection.keyPrefix, "gate", settings.target, options.apiKey, "health")
     const call = (
+      voidAfter: number,
       operation: "acquire" | "release" | "observe" | "degrade" | "recover" | "snapshot",
       lease: string,
       ttl: number,
       outcome: ConcurrencyGate.Outcome
     ) =>
       client.resilientAiGate(
+        members,
         leaseKey,
         healthKey,
+        voidAfter,
+        connection.member,
+        memberTtlMillis,
         operation,
         lease,
         ttl,
@@ -192,29 +202,66 @@ export const make = (
         outcome,
         healthTtl,
         clock.unsafeCurrentTimeMillis()
-      )
-    // Leases this process holds on Redis, and permits it took from the fallback gate meanwhile.
-    const held: Array<{ readonly lease: string; readonly expiresAt: number }> = []
-    let heldInProcess = 0
+      ).then((answer) => {
+        if (answer !== null) fleet = Math.max(connection.fleetSize, answer[4])
+        return answer
+      })
+    /** Tells Redis whatever it takes: a release is wanted however late it arrives. */
+    const giveBack = (lease: string, outcome: ConcurrencyGate.Outcome) =>
+      connection.tell(() => call(never, "release", lease, 0, outcome))
+
+    // The permits each fiber holds: a fiber gives back one it took. Among several (its own, or
+    // anyone's when the release comes from a fiber that took none, as a stream's finalizer may),
+    // the one that matters least goes: from the in-process gate first, then the lease that ends
+    // soonest, so the callers still running keep the longest leases.
+    const heldBy = new Map<number, Array<Permit>>()
+    const hold = (fiber: number, permit: Permit) => {
+      const permits = heldBy.get(fiber)
+      if (permits === undefined) heldBy.set(fiber, [permit])
+      else permits.push(permit)
+    }
+    const leastNeeded = (a: Permit, b: Permit) =>
+      a._tag === "in-process" || (b._tag === "lease" && a.expiresAt < b.expiresAt)
+    const take = (fiber: number): Permit | undefined => {
+      const own = heldBy.get(fiber)
+      let chosen: { readonly holder: number; readonly index: number } | undefined
+      for (const [holder, permits] of own === undefined ? heldBy : [[fiber, own] as const]) {
+        for (let index = 0; index < permits.length; index++) {
+          if (chosen === undefined || leastNeeded(permits[index]!, heldBy.get(chosen.holder)![chosen.index]!)) {
+            chosen = { holder, index }
+          }
+        }
+      }
+      if (chosen === undefined) return undefined
+      const permits = heldBy.get(chosen.holder)!
+      const [permit] = permits.splice(chosen.index, 1)
+      if (permits.length === 0) heldBy.delete(chosen.holder)
+      return permit
+    }
+
     // Callers of this process polling for a permit; bounded by `maxWaiting`.
     let waiting = 0
 
-    type Attempt = { readonly _tag: "redis"; readonly answer: Answer } | { readonly _tag: "fallback" }
-    // Asks Redis once. The caller keeps this uninterruptible (it is bounded by the command
-    // timeout), so a permit Redis granted is always recorded and released by someone.
-    const attempt = (deadline: number): Effect.Effect<Attempt> => {
+    // Asks Redis once for a lease: the answer, or undefined when this process must decide alone.
+    // The caller keeps this uninterruptible (it is bounded by the command timeout), so a permit
+    // Redis granted is always recorded and released by someone.
+    const ask = (fiber: number, deadline: number): Effect.Effect<Answer | undefined> => {
       const lease = `${processId}:${++leases}`
       const now = clock.unsafeCurrentTimeMillis()
       // A lease outlives the caller's deadline by a little, and never the lease time.
       const ttl = Math.max(1_000, Math.min(leaseMillis, deadline - now + 1_000))
       return Effect.tap(
-        connection.decide<Attempt>(
+        connection.decide<Answer | undefined>(
           "gate",
-          () => call("acquire", lease, ttl, "neutral").then((answer) => ({ _tag: "redis", answer })),
-          Effect.succeed({ _tag: "fallback" })
+          (voidAfter) => call(voidAfter, "acquire", lease, ttl, "neutral"),
+          Effect.succeed(undefined),
+          // Granted after the caller stopped waiting: nobody holds it.
+          (answer) => {
+            if (answer !== undefined && answer[0] === 1) Effect.runFork(giveBack(lease, "neutral"))
+          }
         ),
-        (result) => {
-          if (result._tag === "redis" && result.answer[0] === 1) held.push({ lease, expiresAt: now + ttl })
+        (answer) => {
+          if (answer !== undefined && answer[0] === 1) hold(fiber, { _tag: "lease", lease, expiresAt: now + ttl })
         }
       )
     }
@@ -222,87 +269,73 @@ export const make = (
     const shed = (limit: number, inFlight: number) => new Failure.Shed({ target: settings.target, limit, inFlight })
 
     const acquire = (deadline: number): Effect.Effect<void, Failure.Shed | Failure.DeadlineExceeded> =>
-      Effect.uninterruptibleMask((restore) => {
-        let isWaiting = false
-        const loop: Effect.Effect<void, Failure.Shed | Failure.DeadlineExceeded> = Effect.flatMap(
-          Effect.suspend(() => attempt(deadline)),
-          (result) => {
-            if (result._tag === "fallback") {
-              return Effect.map(restore(fallback.acquire(deadline)), () => {
-                heldInProcess++
-              })
+      Effect.withFiberRuntime((current) =>
+        Effect.uninterruptibleMask((restore) => {
+          const fiber = current.id().id
+          let isWaiting = false
+          const loop: Effect.Effect<void, Failure.Shed | Failure.DeadlineExceeded> = Effect.flatMap(
+            Effect.suspend(() => ask(fiber, deadline)),
+            (answer) => {
+              if (answer === undefined) {
+                return Effect.map(restore(fallback.acquire(deadline)), () => hold(fiber, { _tag: "in-process" }))
+              }
+              const [granted, limit, inFlight] = answer
+              if (granted === 1) return Effect.void
+              if (settings.mode === "shed") return Effect.fail(shed(limit, inFlight))
+              const now = clock.unsafeCurrentTimeMillis()
+              if (now >= deadline) return Effect.fail(new Failure.DeadlineExceeded({ deadline, phase: "queue" }))
+              if (!isWaiting) {
+                if (waiting >= settings.maxWaiting) return Effect.fail(shed(limit, inFlight))
+                isWaiting = true
+                waiting++
+              }
+              // Another process's release cannot wake this one: ask again shortly, with jitter so a
+              // fleet of waiters does not ask in step.
+              const pause = Effect.flatMap(
+                Random.nextRange(0.5, 1.5),
+                (jitter) => Effect.sleep(Duration.millis(Math.ceil(Math.min(pollMillis * jitter, deadline - now))))
+              )
+              return Effect.zipRight(restore(pause), loop)
             }
-            const [granted, limit, inFlight] = result.answer
-            if (granted === 1) return Effect.void
-            if (settings.mode === "shed") return Effect.fail(shed(limit, inFlight))
-            const now = clock.unsafeCurrentTimeMillis()
-            if (now >= deadline) return Effect.fail(new Failure.DeadlineExceeded({ deadline, phase: "queue" }))
-            if (!isWaiting) {
-              if (waiting >= settings.maxWaiting) return Effect.fail(shed(limit, inFlight))
-              isWaiting = true
-              waiting++
-            }
-            // Another process's release cannot wake this one: ask again shortly, with jitter so a
-            // fleet of waiters does not ask in step.
-            const pause = Effect.flatMap(
-              Random.nextRange(0.5, 1.5),
-              (jitter) => Effect.sleep(Duration.millis(Math.ceil(Math.min(pollMillis * jitter, deadline - now))))
-            )
-            return Effect.zipRight(restore(pause), loop)
-          }
-        )
-        return Effect.ensuring(
-          loop,
-          Effect.sync(() => {
-            if (isWaiting) waiting--
-          })
-        )
-      })
+          )
+          return Effect.ensuring(
+            loop,
+            Effect.sync(() => {
+              if (isWaiting) waiting--
+            })
+          )
+        })
+      )
 
-    const observe = (outcome: ConcurrencyGate.Outcome) =>
-      connection.decide("gate", () => call("observe", "", 0, outcome).then(() => undefined), fallback.observe(outcome))
+    /** Asks Redis to do `operation`, or the in-process gate when it cannot. */
+    const decide = (
+      operation: "observe" | "degrade" | "recover",
+      outcome: ConcurrencyGate.Outcome,
+      alone: Effect.Effect<void>
+    ) => connection.decide("gate", (voidAfter) => call(voidAfter, operation, "", 0, outcome).then(answered), alone)
 
     const service: ConcurrencyGate.Service = {
       acquire,
       release: (outcome) =>
-        Effect.suspend(() => {
-          // `release` does not say whose permit it returns, so the lease that ends soonest goes:
-          // the callers still running then hold the longest leases, each at least as long as its own.
-          const lease = takeSoonest(held)
-          if (lease !== undefined) {
-            // If Redis cannot be told, the lease expires on its own.
-            return connection.decide(
-              "gate",
-              () => call("release", lease, 0, outcome).then(() => undefined),
-              fallback.observe(outcome)
-            )
-          }
-          if (heldInProcess > 0) {
-            heldInProcess--
-            return fallback.release(outcome)
-          }
-          return Effect.void
+        Effect.withFiberRuntime((current) => {
+          const permit = take(current.id().id)
+          if (permit === undefined) return Effect.void
+          return permit._tag === "lease" ? giveBack(permit.lease, outcome) : fallback.release(outcome)
         }),
-      observe,
-      markDegraded: connection.decide(
-        "gate",
-        () => call("degrade", "", 0, "neutral").then(() => undefined),
-        fallback.markDegraded
-      ),
-      markRecovered: connection.decide(
-        "gate",
-        () => call("recover", "", 0, "neutral").then(() => undefined),
-        fallback.markRecovered
-      ),
+      observe: (outcome) => decide("observe", outcome, fallback.observe(outcome)),
+      markDegraded: decide("degrade", "neutral", fallback.markDegraded),
+      markRecovered: decide("recover", "neutral", fallback.markRecovered),
       snapshot: connection.decide(
         "gate",
-        () =>
-          call("snapshot", "", 0, "neutral").then(([, limit, inFlight, health]) => ({
-            limit: limit >= Number.MAX_SAFE_INTEGER ? Number.POSITIVE_INFINITY : limit,
-            inFlight,
-            waiting,
-            health
-          })),
+        (voidAfter) =>
+          call(voidAfter, "snapshot", "", 0, "neutral").then((answer) =>
+            answer === null ? null : {
+              limit: answer[1] >= Number.MAX_SAFE_INTEGER ? Number.POSITIVE_INFINITY : answer[1],
+              inFlight: answer[2],
+              waiting,
+              health: answer[3]
+            }
+          ),
         fallback.snapshot
       )
     }

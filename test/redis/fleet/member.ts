@@ -10,7 +10,7 @@
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { ModelClient, Target } from "@resilient-ai/client"
 import { RedisConnection, RedisCoordination, RedisGate } from "@resilient-ai/redis"
-import { Effect, Layer, Logger, Metric, Redacted } from "effect"
+import { type Duration, Effect, Layer, Logger, Metric, Redacted } from "effect"
 import { canary } from "../../canary.js"
 
 export type Task =
@@ -22,6 +22,8 @@ export type Task =
     readonly coordination: "redis" | "memory"
     readonly calls: number
     readonly concurrency: number
+    /** The connection's command timeout; the connection's own default (50 ms) when absent. */
+    readonly commandTimeout?: Duration.DurationInput | undefined
   }
   | {
     readonly _tag: "hold"
@@ -45,8 +47,8 @@ export interface CallsReport {
 const task = JSON.parse(process.argv[2] ?? "{}") as Task
 const say = (line: object) => Effect.sync(() => process.stdout.write(`${JSON.stringify(line)}\n`))
 
-const connection = (redisUrl: string, keyPrefix: string) =>
-  RedisConnection.layer({ url: Redacted.make(redisUrl), keyPrefix, commandTimeout: "1 second" })
+const connection = (redisUrl: string, keyPrefix: string, commandTimeout?: Duration.DurationInput) =>
+  RedisConnection.layer({ url: Redacted.make(redisUrl), keyPrefix, commandTimeout })
 
 /** The fleet test's target: every process calls the same name with the same key, so they share. */
 const fleetTarget = (faultUrl: string) =>
@@ -65,7 +67,7 @@ const fleetTarget = (faultUrl: string) =>
 
 const calls = (task: Extract<Task, { _tag: "calls" }>) => {
   const coordination = task.coordination === "redis"
-    ? RedisCoordination.layer().pipe(Layer.provide(connection(task.redisUrl, task.keyPrefix)))
+    ? RedisCoordination.layer().pipe(Layer.provide(connection(task.redisUrl, task.keyPrefix, task.commandTimeout)))
     : Layer.empty
   const client = ModelClient.layer(fleetTarget(task.faultUrl)).pipe(
     Layer.provide(coordination),
@@ -102,7 +104,7 @@ const hold = (task: Extract<Task, { _tag: "hold" }>) =>
     yield* Effect.replicateEffect(gate.acquire(Number.POSITIVE_INFINITY), task.permits)
     yield* say({ _tag: "held", pid: process.pid, permits: task.permits })
     return yield* Effect.never
-  }).pipe(Effect.provide(connection(task.redisUrl, task.keyPrefix)))
+  }).pipe(Effect.provide(connection(task.redisUrl, task.keyPrefix, "1 second")))
 
 const program = task._tag === "calls" ? calls(task) : hold(task)
 
