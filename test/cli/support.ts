@@ -1,8 +1,13 @@
-/** Helpers shared by the CLI tests: targets pointed at a fault server, and the built bin run as a child process. */
-import { Effect } from "effect"
+/**
+ * Helpers shared by the CLI tests: targets pointed at a fault server, the command line run in this
+ * process, and the built bin run as a child process.
+ */
+import { Cli } from "@resilient-ai/cli"
+import { Console, Effect } from "effect"
 import { spawn } from "node:child_process"
 import { existsSync } from "node:fs"
 import { fileURLToPath } from "node:url"
+import { format } from "node:util"
 
 export { apiKey, eventually, HttpLive, managedAt, selfHostedAt } from "../client/support.js"
 
@@ -39,10 +44,22 @@ const environment = (env: Readonly<Record<string, string>>): NodeJS.ProcessEnv =
   return { ...rest, ...env }
 }
 
-/** A running bin: its output so far, and a way to wait for it to end. */
+/** What a command printed so far. */
+export interface Output {
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/** A running bin: its output so far, a way to wait for what it prints, and for it to end. */
 export interface Running {
-  readonly output: () => { readonly stdout: string; readonly stderr: string }
+  readonly output: () => Output
   readonly signal: (signal: NodeJS.Signals) => void
+  /**
+   * Waits until the output satisfies `check`, woken by the output itself rather than a timer, so a
+   * slow machine only makes it wait longer; if the bin ends first, dies saying `what` never came.
+   * The test's own timeout is the outer limit.
+   */
+  readonly printed: (check: (output: Output) => boolean, what: string) => Effect.Effect<void>
   readonly exited: Effect.Effect<Ran>
 }
 
@@ -55,12 +72,38 @@ export const start = (args: ReadonlyArray<string>, env: Readonly<Record<string, 
       let stderr = ""
       child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk))
       child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk))
+      let closed = false
       const ended = new Promise<Ran>((resolve) =>
-        child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }))
+        child.on("close", (code, signal) => {
+          closed = true
+          resolve({ code, signal, stdout, stderr })
+        })
       )
+      const printed = (check: (output: Output) => boolean, what: string) =>
+        Effect.async<void>((resume) => {
+          const settle = () => {
+            if (check({ stdout, stderr })) resume(Effect.void)
+            else if (closed) resume(Effect.dieMessage(`the bin ended before ${what}:\n${stdout}${stderr}`))
+            else return false
+            return true
+          }
+          if (settle()) return
+          const onEvent = () => void (settle() && stop())
+          const stop = () => {
+            child.stdout.off("data", onEvent)
+            child.stderr.off("data", onEvent)
+            child.off("close", onEvent)
+          }
+          // Registered after the listeners that collect the output, so each check sees the chunk that woke it.
+          child.stdout.on("data", onEvent)
+          child.stderr.on("data", onEvent)
+          child.on("close", onEvent)
+          return Effect.sync(stop)
+        })
       return {
         output: () => ({ stdout, stderr }),
         signal: (signal) => child.kill(signal),
+        printed,
         exited: Effect.promise(() => ended)
       }
     }),
@@ -70,3 +113,30 @@ export const start = (args: ReadonlyArray<string>, env: Readonly<Record<string, 
 /** Runs `node bin …args` to the end. */
 export const runBin = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) =>
   Effect.scoped(Effect.flatMap(start(args, env), (running) => running.exited))
+
+/** How a command line run in this process ended: its exit code and what it printed. */
+export interface Exited extends Output {
+  readonly code: number
+}
+
+/**
+ * Runs `resilient-ai …args` in this process, exactly as the bin does but for Node's runtime (its
+ * exit code is `Cli.exitCode`'s), with stdout and stderr (log lines included) captured.
+ */
+export const runCli = (args: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const stdout: Array<string> = []
+    const stderr: Array<string> = []
+    const console = yield* Effect.console
+    const capturing: Console.Console = {
+      ...console,
+      log: (...line) => Effect.sync(() => void stdout.push(format(...line))),
+      error: (...line) => Effect.sync(() => void stderr.push(format(...line))),
+      unsafe: Object.assign(Object.create(console.unsafe), {
+        log: (...line: Array<unknown>) => void stdout.push(format(...line)),
+        error: (...line: Array<unknown>) => void stderr.push(format(...line))
+      })
+    }
+    const exit = yield* Effect.exit(Effect.withConsole(Cli.run(["node", "resilient-ai", ...args]), capturing))
+    return { code: Cli.exitCode(exit), stdout: stdout.join("\n"), stderr: stderr.join("\n") } satisfies Exited
+  })

@@ -15,8 +15,12 @@
  *   empty after waiting; no log line is written after the interrupt.
  * - No socket left open: the fault server sees the client go away mid-request (`aborted`), the
  *   connection is destroyed at once rather than returned to the pool (undici keeps an idle one for
- *   4 s, so `openConnections` reaching 0 within 300 ms tells them apart), and none is open once the
+ *   4 s, so `openConnections` reaching 0 within 2 s tells them apart), and none is open once the
  *   HTTP client's scope has closed.
+ * - At once: the interrupt returns sooner after the call's start than anything it could wait for
+ *   would end, and each of those is long enough that a busy machine's slowness does not come near
+ *   it: a stalled attempt ends only at its attempt timeout (30 s here), the backoff sleep after 1 s,
+ *   the connect at its 1 s timeout (which has not fired when the interrupt returns).
  * - No further attempt: after waiting past the moment the next attempt would have started, the
  *   server has no new arrival (nor a new connection, but for undici's one empty reconnect),
  *   `resilient_ai_attempts` has not moved, and no backoff sleep has completed
@@ -32,7 +36,7 @@ import { Cause, Effect, Exit, Fiber, FiberId, Layer, Logger, LogLevel, Runtime, 
 import * as DiagnosticsChannel from "node:diagnostics_channel"
 import * as Net from "node:net"
 import { Worker } from "node:worker_threads"
-import { eventually, hello, managedAt } from "./support.js"
+import { eventually, hello, managedAt, patienceMillis } from "./support.js"
 
 type Call = Effect.Effect<unknown, unknown>
 
@@ -112,21 +116,26 @@ const interrupted = (exit: Exit.Exit<unknown, unknown>) => Exit.isFailure(exit) 
 const capturing = (lines: Array<string>) =>
   Logger.replace(Logger.defaultLogger, Logger.make((options) => lines.push(Logger.logfmtLogger.log(options))))
 
-/** An interrupt must not wait for the attempt, the sleep (350 ms of it are left) or the connection. */
-const promptMillis = 200
+/** Longer than any test waits: a stalled attempt that only its timeout could end never ends here. */
+const attemptMillis = 30_000
+const attemptTimeout = `${attemptMillis} millis`
 
-/** Interrupts the call; it must end interrupted, at once, with no fiber of its still running. */
+/**
+ * Interrupts the call; it must end interrupted, with no fiber of its still running, and sooner
+ * after the call's start (`startedAt`, a `Date.now()`) than what it could wait for lasts.
+ */
 const interruptNow = (
   interrupt: Effect.Effect<Exit.Exit<unknown, unknown>>,
-  supervisor: Supervisor.Supervisor<Array<Fiber.RuntimeFiber<unknown, unknown>>>
+  supervisor: Supervisor.Supervisor<Array<Fiber.RuntimeFiber<unknown, unknown>>>,
+  startedAt: number,
+  waitMillis: number
 ) =>
   Effect.gen(function*() {
-    const startedAt = Date.now()
     const exit = yield* interrupt.pipe(
-      Effect.timeout("1 second"),
-      Effect.orDieWith(() => new Error("the interrupt did not return within a second"))
+      Effect.timeout(patienceMillis),
+      Effect.orDieWith(() => new Error(`the interrupt did not return within ${patienceMillis} ms`))
     )
-    assert.isBelow(Date.now() - startedAt, promptMillis, "the interrupt returned at once")
+    assert.isBelow(Date.now() - startedAt, waitMillis, "the interrupt returned before what it could wait for ended")
     assert.isTrue(interrupted(exit), `the call ends interrupted, not ${String(exit)}`)
     assert.deepStrictEqual(live(yield* supervisor.value), [], "no fiber of the call is still running")
   })
@@ -152,6 +161,8 @@ interface Case {
   readonly inFlight: boolean
   /** Past when a further attempt would have started, counted from the interrupt. */
   readonly settleMillis: number
+  /** How long, from the call's start, before what the interrupt could wait for would end. */
+  readonly waitMillis: number
   readonly after?: (context: Context) => Effect.Effect<void>
 }
 
@@ -165,36 +176,49 @@ const cases: ReadonlyArray<Case> = [
     // Replay-safe, so nothing but the interrupt keeps the policy from retrying.
     call: (client) => client.chat(hello, { replaySafe: true }),
     until: ({ server }) =>
-      eventually(Effect.map(server.arrivals, (arrivals) => arrivals.length === 1), 2_000, "the request arrived"),
+      eventually(
+        Effect.map(server.arrivals, (arrivals) => arrivals.length === 1),
+        patienceMillis,
+        "the request arrived"
+      ),
     inFlight: true,
-    settleMillis: 100
+    settleMillis: 100,
+    waitMillis: attemptMillis
   },
   {
     name: "during the response body",
     plan: { otherwise: { _tag: "StallBody", ms: FaultServer.never } },
     call: (client) => client.chat(hello, { replaySafe: true }),
     // The headers and half the body arrived; the transport is reading the rest.
-    until: ({ observed }) => eventually(Effect.sync(() => observed.counts.headers === 1), 2_000, "the headers arrived"),
+    until: ({ observed }) =>
+      eventually(Effect.sync(() => observed.counts.headers === 1), patienceMillis, "the headers arrived"),
     inFlight: true,
-    settleMillis: 100
+    settleMillis: 100,
+    waitMillis: attemptMillis
   },
   {
     name: "during the backoff sleep between attempts",
-    // The hint makes the sleep 400 ms (full jitter alone could make it a few ms): the interrupt
-    // lands 50 ms into it, and the retry would have arrived 350 ms later.
-    plan: { steps: [{ _tag: "Status", status: 503, retryAfterMs: "400" }] },
+    // The hint makes the sleep 1 s (full jitter alone could make it a few ms): the interrupt lands
+    // 50 ms into it, with time to spare on a busy machine, and the retry would have arrived 950 ms
+    // later.
+    plan: { steps: [{ _tag: "Status", status: 503, retryAfterMs: "1000" }] },
     target: { hintSpread: "1 millis" },
     call: (client) => client.chat(hello),
     until: ({ lines, metrics, server }) =>
       Effect.gen(function*() {
-        yield* eventually(Effect.sync(() => metrics.retries.unsafeValue([]).count === 1), 2_000, "the retry is decided")
+        yield* eventually(
+          Effect.sync(() => metrics.retries.unsafeValue([]).count === 1),
+          patienceMillis,
+          "the retry is decided"
+        )
         yield* Effect.sleep("50 millis")
         assert.strictEqual((yield* server.arrivals).length, 1, "the interrupt lands in the sleep")
         // The capture sees the call's lines: that it has none from after the interrupt is no accident.
         assert.strictEqual(lines.filter((line) => line.includes("attempt failed, retrying")).length, 1)
       }),
     inFlight: false,
-    settleMillis: 600,
+    settleMillis: 1_200,
+    waitMillis: 1_000,
     after: ({ server }) =>
       Effect.map(server.arrivals, (arrivals) => {
         assert.strictEqual(arrivals.length, 1, "exactly the first attempt happened")
@@ -207,9 +231,11 @@ const cases: ReadonlyArray<Case> = [
     // stream may still be retried.
     plan: { otherwise: { _tag: "StallBody", ms: FaultServer.never, afterChunks: 0 } },
     call: streamed,
-    until: ({ observed }) => eventually(Effect.sync(() => observed.counts.headers === 1), 2_000, "the headers arrived"),
+    until: ({ observed }) =>
+      eventually(Effect.sync(() => observed.counts.headers === 1), patienceMillis, "the headers arrived"),
     inFlight: true,
     settleMillis: 100,
+    waitMillis: attemptMillis,
     after: ({ received }) => Effect.sync(() => assert.strictEqual(received.length, 0))
   },
   {
@@ -217,9 +243,11 @@ const cases: ReadonlyArray<Case> = [
     // The first event (the role chunk) is written with the headers, then the body stalls.
     plan: { otherwise: { _tag: "StallBody", ms: FaultServer.never } },
     call: streamed,
-    until: ({ received }) => eventually(Effect.sync(() => received.length === 1), 2_000, "the first chunk arrived"),
+    until: ({ received }) =>
+      eventually(Effect.sync(() => received.length === 1), patienceMillis, "the first chunk arrived"),
     inFlight: true,
     settleMillis: 100,
+    waitMillis: attemptMillis,
     after: ({ received }) => Effect.sync(() => assert.strictEqual(received.length, 1))
   }
 ]
@@ -229,7 +257,7 @@ const interrupting = (scenario: Case, trigger: Trigger) =>
     const server = yield* FaultServer.make(scenario.plan)
     const observed = yield* observe(server.port)
     // One permit: if the interrupted call kept it, the call after it could not run.
-    const target = managedAt(server.url, { concurrency: 1, ...scenario.target })
+    const target = managedAt(server.url, { concurrency: 1, attemptTimeout, ...scenario.target })
     const metrics = Metrics.forTarget(target.name, target.model)
     const attempts = () => metrics.attempts.unsafeValue([]).count
     const slept = () => metrics.retryDelay.unsafeValue([]).count
@@ -244,6 +272,7 @@ const interrupting = (scenario: Case, trigger: Trigger) =>
         Effect.provide(capturing(lines)),
         Logger.withMinimumLogLevel(LogLevel.Debug)
       )
+      const started = Date.now()
       const interrupt = yield* trigger.start(call, supervisor)
       yield* scenario.until(context)
       const before = {
@@ -257,16 +286,16 @@ const interrupting = (scenario: Case, trigger: Trigger) =>
       // The supervisor sees the running attempt's fibers: that it is empty later is no accident.
       if (scenario.inFlight) assert.isNotEmpty(live(yield* supervisor.value))
 
-      yield* interruptNow(interrupt, supervisor)
+      yield* interruptNow(interrupt, supervisor, started, scenario.waitMillis)
 
       if (scenario.inFlight) {
         yield* eventually(
           Effect.map(server.arrivals, (arrivals) => arrivals.at(-1)!.aborted),
-          300,
+          patienceMillis,
           "the server saw the client go away mid-request"
         )
         // An idle connection would stay in undici's pool for 4 s: this one was destroyed.
-        yield* eventually(Effect.map(server.openConnections, (open) => open === 0), 300, "the connection was closed")
+        yield* eventually(Effect.map(server.openConnections, (open) => open === 0), 2_000, "the connection was closed")
       }
 
       yield* Effect.sleep(scenario.settleMillis)
@@ -288,7 +317,7 @@ const interrupting = (scenario: Case, trigger: Trigger) =>
 
     yield* eventually(
       Effect.map(server.openConnections, (open) => open === 0),
-      500,
+      patienceMillis,
       "no connection is open once the HTTP client's scope has closed"
     )
   })
@@ -347,8 +376,11 @@ const unresponsivePeer = Effect.acquireRelease(
     })
 )
 
-/** The connect timeout of the dispatcher in the connect case: short, so the test sees it fire. */
-const connectTimeoutMillis = 300
+/**
+ * The connect timeout of the dispatcher in the connect case: short, so the test sees it fire, and
+ * long enough that on a busy machine the interrupt still lands while the connect is pending.
+ */
+const connectTimeoutMillis = 1_000
 
 /** The HTTP client on a dispatcher with a connect timeout, built as the README says an application does. */
 const HttpWithConnectTimeout = NodeHttpClient.layerUndiciWithoutDispatcher.pipe(
@@ -370,7 +402,7 @@ const interruptingConnect = (trigger: Trigger) =>
     const observed = yield* observe(peer.port)
     const target = managedAt(`http://127.0.0.1:${peer.port}/v1`, {
       connectTimeout: `${connectTimeoutMillis} millis`,
-      attemptTimeout: "2 seconds"
+      attemptTimeout
     })
     const metrics = Metrics.forTarget(target.name, target.model)
     const supervisor = yield* Supervisor.track
@@ -382,8 +414,13 @@ const interruptingConnect = (trigger: Trigger) =>
         Effect.provide(capturing(lines)),
         Logger.withMinimumLogLevel(LogLevel.Debug)
       )
+      const started = Date.now()
       const interrupt = yield* trigger.start(call, supervisor)
-      yield* eventually(Effect.sync(() => observed.counts.beforeConnect === 1), 2_000, "undici started connecting")
+      yield* eventually(
+        Effect.sync(() => observed.counts.beforeConnect === 1),
+        patienceMillis,
+        "undici started connecting"
+      )
       yield* Effect.sleep("50 millis")
       // Still connecting: no connection, no connect error, one socket that is connecting.
       assert.deepStrictEqual(observed.counts, { beforeConnect: 1, connected: 0, connectError: 0, headers: 0 })
@@ -392,7 +429,8 @@ const interruptingConnect = (trigger: Trigger) =>
       assert.strictEqual(metrics.attempts.unsafeValue([]).count, 1)
       assert.isNotEmpty(live(yield* supervisor.value))
 
-      yield* interruptNow(interrupt, supervisor)
+      yield* interruptNow(interrupt, supervisor, started, connectTimeoutMillis)
+      assert.strictEqual(observed.counts.connectError, 0, "the connect timeout has not fired")
 
       yield* Effect.sleep("100 millis")
       assert.strictEqual(observed.counts.beforeConnect, 1, "no further connect was started")
@@ -407,7 +445,7 @@ const interruptingConnect = (trigger: Trigger) =>
     // second) or, the dispatcher being destroyed, as soon as it connects. It never carries a request.
     yield* eventually(
       Effect.sync(() => observed.sockets[0]!.destroyed),
-      connectTimeoutMillis + 1_500,
+      connectTimeoutMillis + patienceMillis,
       "the connecting socket was destroyed"
     )
     assert.strictEqual(observed.counts.connected, 0)

@@ -53,6 +53,41 @@ describe("Target", () => {
     )
   })
 
+  it("carries every setting of a policy to the policy of each model", () => {
+    const defaults = Target.policyFor(Target.managed({ ...base, apiKey: Redacted.make("k") }))
+    assert.strictEqual(Duration.toMillis(defaults.maxRetryAfter), 60_000)
+    assert.strictEqual(Duration.toMillis(defaults.minAttemptTime), 100)
+    assert.isFalse(defaults.replaySafe)
+    const target = Target.managed({
+      ...base,
+      apiKey: Redacted.make("k"),
+      attemptTimeoutByModel: { fast: "150 millis" },
+      maxRetryAfter: "5 seconds",
+      minAttemptTime: "120 millis",
+      replaySafe: true,
+      propagateTrace: true
+    })
+    for (const model of [undefined, "fast"]) {
+      const policy = Target.policyFor(target, model)
+      assert.strictEqual(Duration.toMillis(policy.maxRetryAfter), 5_000)
+      assert.strictEqual(Duration.toMillis(policy.minAttemptTime), 120)
+      assert.isTrue(policy.replaySafe)
+    }
+    assert.isTrue(target.propagateTrace)
+    assert.isFalse(Target.selfHosted(base).propagateTrace)
+  })
+
+  it("refuses a minAttemptTime no attempt timeout leaves room for, when the target is built", () => {
+    assert.throws(
+      () => Target.selfHosted({ ...base, attemptTimeout: "1 second", minAttemptTime: "1 second" }),
+      /minAttemptTime \(1s\) must be shorter than attemptTimeout \(1s\)/
+    )
+    assert.throws(
+      () => Target.selfHosted({ ...base, attemptTimeoutByModel: { fast: "100 millis" }, minAttemptTime: "200 millis" }),
+      /minAttemptTime \(200ms\) must be shorter than attemptTimeoutByModel \(fast\) \(100ms\)/
+    )
+  })
+
   it("a request for another model gets that model's timeout", () => {
     const target = Target.managed({
       ...base,

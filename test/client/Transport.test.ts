@@ -19,7 +19,7 @@ describe("Transport.fromRequestError", () => {
   it("a connection that was never made is ConnectFailed, through cause chains and aggregate errors", () => {
     for (const code of ["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH"]) {
       const failure = Transport.fromRequestError(new Error("fetch failed", { cause: withCode(code) }), endpoint)
-      assert.deepStrictEqual(failure, new Failure.ConnectFailed({ detail: `${code}: ${code} happened` }))
+      assert.deepStrictEqual(failure, new Failure.ConnectFailed({ detail: `${code}: ${code} happened`, code }))
     }
     const aggregate = new AggregateError([new Error("no code"), withCode("ECONNREFUSED")], "all failed")
     assert.strictEqual(Transport.fromRequestError(aggregate, endpoint)._tag, "ConnectFailed")
@@ -80,39 +80,50 @@ describe("Transport.contractViolation", () => {
   })
 })
 
-describe("Transport.serverSentData", () => {
+describe("Transport.serverSentEvents", () => {
+  const collect = (bytes: Stream.Stream<Uint8Array>) =>
+    Effect.map(Stream.runCollect(Transport.serverSentEvents(bytes)), Chunk.toReadonlyArray)
   const events = (parts: ReadonlyArray<string>) =>
-    Stream.fromIterable(parts.map((part) => new TextEncoder().encode(part))).pipe(
-      Transport.serverSentData,
-      Stream.runCollect,
-      Effect.map(Chunk.toReadonlyArray)
-    )
+    collect(Stream.fromIterable(parts.map((part) => new TextEncoder().encode(part))))
+  const message = (data: string) => ({ event: "message", data })
 
   it.effect("yields the data of each event, whatever the byte boundaries", () =>
     Effect.gen(function*() {
       assert.deepStrictEqual(yield* events(["data: {\"a\":1}\n\nda", "ta: {\"b\":2}\r\n\r\n", "data: [DONE]\n\n"]), [
-        "{\"a\":1}",
-        "{\"b\":2}",
-        "[DONE]"
+        message("{\"a\":1}"),
+        message("{\"b\":2}"),
+        message("[DONE]")
       ])
     }))
 
   it.effect("decodes characters split across chunks, and fails with NotJson on bytes that are not UTF-8", () =>
     Effect.gen(function*() {
       const euro = new TextEncoder().encode("data: €\n\n")
-      const split = Stream.fromIterable([euro.slice(0, 7), euro.slice(7)])
-      assert.deepStrictEqual(Chunk.toReadonlyArray(yield* Stream.runCollect(Transport.serverSentData(split))), ["€"])
+      assert.deepStrictEqual(yield* collect(Stream.fromIterable([euro.slice(0, 7), euro.slice(7)])), [message("€")])
       const broken = Stream.make(new TextEncoder().encode("data: {\"a\":1}\n\n"), new Uint8Array([0x64, 0xc3, 0x28]))
-      const failure = yield* Effect.flip(Stream.runCollect(Transport.serverSentData(broken)))
+      const failure = yield* Effect.flip(collect(broken))
       assert.strictEqual(failure._tag, "NotJson")
-      assert.strictEqual((failure as { readonly contentType?: string }).contentType, "text/event-stream")
+      assert.strictEqual(failure.contentType, "text/event-stream")
     }))
 
   it.effect("joins multi-line data, skips comments and other fields", () =>
     Effect.gen(function*() {
       assert.deepStrictEqual(yield* events([": keep-alive\n\nevent: message\ndata:one\ndata: two\nid: 7\n\n"]), [
-        "one\ntwo"
+        message("one\ntwo")
       ])
+    }))
+
+  it.effect("names each event by its `event:` line, for that event only; an event without data is none", () =>
+    Effect.gen(function*() {
+      assert.deepStrictEqual(
+        yield* events([
+          "event: ping\n\n",
+          "event: error\ndata: {\"type\": \"error\"}\n\n",
+          "event:message_stop\ndata: {}\n\n",
+          "data: {}\n\n"
+        ]),
+        [{ event: "error", data: "{\"type\": \"error\"}" }, { event: "message_stop", data: "{}" }, message("{}")]
+      )
     }))
 })
 
@@ -195,6 +206,85 @@ describe("ProviderError", () => {
     assert.deepStrictEqual(
       html,
       new Failure.ServerError({ status: 502, detail: "<html><body>502 Bad Gateway</body></html>" })
+    )
+  })
+
+  it("an error without a status gets its provider's: a numeric code, else by code, else by type, else 500", () => {
+    const cases: ReadonlyArray<readonly [ProviderError.Details, number]> = [
+      // Anthropic's types.
+      [{ type: "invalid_request_error" }, 400],
+      [{ type: "authentication_error" }, 401],
+      [{ type: "permission_error" }, 403],
+      [{ type: "not_found_error" }, 404],
+      [{ type: "request_too_large" }, 413],
+      [{ type: "rate_limit_error" }, 429],
+      [{ type: "api_error" }, 500],
+      [{ type: "overloaded_error" }, 529],
+      // OpenAI's: the code before the type.
+      [{ type: "invalid_request_error", code: "invalid_api_key" }, 401],
+      [{ type: "invalid_request_error", code: "model_not_found" }, 404],
+      [{ type: "invalid_request_error", code: "context_length_exceeded" }, 400],
+      [{ type: "insufficient_quota", code: "insufficient_quota" }, 429],
+      [{ type: "requests", code: "rate_limit_exceeded" }, 429],
+      [{ type: "tokens" }, 429],
+      [{ type: "server_error" }, 500],
+      [{ type: "service_unavailable_error", code: "server_is_overloaded" }, 503],
+      // Mistral's 429, whose code is not a status.
+      [{ type: "rate_limited", code: "1300" }, 429],
+      // A code that is a status (OpenRouter, vLLM, Gemini).
+      [{ code: "503" }, 503],
+      [{ type: "BadRequestError", code: "400" }, 400],
+      [{ code: "200" }, 500],
+      [{ type: "something_new" }, 500],
+      [{}, 500]
+    ]
+    for (const [details, status] of cases) {
+      assert.strictEqual(ProviderError.statusFor(details), status, JSON.stringify(details))
+    }
+  })
+
+  it("tells an error event of a stream from a chunk", () => {
+    const chunk = { id: "c", object: "chat.completion.chunk", created: 1, model: "m", choices: [] }
+    assert.isFalse(ProviderError.isErrorEvent("message", chunk))
+    assert.isFalse(ProviderError.isErrorEvent("message", "[DONE]"))
+    assert.isFalse(ProviderError.isErrorEvent("message", { error: "a string is not an error object" }))
+    assert.isTrue(ProviderError.isErrorEvent("message", { error: { message: "boom" } }))
+    assert.isTrue(ProviderError.isErrorEvent("message", { type: "error", error: { type: "overloaded_error" } }))
+    assert.isTrue(ProviderError.isErrorEvent("message", { object: "error", message: "boom", code: 400 }))
+    assert.isTrue(ProviderError.isErrorEvent("error", "Overloaded"))
+  })
+
+  it("maps an error event onto the failure of the same body in a status response", () => {
+    const anthropic = { type: "error", error: { type: "overloaded_error", message: "Overloaded" } }
+    assert.deepStrictEqual(
+      ProviderError.fromErrorEvent({ headers: {}, body: anthropic }, 0),
+      ProviderError.toFailure({ status: 529, headers: {}, body: anthropic }, 0)
+    )
+    assert.deepStrictEqual(
+      ProviderError.fromErrorEvent({ headers: {}, body: anthropic }, 0),
+      new Failure.Overloaded({ status: 529, detail: "Overloaded" })
+    )
+    const quota = {
+      error: { message: "You exceeded your current quota", type: "insufficient_quota", code: "insufficient_quota" }
+    }
+    assert.deepStrictEqual(
+      ProviderError.fromErrorEvent({ headers: {}, body: quota }, 0),
+      new Failure.QuotaExhausted({
+        status: 429,
+        providerCode: "insufficient_quota",
+        detail: "You exceeded your current quota"
+      })
+    )
+    assert.deepStrictEqual(
+      ProviderError.fromErrorEvent({
+        headers: {},
+        body: { error: { type: "authentication_error", message: "bad key" } }
+      }, 0),
+      new Failure.AuthenticationFailed({ status: 401, detail: "bad key" })
+    )
+    assert.deepStrictEqual(
+      ProviderError.fromErrorEvent({ headers: {}, body: "Overloaded" }, 0),
+      new Failure.ServerError({ status: 500, detail: "Overloaded" })
     )
   })
 })

@@ -65,10 +65,20 @@ export const serverAndClient = (
 export const hello = { messages: [{ role: "user", content: "Say hello." }] } as const
 
 /**
+ * How long waiting in real time may take by default. Only a failing test waits this long, so it is
+ * generous: on CI's shared machine, with both cores busy, a loopback exchange has taken a second.
+ */
+export const patienceMillis = 10_000
+
+/**
  * Polls `read` (real time, in small steps) until `check` holds of its value, and gives that value;
  * after `limitMillis`, gives the last value read, for the caller's assertion to show.
  */
-export const settled = <A, E, R>(read: Effect.Effect<A, E, R>, check: (a: A) => boolean, limitMillis = 1_000) =>
+export const settled = <A, E, R>(
+  read: Effect.Effect<A, E, R>,
+  check: (a: A) => boolean,
+  limitMillis = patienceMillis
+) =>
   Effect.gen(function*() {
     const started = Date.now()
     let value = yield* read
@@ -82,7 +92,7 @@ export const settled = <A, E, R>(read: Effect.Effect<A, E, R>, check: (a: A) => 
 /** Waits (real time, in small steps) until `condition` holds; after `limitMillis`, fails saying what did not happen. */
 export const eventually = <E, R>(
   condition: Effect.Effect<boolean, E, R>,
-  limitMillis = 2_000,
+  limitMillis = patienceMillis,
   what = "the condition"
 ) =>
   Effect.flatMap(

@@ -288,7 +288,55 @@ describe("Backoff", () => {
         assert.deepStrictEqual(delaysOf(steps), [1234, 2000, 2000, 2000])
       }))
 
-    it.effect("replaces the formula even when the hint is shorter, and a zero hint means now plus spread", () =>
+    it.effect("spreads a short hint in proportion to it, within [hint, 1.5 × hint), as Envoy does", () =>
+      Effect.gen(function*() {
+        // Retry-After: 0.1 and retry-after-ms: 10, with the default 1 s cap; seed 42 draws 0.679…, then 0.944….
+        const tenth = yield* stepAll(Backoff.withRetryAfter(Backoff.fullJitter(options)), [
+          rateLimited(Duration.millis(100)),
+          rateLimited(Duration.millis(100))
+        ]).pipe(seeded(42))
+        assert.deepStrictEqual(delaysOf(tenth), [133, 147])
+        const tenMillis = yield* stepAll(Backoff.withRetryAfter(Backoff.fullJitter(options)), [
+          rateLimited(Duration.millis(10)),
+          rateLimited(Duration.millis(10))
+        ]).pipe(seeded(42))
+        assert.deepStrictEqual(delaysOf(tenMillis), [13, 14])
+        // Half of a 1 s hint is 500 ms, under the cap; half of 7 s is over it, so the cap decides.
+        const [second] = yield* stepAll(Backoff.withRetryAfter(Backoff.fullJitter(options)), [
+          rateLimited(Duration.seconds(1))
+        ]).pipe(seeded(42))
+        assert.strictEqual(second?.delay, 1339)
+      }))
+
+    it.effect("keeps a short hint's spread under half the hint across many seeds, and uses the whole of it", () =>
+      Effect.gen(function*() {
+        const delays: Array<number> = []
+        for (let seed = 0; seed < 200; seed++) {
+          const [step] = yield* stepAll(
+            Backoff.withRetryAfter(Backoff.fullJitter(options)),
+            [rateLimited(Duration.millis(100))]
+          ).pipe(seeded(seed))
+          delays.push(step?.delay ?? Number.NaN)
+        }
+        for (const delay of delays) {
+          assert.isTrue(Number.isInteger(delay) && delay >= 100 && delay < 150, `${delay} not in [100, 150)`)
+        }
+        assert.isAbove(Math.max(...delays), 145)
+        assert.isBelow(Math.min(...delays), 105)
+      }))
+
+    it.effect("sleeps a hint of zero as zero: the provider said now, and the spread is half of nothing", () =>
+      Effect.gen(function*() {
+        for (let seed = 0; seed < 50; seed++) {
+          const steps = yield* stepAll(
+            Backoff.withRetryAfter(Backoff.fullJitter(options), { spread: "5 seconds" }),
+            [rateLimited(Duration.zero), rateLimited(Duration.zero)]
+          ).pipe(seeded(seed))
+          assert.deepStrictEqual(delaysOf(steps), [0, 0])
+        }
+      }))
+
+    it.effect("replaces the formula even when the hint is shorter, and a zero hint means now", () =>
       Effect.gen(function*() {
         const steps = yield* stepAll(
           Backoff.withRetryAfter(Schedule.spaced("10 seconds"), { spread: Duration.zero }),

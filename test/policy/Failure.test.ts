@@ -126,11 +126,32 @@ describe("Failure", () => {
       }
     })
 
+    it("keeps the hint on the 4xx a retry may follow: 408, 409, and any with x-should-retry: true", () => {
+      for (
+        const response of [
+          { status: 408 },
+          { status: 409 },
+          { status: 400, shouldRetry: true },
+          { status: 422, shouldRetry: true },
+          { status: 401, shouldRetry: true },
+          { status: 403 }
+        ]
+      ) {
+        const failure = Failure.fromResponse({ ...response, retryAfter: Duration.millis(2000) })
+        assert.strictEqual(Duration.toMillis(Failure.retryAfterOf(failure) ?? Duration.infinity), 2000, failure.message)
+      }
+    })
+
     it("does not copy providerType, model or retryAfter onto failures that do not declare them", () => {
       const failure = Failure.fromResponse({ status: 400, providerType: "invalid_request_error", model: "m" })
       assert.isFalse("providerType" in failure)
       assert.isFalse("model" in failure)
-      assert.isFalse("retryAfter" in Failure.fromResponse({ status: 401, retryAfter: Duration.seconds(1) }))
+      const quota = Failure.fromResponse({
+        status: 403,
+        providerCode: "billing_not_active",
+        retryAfter: Duration.seconds(1)
+      })
+      assert.isFalse("retryAfter" in quota)
     })
   })
 
@@ -142,6 +163,7 @@ describe("Failure", () => {
       assert.strictEqual(Failure.retryAfterOf({ retryAfter: hint }), hint)
       assert.strictEqual(Failure.retryAfterOf(new Failure.RateLimited({ status: 429 })), undefined)
       assert.strictEqual(Failure.retryAfterOf(new Failure.ClientError({ status: 400 })), undefined)
+      assert.strictEqual(Failure.retryAfterOf(new Failure.ClientError({ status: 409, retryAfter: hint })), hint)
       assert.strictEqual(Failure.retryAfterOf({ retryAfter: 4000 }), undefined)
       assert.strictEqual(Failure.retryAfterOf({ retryAfter: "4 seconds" }), undefined)
       assert.strictEqual(Failure.retryAfterOf(null), undefined)
@@ -259,6 +281,16 @@ describe("Failure", () => {
       assert.strictEqual(
         new Failure.ConnectFailed({ detail: "ECONNREFUSED" }).message,
         "could not connect, nothing was sent: ECONNREFUSED"
+      )
+      assert.strictEqual(
+        new Failure.ConnectFailed({ detail: "ECONNREFUSED: connect ECONNREFUSED 127.0.0.1:9", code: "ECONNREFUSED" })
+          .message,
+        "could not connect (connection refused), nothing was sent: ECONNREFUSED: connect ECONNREFUSED 127.0.0.1:9"
+      )
+      assert.strictEqual(
+        new Failure.ConnectFailed({ detail: "ENOTFOUND: getaddrinfo ENOTFOUND nowhere.invalid", code: "ENOTFOUND" })
+          .message,
+        "could not connect (no such host), nothing was sent: ENOTFOUND: getaddrinfo ENOTFOUND nowhere.invalid"
       )
       assert.strictEqual(
         new Failure.ConnectTimeout({ timeout: Duration.seconds(5) }).message,

@@ -373,8 +373,8 @@ describe("Properties: RetryHint", () => {
   // The parser bounds a hint below (zero) but not above: `retry-after: 1e300 seconds` written out
   // is a finite hint. The cap is promised by `Resilient.retry`: a hint beyond `maxRetryAfter`
   // ends the call with `retry-after-too-long`, and a shorter one is slept with at most
-  // `hintSpread` added. So the upper bound is asserted there, on whatever the headers said.
-  it.effect("a resilient call never sleeps on a hint beyond maxRetryAfter + hintSpread", () =>
+  // `min(hintSpread, hint / 2)` added. So the upper bound is asserted there, on whatever the headers said.
+  it.effect("a resilient call never sleeps on a hint beyond maxRetryAfter + hintSpread, nor past 1.5 × the hint", () =>
     Effect.gen(function*() {
       const seen = tally()
       // A header as sent, or a date some seconds from the moment the case runs.
@@ -444,7 +444,7 @@ describe("Properties: RetryHint", () => {
             seen.add("no hint")
           } else {
             assert.isAtLeast(slept, hintMillis - epsilon)
-            assert.isAtMost(slept, hintMillis + c.hintSpread + epsilon)
+            assert.isAtMost(slept, hintMillis + Math.min(c.hintSpread, hintMillis / 2) + epsilon)
             assert.isAtMost(slept, c.maxRetryAfter + c.hintSpread + epsilon)
             seen.add(c.value._tag === "date" ? "slept on a date" : "slept")
           }
@@ -616,8 +616,9 @@ describe("Properties: classification", () => {
       } else if (kinds.some((kind) => kind !== undefined && Failure.modelUnavailableCodes.has(kind))) {
         assert.strictEqual(failure._tag, "ModelUnavailable")
       }
-      // The hint is kept exactly on the failures a schedule reads it from.
-      const hinted = failure._tag === "RateLimited" || failure._tag === "ServerError" || failure._tag === "Overloaded"
+      // The hint is kept exactly on the failures that may be retried, `x-should-retry` counted: an
+      // exhausted quota and an unavailable model, which no wait fixes, drop it.
+      const hinted = failure._tag !== "QuotaExhausted" && failure._tag !== "ModelUnavailable"
       assert.strictEqual(Failure.retryAfterOf(failure), hinted ? response.retryAfter : undefined, failure._tag)
       return verdict
     }
@@ -707,11 +708,11 @@ describe("Properties: Backoff", () => {
     assert.isAbove(nearZero, 100)
   })
 
-  it("with the provider's hint: hint plus [0, spread), and the formula still counts every failure", () => {
+  it("with the provider's hint: hint plus [0, min(spread, hint / 2)), the formula counting every failure", () => {
     const seen = tally()
     const input = fc.oneof(
       fc.constant(undefined),
-      fc.oneof(fc.integer({ min: 0, max: 120_000 }), fc.constant(0))
+      fc.oneof(fc.integer({ min: 0, max: 120_000 }), fc.integer({ min: 0, max: 200 }), fc.constant(0))
     )
     fc.assert(
       fc.property(
@@ -734,16 +735,21 @@ describe("Properties: Backoff", () => {
             } else {
               assert.isTrue(Number.isInteger(delay), `delay ${delay}`)
               assert.isAtLeast(delay!, hint)
-              if (spread === 0) assert.strictEqual(delay, hint)
-              else assert.isBelow(delay! - hint, spread)
+              // Envoy's [reset, 1.5 × reset), capped by the spread: a zero hint is slept as zero.
+              const bound = Math.min(spread, hint / 2)
+              if (bound === 0) assert.strictEqual(delay, hint)
+              else assert.isBelow(delay! - hint, bound)
               seen.add(delay! > hint ? "hint + spread" : "hint")
+              if (hint > 0 && hint < 2 * spread && delay! > hint) seen.add("spread in proportion to the hint")
             }
           })
         }
       ),
       runs(300)
     )
-    for (const kind of ["formula", "hint + spread", "hint"]) assert.isAbove(seen.get(kind), 50, kind)
+    for (const kind of ["formula", "hint + spread", "hint", "spread in proportion to the hint"]) {
+      assert.isAbove(seen.get(kind), 50, kind)
+    }
   })
 
   it("with the provider's hint: a finite schedule still ends when it is done, hinted or not", () => {
@@ -821,7 +827,46 @@ const hintEndsAtDeadline = deadlineCaseAt(1).map((c) => {
   const timeout = first.latency + first.hint + c.minAttemptTime
   return { ...c, hintSpread: 0, timeout, script: [first, ...c.script.slice(1)] }
 })
-const deadlineCase = fc.oneof(deadlineCaseAt(1000), deadlineCaseAt(1), hintEndsAtDeadline)
+/** A first attempt that fails with `outcome` within its attempt timeout. */
+const firstFailing = (c: DeadlineCase, outcome: Outcome): ScriptStep => {
+  const first = c.script[0]!
+  return { ...first, outcome, latency: Math.min(first.latency, c.minAttemptTime + c.extraAttemptTime - 1) }
+}
+type DeadlineCase = typeof deadlineCaseAt extends (unit: number) => fc.Arbitrary<infer C> ? C : never
+
+/**
+ * A first attempt whose backoff (drawn as the policy will draw it) ends exactly `minAttemptTime`
+ * before the deadline, or a millisecond later: the same boundary for the formula's own delay.
+ */
+const backoffEndsAtDeadline = fc.tuple(deadlineCaseAt(1), fc.boolean()).map(([c, late]) => {
+  const first = firstFailing(c, "server-error")
+  const schedule = Backoff.fullJitter({ base: c.baseDelay, cap: c.baseDelay + c.extraDelay })
+  const [{ delay }] = stepAll(schedule, [serverError], c.seed, 0, Duration.toMillis) as [Stepped]
+  const timeout = Math.max(0, first.latency + delay! + c.minAttemptTime - (late ? 1 : 0))
+  return { ...c, timeout, script: [first, ...c.script.slice(1)] }
+})
+/**
+ * A first attempt whose hint fits with one millisecond to spare but whose spread mostly does not:
+ * where the spread must give way rather than the call give up.
+ */
+const spreadPastDeadline = deadlineCaseAt(1).map((c) => {
+  const first = { ...firstFailing(c, "rate-limited"), hint: c.script[0]!.hint + 8 }
+  const timeout = first.latency + first.hint + c.minAttemptTime + 1
+  return {
+    ...c,
+    hintSpread: c.hintSpread + 4,
+    maxRetryAfter: Math.max(c.maxRetryAfter, first.hint),
+    timeout,
+    script: [first, ...c.script.slice(1)]
+  }
+})
+const deadlineCase = fc.oneof(
+  deadlineCaseAt(1000),
+  deadlineCaseAt(1),
+  hintEndsAtDeadline,
+  backoffEndsAtDeadline,
+  spreadPastDeadline
+)
 
 const failureFor = (step: ScriptStep): Failure.Failure => {
   switch (step.outcome) {
@@ -842,7 +887,7 @@ describe("Properties: Resilient.retry and the deadline", () => {
   it.effect("no attempt starts without minAttemptTime left, no sleep is wasted, and the call ends by the deadline", () =>
     Effect.gen(function*() {
       const seen = tally()
-      yield* checkEach(deadlineCase, 150, (c) =>
+      yield* checkEach(deadlineCase, 200, (c) =>
         Effect.gen(function*() {
           const startedAt = yield* Clock.currentTimeMillis
           const target = freshTarget("deadline")
@@ -900,12 +945,20 @@ describe("Properties: Resilient.retry and the deadline", () => {
           )
           const delays = stepAll(policy.schedule, inputs, c.seed, 0, () => 0).map(({ delay }) => delay!)
           retries.forEach((line, i) => {
-            assert.strictEqual(line.annotations.retryInMs, delays[i])
-            assert.strictEqual(attempts[i + 1]!.start - attempts[i]!.end, delays[i])
+            const slept = attempts[i + 1]!.start - attempts[i]!.end
+            assert.strictEqual(line.annotations.retryInMs, slept)
             if (line.annotations.failure === "RateLimited") {
               assert.isAtMost(delays[i]!, c.maxRetryAfter + c.hintSpread)
               seen.add("slept on a hint")
             }
+            if (slept === delays[i]) return
+            // Only a hint's spread gives way, never the hint itself, and only as far as it must: the
+            // next attempt starts at the last whole millisecond that leaves it its time.
+            assert.strictEqual(line.annotations.failure, "RateLimited")
+            assert.isBelow(slept, delays[i]!)
+            assert.isAtLeast(slept, stepAt(i).hint)
+            if (slept > stepAt(i).hint) assert.isAtMost(deadline - attempts[i + 1]!.start - minimum, 1)
+            seen.add("spread cut to fit")
           })
           const last = failed.at(-1)?.annotations
           if (last?.stop === "deadline" && last.failure !== "DeadlineExceeded") {
@@ -916,7 +969,16 @@ describe("Properties: Resilient.retry and the deadline", () => {
           }
           if (last?.stop === "deadline" && last.failure === "DeadlineExceeded") seen.add("deadline: attempt cut")
           if (last?.stop === "retry-after-too-long") {
-            assert.isAbove(stepAt(failed.length - 1).hint, c.maxRetryAfter)
+            // Longer than the policy sleeps, or than the call could wait with time for an attempt
+            // left, while time for an attempt was left: another target could have had it.
+            const hint = stepAt(failed.length - 1).hint
+            const end = attempts.at(-1)!.end
+            const fits = (wait: number) => deadline - (end + wait) > 0 && deadline - (end + wait) >= minimum
+            if (hint <= c.maxRetryAfter) {
+              assert.isFalse(fits(hint), `a hint of ${hint} ms fitted`)
+              assert.isTrue(fits(0), "the time was gone")
+              seen.add("retry-after-too-long: past the deadline")
+            }
           }
           if (Exit.isSuccess(exit)) {
             seen.add("success")
@@ -945,7 +1007,9 @@ describe("Properties: Resilient.retry and the deadline", () => {
           "terminal",
           "not-replay-safe",
           "retry-after-too-long",
+          "retry-after-too-long: past the deadline",
           "slept on a hint",
+          "spread cut to fit",
           "three or more attempts"
         ]
       ) {

@@ -191,21 +191,89 @@ describe("Resilient.retry", () => {
       }).pipe(Effect.provide(services(target)))
     })
 
-    it.effect("a hint longer than the time left is not slept: the call ends at once", () => {
+    it.effect("a hint longer than the time left ends the call at once as retry-after-too-long, not deadline", () => {
       const target = freshTarget("hint-deadline")
       return Effect.gen(function*() {
-        const { attempt } = yield* scripted([{
-          fail: new Failure.Overloaded({ status: 503, retryAfter: Duration.seconds(7) })
+        const { attempt, times } = yield* scripted([{
+          fail: new Failure.RateLimited({ status: 429, retryAfter: Duration.seconds(30) }),
+          after: 10
         }])
         const fiber = yield* attempt.pipe(
-          Resilient.retry(Resilient.policy({ target }), { timeout: "5 seconds" }),
+          Resilient.retry(Resilient.policy({ target }), { timeout: "20 seconds" }),
           Effect.fork
         )
-        yield* TestClock.adjust(0)
-        const failure = failureOf(yield* Fiber.await(fiber))
+        yield* TestClock.adjust(10)
+        // 19.99 s are left: enough for another target, so the reason is one `Failover` acts on.
+        const exit = yield* Fiber.poll(fiber)
+        if (exit._tag === "None") return assert.fail("the call slept towards its deadline")
+        const failure = failureOf(exit.value)
+        assert.strictEqual(failure.reason, "retry-after-too-long")
+        assert.deepStrictEqual(failure.last, new Failure.RateLimited({ status: 429, retryAfter: Duration.seconds(30) }))
+        assert.deepStrictEqual(yield* times, [0])
+        assert.strictEqual((yield* (yield* RetryBudget.RetryBudget).snapshot).retries, 0)
+        const summary = yield* Metrics.summary(target)
+        assert.strictEqual(summary.deadlineSkips, 0)
+        assert.strictEqual(summary.retries, 0)
+        assert.deepStrictEqual(summary.callsFailedByReason, { "retry-after-too-long": 1 })
+      }).pipe(Effect.provide(services(target)))
+    })
+
+    it.effect("a hint when the time is gone ends the call with deadline", () => {
+      const target = freshTarget("hint-no-time")
+      return Effect.gen(function*() {
+        // The attempt used 4.95 s of 5: less than minAttemptTime (100 ms) is left, hint or none.
+        const { attempt, times } = yield* scripted([{
+          fail: new Failure.RateLimited({ status: 429, retryAfter: Duration.millis(10) }),
+          after: 4_950
+        }])
+        const failure = failureOf(
+          yield* settle(attempt.pipe(Resilient.retry(Resilient.policy({ target }), { timeout: "5 seconds" })))
+        )
         assert.strictEqual(failure.reason, "deadline")
-        assert.strictEqual(failure.last._tag, "Overloaded")
+        assert.strictEqual(failure.last._tag, "RateLimited")
+        assert.deepStrictEqual(yield* times, [0])
         assert.strictEqual((yield* Metrics.summary(target)).deadlineSkips, 1)
+      }).pipe(Effect.provide(services(target)))
+    })
+
+    it.effect("a hint that fits with a spread that does not is slept with the spread cut to fit", () => {
+      const target = freshTarget("hint-spread-cut")
+      return Effect.gen(function*() {
+        const { attempt, times } = yield* scripted<string>([
+          { fail: new Failure.RateLimited({ status: 429, retryAfter: Duration.seconds(4) }) },
+          { succeed: "ok" }
+        ])
+        const policy = Resilient.policy({ target, hintSpread: "1 second", minAttemptTime: "100 millis" })
+        const exit = yield* settle(attempt.pipe(Resilient.retry(policy, { timeout: "5 seconds" })))
+        assert.deepStrictEqual(exit, Exit.succeed("ok"))
+        // Drawn at the top, the spread would make it 4999 ms, leaving 1 ms: it ends instead at the
+        // last moment that leaves the attempt its 100 ms.
+        assert.deepStrictEqual(yield* times, [0, 4_899])
+      }).pipe(Effect.provide(services(target)), Effect.withRandom(Random.fixed([0.999])))
+    })
+
+    it.effect("a hint on a retryable client error is slept, exactly, like a 429's", () => {
+      const target = freshTarget("client-error-hint")
+      const responses: ReadonlyArray<Failure.ResponseSummary> = [
+        { status: 408, retryAfter: Duration.seconds(2) },
+        { status: 409, retryAfter: Duration.seconds(2) },
+        { status: 400, shouldRetry: true, retryAfter: Duration.seconds(2) }
+      ]
+      return Effect.gen(function*() {
+        for (const response of responses) {
+          const { attempt, times } = yield* scripted<string>([
+            { fail: Failure.fromResponse(response) },
+            { succeed: "ok" }
+          ])
+          const policy = Resilient.policy({ target, hintSpread: 0 })
+          const fiber = yield* attempt.pipe(Resilient.retry(policy), Effect.fork)
+          yield* TestClock.adjust("1999 millis")
+          assert.strictEqual((yield* times).length, 1, `HTTP ${response.status}: retried before its hint`)
+          yield* TestClock.adjust("1 millis")
+          assert.deepStrictEqual(yield* Fiber.join(fiber), "ok")
+          const [first, second] = yield* times
+          assert.strictEqual(second! - first!, 2_000, `HTTP ${response.status}`)
+        }
       }).pipe(Effect.provide(services(target)))
     })
 
@@ -222,7 +290,7 @@ describe("Resilient.retry", () => {
         const exit = yield* Fiber.poll(fiber)
         if (exit._tag === "None") return assert.fail("the call slept towards its deadline")
         const failure = failureOf(exit.value)
-        assert.strictEqual(failure.reason, "deadline")
+        assert.strictEqual(failure.reason, "retry-after-too-long")
         assert.strictEqual(failure.last._tag, "RateLimited")
         assert.deepStrictEqual(yield* times, [0])
         assert.strictEqual((yield* (yield* RetryBudget.RetryBudget).snapshot).retries, 0)
@@ -523,6 +591,68 @@ describe("Resilient.retry", () => {
         const nested = attempt.pipe(Resilient.retry(policy), Resilient.retry(policy))
         assert.deepStrictEqual(yield* settle(nested, "1 second"), Exit.succeed("ok"))
       }).pipe(Effect.provide(services(target, { gate: { limit: 1 } })))
+    })
+
+    it.effect("a nested call to another target through the same gate does not wait on the outer call's permit", () => {
+      const outerTarget = freshTarget("shared-gate-outer")
+      const innerTarget = freshTarget("shared-gate-inner")
+      return Effect.gen(function*() {
+        const { attempt } = yield* scripted<string>([{ succeed: "ok" }])
+        const nested = attempt.pipe(
+          Resilient.retry(Resilient.policy({ target: innerTarget })),
+          Resilient.retry(Resilient.policy({ target: outerTarget }), { timeout: "5 seconds" })
+        )
+        const fiber = yield* Effect.fork(nested)
+        yield* TestClock.adjust(0)
+        const exit = yield* Fiber.poll(fiber)
+        if (exit._tag === "None") return assert.fail("the inner call waited for the gate its outer call holds")
+        assert.deepStrictEqual(exit.value, Exit.succeed("ok"))
+        const gate = yield* ConcurrencyGate.ConcurrencyGate
+        assert.strictEqual((yield* gate.snapshot).inFlight, 0)
+      }).pipe(Effect.provide(services("one-gate", { gate: { limit: 1 } })))
+    })
+
+    it.effect("a nested call under the outer call's target name but through another gate takes its own permit", () => {
+      const target = freshTarget("same-name")
+      return Effect.gen(function*() {
+        const budget = yield* RetryBudget.make()
+        const outerGate = yield* ConcurrencyGate.make({ target, limit: 1 })
+        const innerGate = yield* ConcurrencyGate.make({ target, limit: 1 })
+        const seen = yield* Ref.make<ReadonlyArray<number>>([])
+        const attempt = Effect.flatMap(
+          innerGate.snapshot,
+          ({ inFlight }) => Ref.update(seen, (all) => [...all, inFlight])
+        )
+        const policy = Resilient.policy({ target })
+        yield* settle(
+          attempt.pipe(
+            Resilient.retryWith(policy, { budget, gate: innerGate }),
+            Resilient.retryWith(policy, { budget, gate: outerGate })
+          ),
+          "1 second"
+        )
+        assert.deepStrictEqual(yield* Ref.get(seen), [1], "the inner attempt held a permit of its own gate")
+        assert.strictEqual((yield* innerGate.snapshot).inFlight, 0)
+        assert.strictEqual((yield* outerGate.snapshot).inFlight, 0)
+      })
+    })
+
+    it.effect("a call nested two deep, back through the outermost call's gate, does not wait on it", () => {
+      const target = freshTarget("two-deep")
+      return Effect.gen(function*() {
+        const budget = yield* RetryBudget.make()
+        const first = yield* ConcurrencyGate.make({ target: "first", limit: 1 })
+        const second = yield* ConcurrencyGate.make({ target: "second", limit: 1 })
+        const { attempt } = yield* scripted<string>([{ succeed: "ok" }])
+        const through = (gate: ConcurrencyGate.Service, name: string) =>
+          Resilient.retryWith(Resilient.policy({ target: `${target}-${name}` }), { budget, gate })
+        const call = attempt.pipe(through(first, "inner"), through(second, "middle"), through(first, "outer"))
+        const fiber = yield* Effect.fork(Deadline.within(call, "5 seconds"))
+        yield* TestClock.adjust(0)
+        const exit = yield* Fiber.poll(fiber)
+        if (exit._tag === "None") return assert.fail("the innermost call waited for the outermost call's permit")
+        assert.deepStrictEqual(exit.value, Exit.succeed("ok"))
+      })
     })
 
     it.effect("an inner call that already retried on its own is not retried again", () => {
@@ -854,6 +984,27 @@ describe("Resilient.retry", () => {
         assert.deepStrictEqual(yield* times, [0])
         assert.deepStrictEqual(yield* gate.snapshot, { limit: 1, inFlight: 0, waiting: 0, health: "steady" })
       })
+    })
+  })
+
+  describe("retryWith's attemptRefs", () => {
+    it.effect("every attempt runs with the target's FiberRef values; the caller keeps its own", () => {
+      const target = freshTarget("attempt-refs")
+      return Effect.gen(function*() {
+        const budget = yield* RetryBudget.make()
+        const gate = yield* ConcurrencyGate.make({ target, limit: 1 })
+        const level = FiberRef.unsafeMake("caller")
+        const seen = yield* Ref.make<ReadonlyArray<string>>([])
+        const attempt = Effect.flatMap(FiberRef.get(level), (value) => Ref.update(seen, (all) => [...all, value]))
+        const { attempt: failing } = yield* scripted<void>([{ fail: serverError }, { succeed: undefined }])
+        yield* settle(
+          Effect.zipRight(attempt, failing).pipe(
+            Resilient.retryWith(Resilient.policy({ target }), { budget, gate, attemptRefs: [[level, "attempt"]] })
+          )
+        )
+        assert.deepStrictEqual(yield* Ref.get(seen), ["attempt", "attempt"])
+        assert.strictEqual(yield* FiberRef.get(level), "caller")
+      }).pipe(Effect.withRandom(Random.make(1)))
     })
   })
 

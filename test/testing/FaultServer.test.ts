@@ -1,9 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { FaultPlan, FaultServer, Fixtures } from "@resilient-ai/testing"
-import { Effect, Either, Exit, Scope } from "effect"
+import { Effect, Either, Exit, Fiber, Scope } from "effect"
 import * as Net from "node:net"
 import { performance } from "node:perf_hooks"
-import { eventually, settled } from "../client/support.js"
+import { eventually, patienceMillis, settled } from "../client/support.js"
 
 const chat = { model: "gpt-4o-mini", messages: [{ role: "user", content: "Say hello" }] }
 const chatStream = { ...chat, stream: true }
@@ -59,6 +59,33 @@ const timed = <A, E, R>(self: Effect.Effect<A, E, R>) =>
   })
 
 const headersOf = (response: Response): Record<string, string> => Object.fromEntries(response.headers.entries())
+
+/**
+ * What a reset in the middle of a response shows to the reading side. Usually the kernel reports
+ * the RST to the read: ECONNRESET. When part of the response came first, the read now and then
+ * sees the end of the stream instead (with both cores busy: a raw `net` socket 1 time in 1000 after
+ * a broken stream, fetch 1 in 150; undici calls it "other side closed", UND_ERR_SOCKET). Both say
+ * the connection ended under the response, which is all a reset means to a client (`Transport`
+ * maps both to `ConnectionReset`). EPIPE and the like come from writing, and the client has
+ * written its whole request before any of these faults. A reset before any byte of the response
+ * (ResetHeaders) showed ECONNRESET every time (1150 of 1150), so that test still tells it from the
+ * FIN of `Close`.
+ */
+const resetCodes = ["ECONNRESET", "UND_ERR_SOCKET"]
+
+/** Reads a body until `enough` holds of the text received so far, or the body ends. */
+const readUntil = (response: Response, enough: (received: string) => boolean) =>
+  Effect.promise(async () => {
+    const reader = response.body!.getReader()
+    const decoder = new TextDecoder()
+    let received = ""
+    while (!enough(received)) {
+      const next = await reader.read()
+      if (next.done) break
+      received += decoder.decode(next.value, { stream: true })
+    }
+    return received
+  })
 
 describe("FaultServer Ok", () => {
   it.scopedLive("answers a chat completion as OpenAI does, echoing the model", () =>
@@ -185,15 +212,21 @@ describe("FaultServer Ok", () => {
       assert.strictEqual(several.data.length, 2)
     }))
 
-  it.scopedLive("delays an Ok by delayMs, or by the plan's latencyMs", () =>
+  // A busy machine only ever adds time, so time gives lower bounds alone; which delay applies to
+  // which request shows with delays that never end.
+  it.scopedLive("delays an Ok by delayMs instead of the plan's latencyMs, and the other requests by latencyMs", () =>
     Effect.gen(function*() {
-      const server = yield* FaultServer.make({ steps: [{ _tag: "Ok", delayMs: 120 }], latencyMs: 60 })
-      const [first, firstMs] = yield* timed(status(server))
-      const [second, secondMs] = yield* timed(status(server))
-      assert.deepStrictEqual([first, second], [200, 200])
+      const replaced = yield* FaultServer.make({ steps: [{ _tag: "Ok", delayMs: 120 }], latencyMs: FaultServer.never })
+      const [first, firstMs] = yield* timed(status(replaced))
+      assert.strictEqual(first, 200)
       assert.isAtLeast(firstMs, 118)
+      const server = yield* FaultServer.make({ steps: [{ _tag: "Ok", delayMs: FaultServer.never }], latencyMs: 60 })
+      const stalled = yield* Effect.fork(status(server))
+      yield* eventually(Effect.map(server.arrivals, (arrivals) => arrivals.length === 1))
+      const [second, secondMs] = yield* timed(status(server))
+      assert.strictEqual(second, 200)
       assert.isAtLeast(secondMs, 58)
-      assert.isBelow(secondMs, 118)
+      yield* Fiber.interrupt(stalled)
     }))
 })
 
@@ -288,67 +321,67 @@ describe("FaultServer stalls", () => {
       assert.strictEqual((yield* server.arrivals)[0]!.fault, "StallHeaders")
     }))
 
+  // What comes before the stall shows on a stall that never ends: time on a busy machine cannot
+  // tell "at once" from "after ms". The finite stall gives the lower bound.
   it.scopedLive("StallBody sends the headers and half the body at once, the rest after ms", () =>
     Effect.gen(function*() {
-      const server = yield* FaultServer.make({ steps: [{ _tag: "StallBody", ms: 200 }] })
-      const start = yield* now
-      const response = yield* post(server, "/chat/completions", chat)
-      const headersMs = (yield* now) - start
-      assert.strictEqual(response.status, 200)
-      const length = Number(response.headers.get("content-length"))
-      const reader = response.body!.getReader()
-      const first = yield* Effect.promise(() => reader.read())
-      const firstMs = (yield* now) - start
-      assert.strictEqual(first.value!.length, Math.floor(length / 2))
-      let rest = 0
-      for (;;) {
-        const next = yield* Effect.promise(() => reader.read())
-        if (next.done) break
-        rest += next.value.length
-      }
-      const totalMs = (yield* now) - start
-      assert.strictEqual(first.value!.length + rest, length)
-      assert.isBelow(headersMs, 150)
-      assert.isBelow(firstMs, 150)
-      assert.isAtLeast(totalMs, 198)
+      const server = yield* FaultServer.make({
+        steps: [{ _tag: "StallBody", ms: FaultServer.never }, { _tag: "StallBody", ms: 200 }]
+      })
+      const stalled = yield* post(server, "/chat/completions", chat)
+      assert.strictEqual(stalled.status, 200)
+      const half = Math.floor(Number(stalled.headers.get("content-length")) / 2)
+      const first = yield* readUntil(stalled, (received) => received.length >= half)
+      assert.strictEqual(first.length, half)
+      assert.isTrue(first.startsWith(`{"id":"chatcmpl-fault000001","object":"chat.completion",`))
+      const [all, ms] = yield* timed(
+        Effect.flatMap(
+          Effect.orDie(post(server, "/chat/completions", chat)),
+          (response) => Effect.orDie(json(response))
+        )
+      )
+      assert.isAtLeast(ms, 198)
+      assert.strictEqual(all.choices[0].message.content, FaultServer.replyText)
     }))
 
   it.scopedLive("StallBody on a stream sends the first event, then the rest after ms", () =>
     Effect.gen(function*() {
-      const server = yield* FaultServer.make({ steps: [{ _tag: "StallBody", ms: 150 }] })
-      const start = yield* now
-      const response = yield* post(server, "/chat/completions", chatStream)
-      const reader = response.body!.getReader()
-      const first = new TextDecoder().decode((yield* Effect.promise(() => reader.read())).value)
-      const firstMs = (yield* now) - start
+      const server = yield* FaultServer.make({
+        steps: [{ _tag: "StallBody", ms: FaultServer.never }, { _tag: "StallBody", ms: 150 }]
+      })
+      const stalled = yield* post(server, "/chat/completions", chatStream)
+      const first = yield* readUntil(stalled, (received) => received.endsWith("\n\n"))
       assert.strictEqual(events(first).length, 1)
       assert.deepStrictEqual(JSON.parse(events(first)[0]!).choices[0].delta, { role: "assistant", content: "" })
-      let rest = ""
-      for (;;) {
-        const next = yield* Effect.promise(() => reader.read())
-        if (next.done) break
-        rest += new TextDecoder().decode(next.value)
-      }
-      assert.isBelow(firstMs, 120)
-      assert.isAtLeast((yield* now) - start, 148)
-      assert.strictEqual(events(rest).length, 6)
-      assert.strictEqual(events(rest).at(-1), "[DONE]")
+      const [all, ms] = yield* timed(
+        Effect.flatMap(Effect.orDie(post(server, "/chat/completions", chatStream)), (response) =>
+          Effect.orDie(text(response)))
+      )
+      assert.isAtLeast(ms, 148)
+      assert.strictEqual(events(all).length, 7)
+      assert.strictEqual(events(all).at(-1), "[DONE]")
     }))
   it.scopedLive("StallBody afterChunks sends that many events of a stream (0: the headers alone) before stalling", () =>
     Effect.gen(function*() {
       const server = yield* FaultServer.make({
-        steps: [{ _tag: "StallBody", ms: 150, afterChunks: 0 }, { _tag: "StallBody", ms: 0, afterChunks: 3 }]
+        steps: [
+          { _tag: "StallBody", ms: FaultServer.never, afterChunks: 0 },
+          { _tag: "StallBody", ms: FaultServer.never, afterChunks: 3 },
+          { _tag: "StallBody", ms: 150, afterChunks: 0 }
+        ]
       })
-      const start = yield* now
-      const response = yield* post(server, "/chat/completions", chatStream)
-      const headersMs = (yield* now) - start
-      assert.strictEqual(response.status, 200)
-      assert.isBelow(headersMs, 120, "the headers came before the stall")
-      const all = yield* Effect.orDie(text(response))
-      assert.isAtLeast((yield* now) - start, 148)
+      const headersAlone = yield* post(server, "/chat/completions", chatStream)
+      assert.strictEqual(headersAlone.status, 200, "the headers came before the stall")
+      const three = yield* post(server, "/chat/completions", chatStream)
+      assert.strictEqual(events(yield* readUntil(three, (received) => received.split("\n\n").length > 3)).length, 3)
+      const [all, ms] = yield* timed(
+        Effect.flatMap(
+          Effect.orDie(post(server, "/chat/completions", chatStream)),
+          (response) => Effect.orDie(text(response))
+        )
+      )
+      assert.isAtLeast(ms, 148)
       assert.strictEqual(events(all).length, 7)
-      const second = yield* Effect.orDie(post(server, "/chat/completions", chatStream))
-      assert.strictEqual(events(yield* Effect.orDie(text(second))).length, 7)
     }))
 })
 
@@ -385,7 +418,7 @@ describe("FaultServer resets and broken bodies", () => {
         catch: (error) => error as FetchFailure
       }))
       assert.strictEqual(failure.message, "terminated")
-      assert.strictEqual(failure.cause?.code, "ECONNRESET")
+      assert.oneOf(failure.cause?.code, resetCodes)
       assert.strictEqual(received.length, Math.floor(length / 2))
       assert.isTrue(received.startsWith(`{"id":"chatcmpl-fault000001","object":"chat.completion",`))
       assert.isFalse((yield* server.arrivals)[0]!.aborted)
@@ -410,14 +443,14 @@ describe("FaultServer resets and broken bodies", () => {
         },
         catch: (error) => error as FetchFailure
       }))
-      assert.strictEqual(failure.cause?.code, "ECONNRESET")
+      assert.oneOf(failure.cause?.code, resetCodes)
       const data = events(received).map((chunk) => JSON.parse(chunk))
       assert.deepStrictEqual(data.map((chunk) => chunk.choices[0].delta), [{ role: "assistant", content: "" }, {
         content: "The"
       }])
       const empty = yield* post(server, "/chat/completions", chatStream)
       assert.strictEqual(empty.status, 200)
-      assert.strictEqual((yield* Effect.flip(text(empty))).cause?.code, "ECONNRESET")
+      assert.oneOf((yield* Effect.flip(text(empty))).cause?.code, resetCodes)
     }))
 
   it.scopedLive("StreamBreak on a request that did not ask to stream resets the body", () =>
@@ -425,7 +458,7 @@ describe("FaultServer resets and broken bodies", () => {
       const server = yield* FaultServer.make({ steps: [{ _tag: "StreamBreak", afterChunks: 3 }] })
       const response = yield* post(server, "/embeddings", { model: "e", input: "x" })
       assert.strictEqual(response.status, 200)
-      assert.strictEqual((yield* Effect.flip(text(response))).cause?.code, "ECONNRESET")
+      assert.oneOf((yield* Effect.flip(text(response))).cause?.code, resetCodes)
     }))
 
   it.scopedLive("TruncatedJson ends a chunked 200 normally with half the JSON", () =>
@@ -589,12 +622,25 @@ describe("FaultServer plan", () => {
       const middle = yield* status(server)
       yield* Effect.sleep(100)
       const late = yield* status(server)
-      assert.deepStrictEqual([early, middle, late], [503, 500, 200])
-      yield* server.setPlan({
-        steps: [{ _tag: "Status", status: 400 }],
-        windows: [{ fromMs: 0, toMs: 100, fault: { _tag: "Status", status: 502 } }]
+      // On a quiet machine that is 503, 500, 200; a busy one may hold a request into the next window.
+      // Each answer is the one for the time the server recorded the request's arrival.
+      const windowAt = (at: number) => at < 100 ? 503 : at < 200 ? 500 : 200
+      assert.deepStrictEqual([early, middle, late], (yield* server.arrivals).map((arrival) => windowAt(arrival.at)))
+      // The window counts from setPlan when a request sent within 100 ms of it meets it: counted from
+      // the server's start (220 ms and more ago), it would be over. Requests slower than that prove
+      // nothing, and setting the plan again starts the clock again for another try.
+      const afterSetPlan = Effect.gen(function*() {
+        const start = yield* now
+        yield* server.setPlan({
+          steps: [{ _tag: "Status", status: 400 }],
+          windows: [{ fromMs: 0, toMs: 100, fault: { _tag: "Status", status: 502 } }]
+        })
+        const answers = [yield* status(server), yield* status(server)]
+        return (yield* now) - start < 100 ? answers : undefined
       })
-      assert.deepStrictEqual([yield* status(server), yield* status(server)], [400, 502])
+      let answers: Array<number> | undefined
+      for (let tries = 0; tries < 50 && answers === undefined; tries++) answers = yield* afterSetPlan
+      assert.deepStrictEqual(answers, [400, 502], "the steps and the window start again with the plan")
     }))
 
   it.scopedLive("draws window shares from a seeded PRNG, so the same plan gives the same decisions", () =>
@@ -641,21 +687,22 @@ describe("FaultServer plan", () => {
 
   it.scopedLive("refuses requests beyond capacity at once with 503, OpenAI-style", () =>
     Effect.gen(function*() {
-      const server = yield* FaultServer.make({ capacity: { concurrent: 2 }, otherwise: { _tag: "Ok", delayMs: 200 } })
-      const call = Effect.flatMap(
-        Effect.orDie(post(server, "/chat/completions", chat)),
-        (response) => Effect.map(Effect.orDie(json(response)), (body) => [response.status, body] as const)
+      // The admitted requests never end, so the refusals cannot have waited for them.
+      const server = yield* FaultServer.make({
+        capacity: { concurrent: 2 },
+        otherwise: { _tag: "Ok", delayMs: FaultServer.never }
+      })
+      const admitted = new AbortController()
+      const answered: Array<readonly [number, unknown]> = []
+      const call = post(server, "/chat/completions", chat, { signal: admitted.signal }).pipe(
+        Effect.flatMap((response) => Effect.map(json(response), (body) => void answered.push([response.status, body]))),
+        Effect.either
       )
-      const fibers = yield* Effect.forEach(Array.from({ length: 4 }, () => timed(call)), Effect.fork)
-      yield* eventually(Effect.map(server.arrivals, (arrivals) => arrivals.length === 4), 1_000, "all four arrived")
-      assert.strictEqual(yield* settled(server.inFlight, (n) => n === 2), 2)
-      const results = yield* Effect.all(fibers.map((fiber) => fiber.await.pipe(Effect.flatMap((exit) => exit))))
-      const refused = results.filter(([[status]]) => status === 503)
-      const served = results.filter(([[status]]) => status === 200)
-      assert.strictEqual(refused.length, 2)
-      assert.strictEqual(served.length, 2)
-      for (const [[, body], ms] of refused) {
-        assert.isBelow(ms, 150)
+      const fibers = yield* Effect.forEach(Array.from({ length: 4 }, () => call), Effect.fork)
+      yield* eventually(Effect.sync(() => answered.length === 2), patienceMillis, "two requests were answered")
+      assert.strictEqual(yield* server.inFlight, 2)
+      for (const [status, body] of answered) {
+        assert.strictEqual(status, 503)
         assert.deepStrictEqual(body, {
           error: {
             message: "The server is at capacity (2 requests in flight). Please try again later.",
@@ -665,10 +712,18 @@ describe("FaultServer plan", () => {
           }
         })
       }
-      for (const [, ms] of served) assert.isAtLeast(ms, 198)
       const faults = (yield* server.arrivals).map((arrival) => arrival.fault).sort()
       assert.deepStrictEqual(faults, ["Ok", "Ok", "Status", "Status"])
-      assert.strictEqual(yield* server.inFlight, 0)
+      admitted.abort()
+      const outcomes = yield* Effect.forEach(fibers, Fiber.join)
+      assert.deepStrictEqual(
+        outcomes.map((outcome) => Either.isLeft(outcome) ? outcome.left.name : "answered").sort(),
+        ["AbortError", "AbortError", "answered", "answered"]
+      )
+      // Leaving frees an admitted request's place.
+      assert.strictEqual(yield* settled(server.inFlight, (n) => n === 0), 0)
+      yield* server.setPlan({ capacity: { concurrent: 2 } })
+      assert.strictEqual(yield* status(server), 200)
     }))
 
   it.scopedLive("capacity can answer 429 with a Retry-After", () =>
@@ -718,13 +773,13 @@ describe("FaultServer arrivals", () => {
   it.scopedLive("marks an arrival aborted when the client gives up during a stall", () =>
     Effect.gen(function*() {
       const server = yield* FaultServer.make({
-        steps: [{ _tag: "StallHeaders", ms: FaultServer.never }, { _tag: "StallBody", ms: 250 }]
+        steps: [{ _tag: "StallHeaders", ms: FaultServer.never }, { _tag: "StallBody", ms: FaultServer.never }]
       })
       const controller = new AbortController()
       const fiber = yield* Effect.fork(
         Effect.flip(post(server, "/chat/completions", chat, { signal: controller.signal }))
       )
-      yield* eventually(Effect.map(server.inFlight, (n) => n === 1), 1_000, "the request is in flight")
+      yield* eventually(Effect.map(server.inFlight, (n) => n === 1), patienceMillis, "the request is in flight")
       controller.abort()
       const failure = yield* fiber.await.pipe(Effect.flatMap((exit) => exit))
       assert.strictEqual(failure.name, "AbortError")
@@ -792,13 +847,14 @@ describe("FaultServer release", () => {
       const scope = yield* Scope.make()
       const server = yield* Scope.extend(
         FaultServer.make({
-          steps: [{ _tag: "StallHeaders", ms: FaultServer.never }, { _tag: "StallHeaders", ms: 250 }]
+          // The second stall holds a real timer, which must go with the scope; it cannot end first.
+          steps: [{ _tag: "StallHeaders", ms: FaultServer.never }, { _tag: "StallHeaders", ms: 600_000 }]
         }),
         scope
       )
       const stalled = yield* Effect.fork(Effect.either(post(server, "/chat/completions", chat)))
       const timed = yield* Effect.fork(Effect.either(post(server, "/chat/completions", chat)))
-      yield* eventually(Effect.map(server.inFlight, (n) => n === 2), 1_000, "both requests are in flight")
+      yield* eventually(Effect.map(server.inFlight, (n) => n === 2), patienceMillis, "both requests are in flight")
       const timers = process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length
       yield* Scope.close(scope, Exit.void)
       const left = process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length

@@ -6,15 +6,19 @@
  * - `faults` serves the fault server with a plan read from a JSON file, until interrupted.
  * - `demo` runs a load against the fault server with a realistic bad few seconds, and explains it.
  *
- * Stdout carries only the report; progress and log lines go to stderr. Usage mistakes (a bad
- * flag, a base URL that is not http(s), a count below 1, an unreadable plan, a managed target
- * without a key) exit with code 2, anything unexpected with 1.
+ * Stdout carries only the report; progress and log lines go to stderr, colour only to a terminal
+ * (and never with `NO_COLOR`). Usage mistakes (a bad flag value, named with what it accepts; an
+ * unreadable plan; a managed target without a key; `--wizard` without a terminal) exit with code 2.
+ * A load in which no call succeeded prints its report, says why on stderr and exits with 1, as
+ * does anything unexpected. Ctrl-C interrupts any command (closing servers and connections) and
+ * exits with 130; `load` first prints what it did so far.
  */
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import type * as PlatformError from "@effect/platform/Error"
 import * as FileSystem from "@effect/platform/FileSystem"
 import type * as HttpClient from "@effect/platform/HttpClient"
 import type * as Runtime from "@effect/platform/Runtime"
@@ -27,13 +31,16 @@ import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Redacted from "effect/Redacted"
+import { constants } from "node:os"
 import * as Demo from "./Demo.js"
+import * as Flags from "./Flags.js"
 import * as Load from "./Load.js"
 import * as Progress from "./Progress.js"
 import * as Storm from "./Storm.js"
@@ -51,24 +58,44 @@ export const demoRequestsVariable = "RESILIENT_AI_DEMO_REQUESTS"
 /** A usage mistake the command reports in one sentence, exiting with code 2. */
 export class CliError extends Data.TaggedError("CliError")<{ readonly message: string }> {}
 
-const atLeastOne = (name: string) =>
-  Options.integer(name).pipe(
-    Options.filterMap(
-      (value) => value >= 1 ? Option.some(value) : Option.none(),
-      `--${name} must be a whole number of at least 1`
-    )
-  )
+/** A load that ran but in which no call succeeded: its report is printed, and this says why (exit 1). */
+export class NoCallSucceeded extends Data.TaggedError("NoCallSucceeded")<{ readonly message: string }> {}
+
+/** The most calls `--concurrency` asks for; only typos go beyond it, since the target's gate caps it far lower. */
+export const maxConcurrency = 1_000_000
+
+/**
+ * The longest `--deadline-ms`: a day. Longer is a typo, and past 2^31 ms (24.8 days) Node's timers
+ * overflow and fire at once.
+ */
+export const maxDeadlineMs = 86_400_000
+
+/** The highest `--rate`: calls are paced on the real clock, and past this the spacing is below 10 µs. */
+export const maxRate = 100_000
+
+/**
+ * The most `--clients` of `storm`: S3 simulates each caller (about 130 kB and 5 ms of CPU each, so
+ * about a minute and 1.3 GB at the bound). The contention experiment grows with their square:
+ * 1,000 clients already take minutes.
+ */
+export const maxClients = 10_000
 
 const verbose = Options.boolean("verbose").pipe(
-  Options.withDescription("Show the policy's log line for every attempt, on stderr.")
+  Options.withDescription("Show the policy's log line for every attempt, on stderr (as --log-level debug).")
 )
 
 /**
- * Runs `effect` with the policy's attempt log lines hidden unless `--verbose`: the report
- * counts them, and a line per failed attempt would bury it.
+ * Runs `effect` with the policy's attempt log lines shown when `--verbose`; otherwise the level is
+ * `--log-level`'s, or errors only: the report counts the attempts, and a line per failed attempt
+ * would bury it.
  */
 const logging = (shown: boolean) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Logger.withMinimumLogLevel(effect, shown ? LogLevel.Debug : LogLevel.Error)
+  shown
+    ? Effect.flatMap(
+      FiberRef.get(FiberRef.currentMinimumLogLevel),
+      (level) => Logger.withMinimumLogLevel(effect, LogLevel.lessThan(level, LogLevel.Debug) ? level : LogLevel.Debug)
+    )
+    : effect
 
 /** Runs `use` with a progress bar on stderr (drawn only on a terminal), erased when it ends. */
 const withProgress = <A, E, R>(
@@ -106,31 +133,102 @@ const makeTarget = (
   })
 }
 
+/** `host:port` of a base URL, the port filled in from the scheme when the URL has none. */
+export const address = (baseUrl: string): string => {
+  const url = new URL(baseUrl)
+  return `${url.hostname}:${url.port === "" ? (url.protocol === "https:" ? "443" : "80") : url.port}`
+}
+
+/** Why no call of a load succeeded: where it was sent, and each kind of failure in its own words. */
+export const noCallSucceeded = (summary: Load.Summary, baseUrl: string): NoCallSucceeded =>
+  new NoCallSucceeded({
+    message: [
+      `no call succeeded against ${address(baseUrl)}:`,
+      ...Object.entries(summary.failuresByTag).map(([tag, calls]) =>
+        `  ${tag} (${Flags.count(calls)} ${calls === 1 ? "call" : "calls"}): ${summary.failureExamples[tag]}`
+      )
+    ].join("\n")
+  })
+
+/**
+ * Runs a load with a progress bar and prints its summary. Interrupted, it cancels the calls in
+ * flight and prints the summary of what was done so far (it says it was interrupted) once the bar
+ * is erased; a load in which no call succeeded ends with `NoCallSucceeded`.
+ */
+const runLoad = (
+  client: ModelClient.Service,
+  options: Load.Options,
+  render: (summary: Load.Summary) => string
+): Effect.Effect<void, NoCallSucceeded> =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.gen(function*() {
+      let partial: Load.Summary | undefined
+      const exit = yield* Effect.exit(restore(withProgress("load", options.requests, (onProgress) =>
+        Load.run(client, {
+          ...options,
+          onProgress,
+          onInterrupt: (summary) => Effect.sync(() => void (partial = summary))
+        }))))
+      const summary = Exit.isSuccess(exit) ? exit.value : partial
+      if (summary !== undefined) yield* Console.log(render(summary))
+      if (Exit.isFailure(exit)) return yield* Effect.failCause(exit.cause)
+      if (exit.value.successes === 0) return yield* Effect.fail(noCallSucceeded(exit.value, client.target.baseUrl))
+    })
+  )
+
+// A valid target, to try one setting given on the command line against the target's own rules.
+const template = Target.selfHosted({ name: "template", baseUrl: "http://127.0.0.1/v1", model: "model" })
+
+/**
+ * `--flag` for a text setting of the target, refused by the target's own rules (`Target.problems`),
+ * named after the flag: `--base-url must not hold credentials (…)`. A refused URL is shown masked.
+ */
+const targetSetting = (setting: "baseUrl" | "model", flag: string, pseudoName: string): Options.Options<string> =>
+  Options.text(flag).pipe(
+    Options.withPseudoName(pseudoName),
+    Options.mapEffect((text) => {
+      const [problem] = Target.problems(
+        { ...template, [setting]: text },
+        (name) => name === setting ? `--${flag}` : name
+      )
+      return problem === undefined ? Effect.succeed(text) : Flags.refuse(problem)
+    })
+  )
+
 const load = Command.make(
   "load",
   {
-    baseUrl: Options.text("base-url").pipe(
-      Options.withDescription("The API's base URL, up to and including the version: https://api.mistral.ai/v1."),
-      Options.filterMap(
-        (text) => Target.isHttpUrl(text) ? Option.some(text) : Option.none(),
-        "--base-url must be an http(s) URL, such as https://api.mistral.ai/v1"
+    baseUrl: targetSetting("baseUrl", "base-url", "url").pipe(
+      Options.withDescription("The API's base URL, up to and including the version: https://api.mistral.ai/v1.")
+    ),
+    model: targetSetting("model", "model", "name").pipe(Options.withDescription("The model every call asks for.")),
+    requests: Flags.whole("requests", 1, Load.maxRequests).pipe(
+      Options.withDescription(`How many chat calls to make: ${Flags.range(1, Load.maxRequests)}.`)
+    ),
+    concurrency: Flags.whole("concurrency", 1, maxConcurrency).pipe(
+      Options.withDescription(
+        `How many calls may be in flight at once, up to what the target's gate admits ` +
+          `(${Target.managedDefaults.concurrency} managed, ${Target.selfHostedDefaults.concurrency} self-hosted): ` +
+          "more is capped there, and the report says so."
       )
     ),
-    model: Options.text("model").pipe(Options.withDescription("The model every call asks for.")),
-    requests: atLeastOne("requests").pipe(Options.withDescription("How many chat calls to make.")),
-    concurrency: atLeastOne("concurrency").pipe(Options.withDescription("How many calls may be in flight at once.")),
-    target: Options.choice("target", ["managed", "self-hosted"]).pipe(
+    target: Flags.choice("target", ["managed", "self-hosted"]).pipe(
       Options.withDescription(
         "The capacity behind the endpoint: managed (elastic API, modest retry budget, queues) or " +
           "self-hosted (fixed pool, almost no retries, sheds). The API key is read from " + apiKeyVariable + "."
       )
     ),
-    deadlineMs: atLeastOne("deadline-ms").pipe(
-      Options.withDescription("Each call's deadline, in milliseconds, from the moment it starts."),
+    deadlineMs: Flags.whole("deadline-ms", 1, maxDeadlineMs).pipe(
+      Options.withDescription(
+        `Each call's deadline, in milliseconds (up to ${Flags.count(maxDeadlineMs)}, a day), from the moment it starts.`
+      ),
       Options.optional
     ),
-    rate: atLeastOne("rate").pipe(
-      Options.withDescription("Calls started per second, as users arrive; without it a call starts when one ends."),
+    rate: Flags.whole("rate", 1, maxRate).pipe(
+      Options.withDescription(
+        `Calls started per second (up to ${Flags.count(maxRate)}), as users arrive; without it a call starts ` +
+          "when one ends."
+      ),
       Options.optional
     ),
     json: Options.boolean("json").pipe(Options.withDescription("Print the summary as one JSON object.")),
@@ -141,18 +239,18 @@ const load = Command.make(
       const apiKey = yield* readApiKey
       const target = yield* makeTarget(args.target, args.baseUrl, args.model, apiKey)
       const client = yield* ModelClient.make(target)
-      const summary = yield* withProgress("load", args.requests, (onProgress) =>
-        Load.run(client, {
-          requests: args.requests,
-          concurrency: args.concurrency,
-          deadline: Option.getOrUndefined(Option.map(args.deadlineMs, Duration.millis)),
-          ratePerSecond: Option.getOrUndefined(args.rate),
-          onProgress
-        }))
-      yield* Console.log(args.json ? Summary.json(summary) : Summary.table(summary))
+      yield* runLoad(client, {
+        requests: args.requests,
+        concurrency: args.concurrency,
+        deadline: Option.getOrUndefined(Option.map(args.deadlineMs, Duration.millis)),
+        ratePerSecond: Option.getOrUndefined(args.rate)
+      }, args.json ? Summary.json : Summary.table)
     }).pipe(logging(args.verbose))
 ).pipe(
-  Command.withDescription("Drive an OpenAI-compatible endpoint with N chat calls and report the failure path.")
+  Command.withDescription(
+    "Drive an OpenAI-compatible endpoint with N chat calls and report the failure path. Exits 1 when no call " +
+      "succeeded (saying why), 130 on Ctrl-C (after printing the calls so far)."
+  )
 )
 
 /** The instructions `faults` prints once the server listens. */
@@ -193,30 +291,37 @@ export const planProblems = (error: ParseResult.ParseError): string => {
   return [...new Set(lines)].join("\n")
 }
 
-/** Reads and decodes a fault plan file, failing with a message that names the file and the problem. */
+/** Why a plan file could not be read, in a few words. */
+const unreadable = (error: PlatformError.PlatformError): string => {
+  if (error._tag === "SystemError" && error.reason === "NotFound") return "no such file"
+  if (error._tag === "SystemError" && error.reason === "PermissionDenied") return "permission denied"
+  return error.message
+}
+
+/** Reads and decodes a fault plan file, failing with a message that names the flag, the file and the problem. */
 export const readPlan = (path: string): Effect.Effect<FaultPlan.Plan, CliError, FileSystem.FileSystem> =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const text = yield* fs.readFileString(path).pipe(
-      Effect.mapError((error) => new CliError({ message: `cannot read the plan ${path}: ${error.message}` }))
+      Effect.mapError((error) =>
+        new CliError({ message: `--plan must be a readable fault plan (JSON); ${path}: ${unreadable(error)}` })
+      )
     )
     return yield* FaultPlan.decodeJson(text).pipe(
-      Effect.mapError((error) => new CliError({ message: `${path} is not a fault plan:\n${planProblems(error)}` }))
+      Effect.mapError((error) =>
+        new CliError({ message: `--plan ${path} is not a fault plan:\n${planProblems(error)}` })
+      )
     )
   })
 
 const faults = Command.make(
   "faults",
   {
-    port: Options.integer("port").pipe(
-      Options.withDescription("The port to listen on on 127.0.0.1; 0 (the default) picks a free one."),
-      Options.filterMap(
-        (port) => port >= 0 && port <= 65535 ? Option.some(port) : Option.none(),
-        "--port must be between 0 and 65535"
-      ),
+    port: Flags.whole("port", 0, 65535).pipe(
+      Options.withDescription("The port to listen on on 127.0.0.1, 0 to 65535; 0 (the default) picks a free one."),
       Options.withDefault(0)
     ),
-    plan: Options.file("plan", { exists: "yes" }).pipe(
+    plan: Flags.nonEmpty("plan", "file", "a fault plan file (JSON)").pipe(
       Options.withDescription("A fault plan as JSON: steps, windows, capacity, otherwise, latencyMs, seed.")
     )
   },
@@ -265,35 +370,47 @@ const demoCommand = Command.make("demo", { verbose }, (args) => demo.pipe(loggin
   )
 )
 
+const scenarios = ["all", ...StormReport.scenarioIds] as const
+
 const stormCommand = Command.make(
   "storm",
   {
-    scenario: Options.choice("scenario", ["all", ...StormReport.scenarioIds]).pipe(
+    scenario: Options.text("scenario").pipe(
+      Options.withPseudoName(scenarios.join(" | ")),
+      Options.withDescription("A scenario to run (repeat for several): S1–S5, contention, or all (the default)."),
       Options.repeated,
-      Options.withDescription("A scenario to run (repeat for several): S1–S5, contention, or all (the default).")
+      Options.mapEffect((texts) =>
+        Effect.forEach(texts, Flags.check("scenario", Flags.oneOf(scenarios), Flags.parseChoice(scenarios)))
+      )
     ),
-    clients: atLeastOne("clients").pipe(
-      Options.withDescription("Callers in S3's synchronised burst (200) and in the contention experiment (100)."),
+    clients: Flags.whole("clients", 1, maxClients).pipe(
+      Options.withDescription(
+        `Callers in S3's synchronised burst (200) and in the contention experiment (100), up to ` +
+          `${Flags.count(maxClients)}; the contention experiment's time grows with their square.`
+      ),
       Options.optional
     ),
-    seed: Options.integer("seed").pipe(Options.withDescription("The seed every run uses."), Options.withDefault(1)),
-    out: Options.text("out").pipe(
+    seed: Flags.whole("seed", Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER).pipe(
+      Options.withDescription("The seed every run uses."),
+      Options.withDefault(1)
+    ),
+    out: Flags.nonEmpty("out", "directory", "a folder to write the report in").pipe(
       Options.withDescription("The report folder: report.md, one SVG chart per scenario, figures.json."),
       Options.withDefault("storm-report")
     )
   },
   (args) => {
-    const scenarios = args.scenario.length === 0 || args.scenario.includes("all")
+    const chosen = args.scenario.length === 0 || args.scenario.includes("all")
       ? StormReport.scenarioIds
       : StormReport.scenarioIds.filter((id) => args.scenario.includes(id))
     const clients = Option.getOrUndefined(args.clients)
     const command = [
       "resilient-ai storm",
-      ...(scenarios.length === StormReport.scenarioIds.length ? [] : scenarios.map((id) => `--scenario ${id}`)),
+      ...(chosen.length === StormReport.scenarioIds.length ? [] : chosen.map((id) => `--scenario ${id}`)),
       ...(clients === undefined ? [] : [`--clients ${clients}`]),
       `--seed ${args.seed}`
     ].join(" ")
-    return Effect.asVoid(Storm.run({ scenarios, clients, seed: args.seed, out: args.out, command }))
+    return Effect.asVoid(Storm.run({ scenarios: chosen, clients, seed: args.seed, out: args.out, command }))
   }
 ).pipe(
   Command.withDescription(
@@ -326,19 +443,128 @@ const report = (cause: Cause.Cause<unknown>): Effect.Effect<void> => {
   if (Cause.isInterruptedOnly(cause)) return Effect.void
   const failure = Cause.failureOption(cause)
   if (Option.isSome(failure)) {
-    if (ValidationError.isValidationError(failure.value)) return Effect.void
-    if (failure.value instanceof CliError) return Console.error(`resilient-ai: ${failure.value.message}`)
+    const error = failure.value
+    if (ValidationError.isValidationError(error)) return Effect.void
+    if (error instanceof CliError || error instanceof NoCallSucceeded) {
+      return Console.error(`resilient-ai: ${error.message}`)
+    }
   }
   return Console.error(Cause.pretty(cause))
 }
 
+const logLevelNames = LogLevel.allLevels.map((level) => level._tag.toLowerCase())
+
+/** A command line with `--log-level` taken out, and the level it set, if any. */
+export interface Leveled {
+  readonly level: LogLevel.LogLevel | undefined
+  readonly args: ReadonlyArray<string>
+}
+
+/**
+ * Takes `--log-level LEVEL` (or `--log-level=LEVEL`) out of `args`, wherever it stands before a
+ * `--`. @effect/cli lists it on every help page but reads it only before the subcommand, and
+ * refuses it after; read here, it works in both places, and a bad level is named like any flag.
+ */
+export const logLevelOf = (args: ReadonlyArray<string>): Effect.Effect<Leveled, CliError> => {
+  const accepts = Flags.oneOf(logLevelNames)
+  const refuse = (text: string | undefined) =>
+    Effect.fail(
+      new CliError({
+        message: text === undefined
+          ? `--log-level needs a value, ${accepts}`
+          : Flags.refusal("log-level", accepts, text)
+      })
+    )
+  let level: LogLevel.LogLevel | undefined
+  const rest: Array<string> = []
+  for (let index = 0; index < args.length; index++) {
+    const arg = args[index]!
+    if (arg === "--") {
+      rest.push(...args.slice(index))
+      break
+    }
+    const value = arg === "--log-level"
+      ? args[++index]
+      : arg.startsWith("--log-level=")
+      ? arg.slice("--log-level=".length)
+      : null
+    if (value === null) {
+      rest.push(arg)
+      continue
+    }
+    const found = value === undefined ? undefined : LogLevel.allLevels[logLevelNames.indexOf(value)]
+    if (found === undefined) return refuse(value)
+    level = found
+  }
+  return Effect.succeed({ level, args: rest })
+}
+
+/** What `colours` needs of a stream: whether it is a terminal, and (on one) how many colours it has. */
+export interface ColourStream {
+  readonly isTTY?: boolean | undefined
+  readonly hasColors?: ((env?: object) => boolean) | undefined
+}
+
+/**
+ * Whether text written to `stream` may keep its colour: only on a terminal that has colours, and
+ * not when `NO_COLOR` is set to anything but the empty string (https://no-color.org).
+ */
+export const colours = (stream: ColourStream, env: Readonly<Record<string, string | undefined>> = process.env) =>
+  stream.isTTY === true && (env["NO_COLOR"] ?? "") === "" && (stream.hasColors?.(env) ?? true)
+
+// Control Sequence Introducer sequences: colours and styles (SGR), and cursor moves.
+const escapes = /\u001b\[[0-?]*[ -/]*[@-~]/g
+
+/** `text` without terminal escape sequences. */
+export const withoutEscapes = (text: string): string => text.replace(escapes, "")
+
+/**
+ * `console` with escape sequences taken out of what `log` (stdout) and `error` (stderr) print
+ * where colour is not wanted: @effect/cli renders help and its errors in colour wherever they go.
+ */
+export const uncoloured = (console: Console.Console, stdout: boolean, stderr: boolean): Console.Console => {
+  const plain = (args: ReadonlyArray<unknown>) => args.map((arg) => typeof arg === "string" ? withoutEscapes(arg) : arg)
+  return {
+    ...console,
+    log: stdout ? console.log : (...args) => console.log(...plain(args)),
+    error: stderr ? console.error : (...args) => console.error(...plain(args))
+  }
+}
+
+/** `--wizard` asks its questions on stdin: without a terminal there, it would wait for ever. */
+const wizardNeedsTerminal = (args: ReadonlyArray<string>): Effect.Effect<void, CliError> =>
+  args.includes("--wizard") && process.stdin.isTTY !== true
+    ? Effect.fail(
+      new CliError({
+        message: "--wizard asks its questions on a terminal, and stdin is not one: give the flags on the command " +
+          "line instead (resilient-ai <command> --help lists them)"
+      })
+    )
+    : Effect.void
+
 /** Runs the command line `argv` (as `process.argv`: runtime and script first) with the Node services. */
 export const run = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> =>
-  cli(argv).pipe(Effect.tapErrorCause(report), Effect.provide(layer))
+  Effect.gen(function*() {
+    const { args, level } = yield* logLevelOf(argv.slice(2))
+    yield* wizardNeedsTerminal(args)
+    yield* cli([...argv.slice(0, 2), ...args]).pipe(Logger.withMinimumLogLevel(level ?? LogLevel.Error))
+  }).pipe(
+    Effect.tapErrorCause(report),
+    (effect) =>
+      Console.consoleWith((console) =>
+        Effect.withConsole(effect, uncoloured(console, colours(process.stdout), colours(process.stderr)))
+      ),
+    Effect.provide(layer)
+  )
 
-/** The exit code of a run: 0 for success or Ctrl-C, 2 for a usage mistake, 1 for anything else. */
-export const exitCode = (exit: Exit.Exit<unknown, unknown>): number => {
-  if (Exit.isSuccess(exit) || Cause.isInterruptedOnly(exit.cause)) return 0
+/**
+ * The exit code of a run: 0 for success, 2 for a usage mistake, 1 for anything else (no call
+ * succeeded, or a failure nobody expected), and 128 + the signal's number for a run the signal
+ * interrupted (130 for Ctrl-C, 143 for SIGTERM), as shells report a program a signal ended.
+ */
+export const exitCode = (exit: Exit.Exit<unknown, unknown>, signal: NodeJS.Signals = "SIGINT"): number => {
+  if (Exit.isSuccess(exit)) return 0
+  if (Cause.isInterruptedOnly(exit.cause)) return 128 + (constants.signals[signal] ?? constants.signals.SIGINT)
   const failure = Cause.failureOption(exit.cause)
   if (Option.isSome(failure)) {
     if (ValidationError.isValidationError(failure.value) || failure.value instanceof CliError) return 2
@@ -346,5 +572,6 @@ export const exitCode = (exit: Exit.Exit<unknown, unknown>): number => {
   return 1
 }
 
-/** `NodeRuntime.runMain`'s teardown with `exitCode`. */
-export const teardown: Runtime.Teardown = (exit, onExit) => onExit(exitCode(exit))
+/** `NodeRuntime.runMain`'s teardown with `exitCode`, told which signal (if any) interrupted the run. */
+export const teardown = (signal: () => NodeJS.Signals | undefined): Runtime.Teardown => (exit, onExit) =>
+  onExit(exitCode(exit, signal()))

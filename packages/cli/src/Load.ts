@@ -1,12 +1,14 @@
 /**
  * Drives a model client with a load and reports what the failure path cost.
  *
- * A load is N chat calls, at most C in flight, optionally started at a steady rate. Counts of
- * calls and their outcomes are taken from the calls themselves; attempts, retries, budget
+ * A load is N chat calls, at most C in flight (never more than the target's gate admits),
+ * optionally started at a steady rate. Calls are counted out as they start, never listed up front,
+ * so a large N costs memory only for the latencies of calls that ended. Counts of calls and their
+ * outcomes are taken from the calls themselves; attempts, retries, budget
  * exhaustions, deadline skips and shed calls come from the policy's own metrics
  * (`Metrics.summary`), read before and after the run, so the report shows exactly what the
  * resilient calls did and not a re-implementation of it. Latencies are measured per call on the
- * real clock.
+ * real clock. Interrupted (Ctrl-C), a load cancels the calls in flight and still says what it did.
  *
  * ```ts
  * const client = yield* ModelClient.make(target)
@@ -18,6 +20,7 @@ import { Metrics } from "@resilient-ai/policy"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import { performance } from "node:perf_hooks"
 
 /** The short, fixed prompt every call of a load sends unless told otherwise. */
@@ -25,11 +28,22 @@ export const prompt: ChatCompletion.ChatRequest = {
   messages: [{ role: "user", content: "Reply with one short sentence." }]
 }
 
+/**
+ * The most calls one load makes. The report keeps every call's latency (for exact percentiles),
+ * 16 bytes a call, so ten million is 160 MB, well inside Node's default heap; at the client's
+ * measured ~0.8 CPU-ms a call it is already over two CPU-hours, and against a paid API a bill
+ * nobody should start by a typo. A longer test is several loads.
+ */
+export const maxRequests = 10_000_000
+
 /** Settings of a load. */
 export interface Options {
-  /** Chat calls to make, at least 1. */
+  /** Chat calls to make, from 1 to `maxRequests`. */
   readonly requests: number
-  /** Calls in flight at once, at least 1. */
+  /**
+   * Calls in flight at once, at least 1. Capped at the target's gate (`Target.concurrency`): beyond
+   * it a managed target would only queue the calls and a self-hosted one shed them at once.
+   */
   readonly concurrency: number
   /** Each call's deadline, from the moment it starts. Without it, only the target's attempt timeout bounds a call. */
   readonly deadline?: Duration.DurationInput | undefined
@@ -43,6 +57,11 @@ export interface Options {
   readonly request?: ChatCompletion.ChatRequest | undefined
   /** Told after each call ends; for progress bars, so it must be cheap. */
   readonly onProgress?: ((completed: number, total: number) => void) | undefined
+  /**
+   * Runs, uninterruptibly, with what the load did so far when it is interrupted, once the calls in
+   * flight have been cancelled; the interruption then goes on (the load still ends interrupted).
+   */
+  readonly onInterrupt?: ((partial: Summary) => Effect.Effect<void>) | undefined
 }
 
 /** Two points of a latency distribution, in milliseconds; `null` when no call was measured. */
@@ -57,18 +76,27 @@ export interface Summary {
   readonly kind: Target.Kind
   readonly model: string
   readonly requests: number
+  /** The most calls in flight at once: what was asked, capped at what the target's gate admits. */
   readonly concurrency: number
+  /** The concurrency asked for, before the cap. */
+  readonly concurrencyRequested: number
   readonly deadlineMs: number | null
   readonly ratePerSecond: number | null
-  /** Logical calls made. */
+  /** Whether the load was interrupted before all its calls were made; the counts are those so far. */
+  readonly interrupted: boolean
+  /** Logical calls that ended (all of `requests` unless interrupted). */
   readonly calls: number
+  /** Calls in flight when the load was interrupted, cancelled before they ended; not in `calls`. */
+  readonly callsInterrupted: number
   readonly successes: number
   readonly failures: number
   /** Failed calls by the tag of their last failure. */
   readonly failuresByTag: Readonly<Record<string, number>>
   /** Failed calls by why their retry sequence stopped. */
   readonly failuresByReason: Readonly<Record<string, number>>
-  /** Attempts sent, first attempts included. */
+  /** For each tag of `failuresByTag`, the message of its first failure: what happened, in words. */
+  readonly failureExamples: Readonly<Record<string, string>>
+  /** Attempts sent, first attempts included (and those of calls an interruption cancelled). */
   readonly attempts: number
   /** `attempts / successes`; `null` without a success. */
   readonly attemptsPerSuccess: number | null
@@ -126,8 +154,8 @@ const increment = (counts: Record<string, number>, key: string) => {
  */
 export const run = (client: ModelClient.Service, options: Options): Effect.Effect<Summary> => {
   const { concurrency, requests } = options
-  if (!Number.isInteger(requests) || requests < 1) {
-    throw new RangeError(`requests must be an integer >= 1, got ${requests}`)
+  if (!Number.isInteger(requests) || requests < 1 || requests > maxRequests) {
+    throw new RangeError(`requests must be an integer from 1 to ${maxRequests}, got ${requests}`)
   }
   if (!Number.isInteger(concurrency) || concurrency < 1) {
     throw new RangeError(`concurrency must be an integer >= 1, got ${concurrency}`)
@@ -141,86 +169,106 @@ export const run = (client: ModelClient.Service, options: Options): Effect.Effec
   const target = client.target
   const model = request.model ?? target.model
   const callOptions: ModelClient.CallOptions = deadline === undefined ? {} : { timeout: deadline }
+  const inFlight = Math.min(concurrency, target.concurrency)
 
-  return Effect.gen(function*() {
-    const before = yield* Metrics.summary(target.name, model)
-    const successLatencies: Array<number> = []
-    const failureLatencies: Array<number> = []
-    const allLatencies: Array<number> = []
-    const failuresByTag: Record<string, number> = {}
-    const failuresByReason: Record<string, number> = {}
-    let successes = 0
-    let attemptsLeftAtBudget = 0
-    let completed = 0
-    const started = performance.now()
+  return Effect.uninterruptibleMask((restore) =>
+    Effect.gen(function*() {
+      const before = yield* Metrics.summary(target.name, model)
+      const successLatencies: Array<number> = []
+      const failureLatencies: Array<number> = []
+      const failuresByTag: Record<string, number> = {}
+      const failuresByReason: Record<string, number> = {}
+      const failureExamples: Record<string, string> = {}
+      let attemptsLeftAtBudget = 0
+      let completed = 0
+      let cancelled = 0
+      let started = 0
+      const startedAt = performance.now()
 
-    const measured = Effect.suspend(() => {
-      const at = performance.now()
-      return Effect.map(Effect.either(client.chat(request, callOptions)), (result) => {
-        const latency = performance.now() - at
-        allLatencies.push(latency)
-        if (Either.isRight(result)) {
-          successes++
-          successLatencies.push(latency)
-        } else {
-          const failure = result.left
-          failureLatencies.push(latency)
-          increment(failuresByTag, failure.last._tag)
-          increment(failuresByReason, failure.reason)
-          if (failure.reason === "budget") {
-            attemptsLeftAtBudget += Math.max(0, target.maxAttempts - failure.attempts.length)
+      const measured = Effect.suspend(() => {
+        const at = performance.now()
+        return Effect.map(Effect.either(client.chat(request, callOptions)), (result) => {
+          const latency = performance.now() - at
+          if (Either.isRight(result)) {
+            successLatencies.push(latency)
+          } else {
+            const failure = result.left
+            failureLatencies.push(latency)
+            increment(failuresByTag, failure.last._tag)
+            increment(failuresByReason, failure.reason)
+            failureExamples[failure.last._tag] ??= failure.last.message
+            if (failure.reason === "budget") {
+              attemptsLeftAtBudget += Math.max(0, target.maxAttempts - failure.attempts.length)
+            }
           }
-        }
-        options.onProgress?.(++completed, requests)
-      })
-    })
+          options.onProgress?.(++completed, requests)
+        })
+      }).pipe(Effect.onInterrupt(() => Effect.sync(() => cancelled++)))
 
-    // Paced on the real clock, as latencies are: call `index` starts `index / rate` seconds in.
-    const call = (index: number) =>
-      rate === undefined ? measured : Effect.suspend(() => {
-        const wait = started + (index * 1000) / rate - performance.now()
-        return wait > 0 ? Effect.zipRight(Effect.sleep(Duration.millis(wait)), measured) : measured
-      })
+      // Paced on the real clock, as latencies are: call `index` starts `index / rate` seconds in.
+      const call = (index: number) =>
+        rate === undefined ? measured : Effect.suspend(() => {
+          const wait = startedAt + (index * 1000) / rate - performance.now()
+          return wait > 0 ? Effect.zipRight(Effect.sleep(Duration.millis(wait)), measured) : measured
+        })
 
-    yield* Effect.forEach(Array.from({ length: requests }, (_, index) => index), call, {
-      concurrency,
-      discard: true
+      // `inFlight` workers take the calls in turn, so the calls are counted, never listed.
+      const worker: Effect.Effect<void> = Effect.suspend(() =>
+        started < requests ? Effect.zipRight(call(started++), worker) : Effect.void
+      )
+      const exit = yield* Effect.exit(
+        restore(Effect.all(Array.from({ length: Math.min(inFlight, requests) }, () => worker), {
+          concurrency: "unbounded",
+          discard: true
+        }))
+      )
+      const wallMs = performance.now() - startedAt
+      const after = yield* Metrics.summary(target.name, model)
+      const delta = (
+        key: "attempts" | "retries" | "retriesSucceeded" | "budgetExhausted" | "deadlineSkips" | "shed"
+      ) => after[key] - before[key]
+      const attempts = delta("attempts")
+      const retries = delta("retries")
+      const successes = successLatencies.length
+      const calls = successes + failureLatencies.length
+      const byTag = sortedByCount(failuresByTag)
+      const summary: Summary = {
+        target: target.name,
+        kind: target.kind,
+        model,
+        requests,
+        concurrency: inFlight,
+        concurrencyRequested: concurrency,
+        deadlineMs: deadline === undefined ? null : Duration.toMillis(deadline),
+        ratePerSecond: rate ?? null,
+        interrupted: Exit.isInterrupted(exit),
+        calls,
+        callsInterrupted: cancelled,
+        successes,
+        failures: calls - successes,
+        failuresByTag: byTag,
+        failuresByReason: sortedByCount(failuresByReason),
+        failureExamples: Object.fromEntries(Object.keys(byTag).map((tag) => [tag, failureExamples[tag]!])),
+        attempts,
+        attemptsPerSuccess: successes === 0 ? null : attempts / successes,
+        retries,
+        retriesSucceeded: delta("retriesSucceeded"),
+        budgetExhausted: delta("budgetExhausted"),
+        deadlineSkips: delta("deadlineSkips"),
+        shed: delta("shed"),
+        unbudgetedRetries: retries + attemptsLeftAtBudget,
+        latencyMs: {
+          successes: latencyOf(successLatencies),
+          failures: latencyOf(failureLatencies),
+          all: latencyOf(successLatencies.concat(failureLatencies))
+        },
+        wallMs: Math.round(wallMs)
+      }
+      if (Exit.isSuccess(exit)) return summary
+      if (summary.interrupted && options.onInterrupt !== undefined) yield* options.onInterrupt(summary)
+      return yield* Effect.failCause(exit.cause)
     })
-    const wallMs = performance.now() - started
-    const after = yield* Metrics.summary(target.name, model)
-    const delta = (key: "attempts" | "retries" | "retriesSucceeded" | "budgetExhausted" | "deadlineSkips" | "shed") =>
-      after[key] - before[key]
-    const attempts = delta("attempts")
-    const retries = delta("retries")
-    return {
-      target: target.name,
-      kind: target.kind,
-      model,
-      requests,
-      concurrency,
-      deadlineMs: deadline === undefined ? null : Duration.toMillis(deadline),
-      ratePerSecond: rate ?? null,
-      calls: allLatencies.length,
-      successes,
-      failures: allLatencies.length - successes,
-      failuresByTag: sortedByCount(failuresByTag),
-      failuresByReason: sortedByCount(failuresByReason),
-      attempts,
-      attemptsPerSuccess: successes === 0 ? null : attempts / successes,
-      retries,
-      retriesSucceeded: delta("retriesSucceeded"),
-      budgetExhausted: delta("budgetExhausted"),
-      deadlineSkips: delta("deadlineSkips"),
-      shed: delta("shed"),
-      unbudgetedRetries: retries + attemptsLeftAtBudget,
-      latencyMs: {
-        successes: latencyOf(successLatencies),
-        failures: latencyOf(failureLatencies),
-        all: latencyOf(allLatencies)
-      },
-      wallMs: Math.round(wallMs)
-    }
-  })
+  )
 }
 
 /** The same counts, largest first, so reports read from the most common failure down. */

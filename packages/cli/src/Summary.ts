@@ -32,16 +32,27 @@ const breakdown = (label: string, counts: Readonly<Record<string, number>>): Rea
   return [{ label, value: "" }, ...entries.map(([key, count]) => ({ label: `  ${key}`, value: integer(count) }))]
 }
 
+const inFlight = (summary: Load.Summary): string =>
+  summary.concurrency < summary.concurrencyRequested
+    ? `${integer(summary.concurrency)} at a time (${integer(summary.concurrencyRequested)} asked, capped at the ` +
+      `target's gate)`
+    : `${integer(summary.concurrency)} at a time`
+
 /** One line that says what was run: target, model, size, pacing and deadline. */
 export const heading = (summary: Load.Summary): string => {
   const parts = [
     `${integer(summary.requests)} calls`,
-    `${integer(summary.concurrency)} at a time`,
+    inFlight(summary),
     summary.ratePerSecond === null ? undefined : `${decimal(summary.ratePerSecond, 0)}/s`,
     summary.deadlineMs === null ? "no deadline" : `deadline ${integer(summary.deadlineMs)} ms each`
   ].filter((part) => part !== undefined)
   return `${summary.kind} target "${summary.target}", model ${summary.model}: ${parts.join(", ")}`
 }
+
+/** Said under the heading of a load that was interrupted, so nobody reads its counts as a whole run. */
+export const interruption = (summary: Load.Summary): string =>
+  `interrupted: ${integer(summary.calls)} of ${integer(summary.requests)} calls ended; ` +
+  `${integer(summary.callsInterrupted)} in flight were cancelled and are not counted`
 
 /** The rows of the table, in the order a person reads a failure path: outcome, cost, time. */
 const rows = (summary: Load.Summary): ReadonlyArray<Row> => [
@@ -84,7 +95,7 @@ export const table = (summary: Load.Summary): string => {
     const line = `  ${row.label.padEnd(labelWidth)}  ${row.value.padStart(valueWidth)}`
     return row.note === undefined ? line.trimEnd() : `${line}  (${row.note})`
   })
-  return [heading(summary), ...lines].join("\n")
+  return [heading(summary), ...(summary.interrupted ? [interruption(summary)] : []), ...lines].join("\n")
 }
 
 /** The summary as a plain object with `Load.Summary`'s keys, ratios rounded to 3 decimals. */

@@ -4,6 +4,7 @@
  */
 export * as Cli from "./Cli.js"
 export * as Demo from "./Demo.js"
+export * as Flags from "./Flags.js"
 export * as Load from "./Load.js"
 export * as Progress from "./Progress.js"
 export * as Storm from "./Storm.js"

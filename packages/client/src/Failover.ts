@@ -4,9 +4,10 @@
  * Failing over is a new logical call on another provider, so it is taken only when the first
  * target's sequence ended for a reason that says the target, not the request, was the problem:
  * its attempts or budget ran out on retryable failures, its gate shed the call, or it asked to
- * wait longer than the policy will. Never on a terminal failure (the second target would reject
- * the same request) nor on an ambiguous one that was not replay-safe (the first may have run it),
- * nor once the deadline has passed. The second target starts its own sequence with its own
+ * wait longer than the policy will or than the call's time left allows (a `Retry-After: 30` under
+ * a 20 s deadline: the next target may well answer in the 20 s). Never on a terminal failure (the
+ * second target would reject the same request) nor on an ambiguous one that was not replay-safe
+ * (the first may have run it), nor once the deadline has passed. The second target starts its own sequence with its own
  * budget and gate: it does not inherit the first one's attempt count, so one request makes at
  * most the two targets' ceilings, never their product. The caller's deadline bounds both.
  */

@@ -11,8 +11,12 @@
  * class Mistral extends Context.Tag("app/Mistral")<Mistral, ModelClient.Service>() {}
  * const MistralLive = Layer.effect(Mistral, ModelClient.makeConfig(Target.managedConfig("MISTRAL")))
  * ```
+ *
+ * The HTTP client's tracing stays on (a span per attempt) but, unless the target's `propagateTrace`
+ * says otherwise, the trace context is not sent: `traceparent` and `b3` would tell a third-party
+ * API the ids of your traces.
  */
-import type * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClient from "@effect/platform/HttpClient"
 import { ConcurrencyGate, Coordination, Deadline, Failure, Metrics, Resilient, RetryBudget } from "@resilient-ai/policy"
 import * as Clock from "effect/Clock"
 import type * as Config from "effect/Config"
@@ -130,7 +134,12 @@ export const makeWith = (
       }
       return policy
     }
-    const resilient = { ...services, classifier }
+    // Set on each attempt's fiber as it is made: wrapping the HTTP client instead would copy the
+    // fiber's refs twice on every request.
+    const attemptRefs = target.propagateTrace ? undefined : [[HttpClient.currentTracerPropagation, false] as const]
+    const resilient = { ...services, classifier, attemptRefs }
+    // A stream takes its permit itself, for its whole length: its attempts only report to the gate.
+    const streaming = { ...resilient, gate: observing(services.gate) }
 
     const chat: Service["chat"] = (request, options) => {
       const model = request.model ?? target.model
@@ -191,7 +200,7 @@ export const makeWith = (
         )
         if (permit._tag === "Left") return yield* Effect.fail(refusedStream(target, model, permit.left))
         const { first, rest } = yield* attempt.pipe(
-          Resilient.retryWith(policy, { ...resilient, gate: observing(services.gate) }, options)
+          Resilient.retryWith(policy, streaming, options)
         )
         const whole = Stream.concat(Stream.succeed(first), rest)
         if (!Number.isFinite(deadline)) return whole

@@ -6,6 +6,10 @@
  * `{"type": "rate_limited", "code": "1300"}`. Codes arrive as strings or numbers, messages as strings
  * or (Mistral validation errors) objects, so both are read leniently: an error body is evidence,
  * not a contract, and a body that matches neither shape still leaves the status to decide.
+ *
+ * The same bodies arrive as events of a 200 stream when the provider fails after accepting it
+ * (Anthropic adds its own: `event: error` with `{"type": "error", "error": {"type", "message"}}`,
+ * which reads as OpenAI's shape); `fromErrorEvent` maps them onto the failure their status would give.
  */
 import { Failure, RetryHint } from "@resilient-ai/policy"
 import * as Option from "effect/Option"
@@ -58,17 +62,19 @@ export const details = (body: unknown): Details => {
   }
 }
 
+/** An error response: its status, its headers, its body (parsed when it is JSON), the model asked for. */
+export interface ErrorResponse {
+  readonly status: number
+  readonly headers: RetryHint.HeaderSource
+  readonly body: unknown
+  readonly model?: string | undefined
+}
+
 /** The response headers and body of an error, mapped onto the policy's failure for it. */
-export const toFailure = (
-  response: {
-    readonly status: number
-    readonly headers: RetryHint.HeaderSource
-    readonly body: unknown
-    readonly model?: string | undefined
-  },
-  nowMillis: number
-): Failure.Failure => {
-  const { code, message, type } = details(response.body)
+export const toFailure = (response: ErrorResponse, nowMillis: number): Failure.Failure =>
+  fromDetails(details(response.body), response, nowMillis)
+
+const fromDetails = ({ code, message, type }: Details, response: ErrorResponse, nowMillis: number): Failure.Failure => {
   const shouldRetry = RetryHint.header(response.headers, "x-should-retry")?.trim().toLowerCase()
   return Failure.fromResponse({
     status: response.status,
@@ -79,6 +85,67 @@ export const toFailure = (
     shouldRetry: shouldRetry === "true" ? true : shouldRetry === "false" ? false : undefined,
     model: response.model
   })
+}
+
+/** The status each provider answers an error with, by code or type: Anthropic's types, then OpenAI's and Mistral's. */
+const statusOfKind: ReadonlyMap<string, number> = new Map([
+  ["invalid_request_error", 400],
+  ["authentication_error", 401],
+  ["permission_error", 403],
+  ["not_found_error", 404],
+  ["request_too_large", 413],
+  ["rate_limit_error", 429],
+  ["api_error", 500],
+  ["overloaded_error", 529],
+  ["invalid_api_key", 401],
+  ["model_not_found", 404],
+  ["insufficient_quota", 429],
+  ["rate_limit_exceeded", 429],
+  // The types of OpenAI's request-rate and token-rate 429s.
+  ["requests", 429],
+  ["tokens", 429],
+  ["server_error", 500],
+  ["service_unavailable_error", 503],
+  ["server_is_overloaded", 503],
+  ["overloaded", 503],
+  ["rate_limited", 429]
+])
+
+/**
+ * The status of the error response an error body belongs in, for an error that arrived without one
+ * (inside a 200 stream): a code that is itself an HTTP error status (OpenRouter, vLLM and Gemini
+ * send `"code": 503`), else the status the provider gives its code, else its type. Anything else is
+ * 500: a provider rejects a bad request or a spent account with a status before the stream starts,
+ * so an unnamed error after it is the provider's own failure.
+ */
+export const statusFor = ({ code, type }: Details): number => {
+  const numeric = code === undefined ? Number.NaN : Number(code)
+  if (Number.isInteger(numeric) && numeric >= 400 && numeric <= 599) return numeric
+  return (code === undefined ? undefined : statusOfKind.get(code)) ??
+    (type === undefined ? undefined : statusOfKind.get(type)) ?? 500
+}
+
+/**
+ * Whether an event of a 200 stream is the provider reporting an error instead of a chunk: Anthropic's
+ * `event: error`, or data (with or without an `event:` line) that is an error object — OpenAI's
+ * `{"error": {…}}`, Anthropic's `{"type": "error", …}`, Mistral's and vLLM's `{"object": "error", …}`.
+ */
+export const isErrorEvent = (event: string, body: unknown): boolean => {
+  if (event === "error") return true
+  if (typeof body !== "object" || body === null) return false
+  const fields = body as { readonly error?: unknown; readonly type?: unknown; readonly object?: unknown }
+  return (typeof fields.error === "object" && fields.error !== null) || fields.type === "error" ||
+    fields.object === "error"
+}
+
+/**
+ * An error event of a 200 stream (see `isErrorEvent`; `body` is its data, parsed when it is JSON)
+ * mapped onto the failure the same body gets in an error response, under the status of `statusFor`:
+ * an overloaded or rate-limited stream is retried like a 529 or a 429, a spent quota stops like one.
+ */
+export const fromErrorEvent = (event: Omit<ErrorResponse, "status">, nowMillis: number): Failure.Failure => {
+  const found = details(event.body)
+  return fromDetails(found, { ...event, status: statusFor(found) }, nowMillis)
 }
 
 /** The start of a body, on one line, for a person to recognise what came back. */

@@ -40,8 +40,31 @@ export interface Target {
   readonly maxAttempts: number
   readonly baseDelay: Duration.Duration
   readonly maxDelay: Duration.Duration
-  /** The random spread added to a provider's `Retry-After`, so clients told the same wait do not return together. */
+  /**
+   * The cap of the random spread added to a provider's `Retry-After`, so clients told the same wait
+   * do not return together; the spread is drawn from `[0, hint / 2)` below it.
+   */
   readonly hintSpread: Duration.Duration
+  /**
+   * A provider's hint longer than this (or than the call's time left) ends the call with
+   * `retry-after-too-long`, which `Failover` passes to the next target, instead of being slept through.
+   */
+  readonly maxRetryAfter: Duration.Duration
+  /**
+   * An attempt with less time than this before the deadline is not started. Unset, it is 100 ms,
+   * or half the model's timeout when that is shorter.
+   */
+  readonly minAttemptTime: Duration.Duration | undefined
+  /**
+   * Whether chat calls may replay an ambiguous failure (the request may have run and been billed)
+   * unless a call says otherwise. Embeddings always may. A self-hosted pool never replays them.
+   */
+  readonly replaySafe: boolean
+  /**
+   * Whether each attempt sends its span's trace context (`traceparent`, `b3`) to the provider. Off by
+   * default: the provider is a third party, and the spans stay local either way.
+   */
+  readonly propagateTrace: boolean
   readonly budget: { readonly ratio: number; readonly minPerSecond: number }
   /** In-flight calls allowed at once. */
   readonly concurrency: number
@@ -64,6 +87,10 @@ export interface Options {
   readonly baseDelay?: Duration.DurationInput | undefined
   readonly maxDelay?: Duration.DurationInput | undefined
   readonly hintSpread?: Duration.DurationInput | undefined
+  readonly maxRetryAfter?: Duration.DurationInput | undefined
+  readonly minAttemptTime?: Duration.DurationInput | undefined
+  readonly replaySafe?: boolean | undefined
+  readonly propagateTrace?: boolean | undefined
   readonly budget?: { readonly ratio?: number | undefined; readonly minPerSecond?: number | undefined } | undefined
   readonly concurrency?: number | undefined
   readonly idempotencyHeader?: string | undefined
@@ -74,7 +101,14 @@ export interface Options {
 type Defaults = Omit<Target, "name" | "kind" | "baseUrl" | "model" | "apiKey" | "attemptTimeoutByModel">
 
 /** The defaults both kinds share. */
-const commonDefaults = { idempotencyHeader: "Idempotency-Key", maxResponseBytes: 8 * 1024 * 1024 }
+const commonDefaults = {
+  idempotencyHeader: "Idempotency-Key",
+  maxResponseBytes: 8 * 1024 * 1024,
+  maxRetryAfter: Duration.seconds(60),
+  minAttemptTime: undefined,
+  replaySafe: false,
+  propagateTrace: false
+}
 
 /** Managed, elastic capacity: three attempts, a 10% budget with a floor of 5/s, a queue of 64. */
 export const managedDefaults: Defaults = {
@@ -119,6 +153,10 @@ export type Setting =
   | "baseDelay"
   | "maxDelay"
   | "hintSpread"
+  | "maxRetryAfter"
+  | "minAttemptTime"
+  | "replaySafe"
+  | "propagateTrace"
   | "budgetRatio"
   | "budgetMinPerSecond"
   | "concurrency"
@@ -137,6 +175,10 @@ const variables: Readonly<Record<Exclude<Setting, "name">, string>> = {
   baseDelay: "BASE_DELAY",
   maxDelay: "MAX_DELAY",
   hintSpread: "HINT_SPREAD",
+  maxRetryAfter: "MAX_RETRY_AFTER",
+  minAttemptTime: "MIN_ATTEMPT_TIME",
+  replaySafe: "REPLAY_SAFE",
+  propagateTrace: "PROPAGATE_TRACE",
   budgetRatio: "BUDGET_RATIO",
   budgetMinPerSecond: "BUDGET_MIN_PER_SECOND",
   concurrency: "CONCURRENCY",
@@ -182,6 +224,25 @@ export const problems = (
   positive(label("attemptTimeout"), target.attemptTimeout)
   for (const [model, timeout] of Object.entries(target.attemptTimeoutByModel)) {
     positive(`${label("attemptTimeoutByModel")} (${model})`, timeout)
+  }
+  // Checked here, not by the policy of the first call to a model: a bad pair fails the layer.
+  const minAttemptTime = target.minAttemptTime
+  if (minAttemptTime !== undefined) {
+    const timeouts: Array<readonly [string, Duration.Duration]> = [
+      [label("attemptTimeout"), target.attemptTimeout],
+      ...Object.entries(target.attemptTimeoutByModel).map(([model, timeout]) =>
+        [`${label("attemptTimeoutByModel")} (${model})`, timeout] as const
+      )
+    ]
+    for (const [name, timeout] of timeouts) {
+      if (Duration.toMillis(timeout) > 0 && !Duration.lessThan(minAttemptTime, timeout)) {
+        found.push(
+          `${label("minAttemptTime")} (${Duration.format(minAttemptTime)}) must be shorter than ${name} (${
+            Duration.format(timeout)
+          })`
+        )
+      }
+    }
   }
   atLeastOne("maxAttempts", target.maxAttempts)
   // A zero base makes every retry immediate, whatever the cap says.
@@ -263,6 +324,12 @@ const make = (kind: Kind, options: Options): Target => {
     baseDelay: durationOf(options.baseDelay, defaults.baseDelay),
     maxDelay: durationOf(options.maxDelay, defaults.maxDelay),
     hintSpread: durationOf(options.hintSpread, defaults.hintSpread),
+    maxRetryAfter: durationOf(options.maxRetryAfter, defaults.maxRetryAfter),
+    minAttemptTime: options.minAttemptTime === undefined
+      ? undefined
+      : durationOf(options.minAttemptTime, Duration.zero),
+    replaySafe: options.replaySafe ?? defaults.replaySafe,
+    propagateTrace: options.propagateTrace ?? defaults.propagateTrace,
     budget: {
       ratio: options.budget?.ratio ?? defaults.budget.ratio,
       minPerSecond: options.budget?.minPerSecond ?? defaults.budget.minPerSecond
@@ -293,9 +360,12 @@ export const policyFor = (target: Target, model: string = target.model): Resilie
     baseDelay: target.baseDelay,
     maxDelay: target.maxDelay,
     hintSpread: target.hintSpread,
+    maxRetryAfter: target.maxRetryAfter,
+    replaySafe: target.replaySafe,
     attemptTimeout,
     // From the model's own timeout: a model allowed 90 ms must not need 100 ms left to start.
-    minAttemptTime: Duration.min(Duration.millis(100), Duration.divide(attemptTimeout, 2).pipe(Option.getOrThrow))
+    minAttemptTime: target.minAttemptTime ??
+      Duration.min(Duration.millis(100), Duration.divide(attemptTimeout, 2).pipe(Option.getOrThrow))
   })
 }
 
@@ -348,6 +418,27 @@ const timeoutsByModel = (name: string, label: string): Config.Config<Record<stri
     return Either.right(Object.fromEntries(result))
   })
 
+/** The words `flag` reads, as Effect's `Config.boolean` reads them. */
+const flagWords: Readonly<Record<string, boolean>> = {
+  true: true,
+  yes: true,
+  on: true,
+  "1": true,
+  false: false,
+  no: false,
+  off: false,
+  "0": false
+}
+
+/** Reads true or false (`yes`/`no`, `on`/`off`, `1`/`0`), naming the variable `label` when the text is neither. */
+const flag = (name: string, label: string): Config.Config<boolean> =>
+  Config.mapOrFail(Config.string(name), (text) => {
+    const value = flagWords[text.trim().toLowerCase()]
+    return value === undefined
+      ? Either.left(ConfigError.InvalidData([], `${label} must be true or false, got ${JSON.stringify(text)}`))
+      : Either.right(value)
+  })
+
 /** Reads a number, naming the variable `label` when the text is not one; its range is `problems`' to check. */
 const number = (name: string, label: string): Config.Config<number> =>
   Config.mapOrFail(Config.string(name), (text) => {
@@ -361,7 +452,8 @@ const number = (name: string, label: string): Config.Config<number> =>
  * A target read from environment variables under `prefix` (with the default `ConfigProvider`):
  * `{prefix}_BASE_URL`, `_MODEL`, `_API_KEY` (required for a managed target), `_ATTEMPT_TIMEOUT`,
  * `_ATTEMPT_TIMEOUTS` (`model=duration,…`), `_MAX_ATTEMPTS`, `_BASE_DELAY`, `_MAX_DELAY`,
- * `_HINT_SPREAD`, `_BUDGET_RATIO`, `_BUDGET_MIN_PER_SECOND`, `_CONCURRENCY`, `_IDEMPOTENCY_HEADER`,
+ * `_HINT_SPREAD`, `_MAX_RETRY_AFTER`, `_MIN_ATTEMPT_TIME`, `_REPLAY_SAFE`, `_PROPAGATE_TRACE`,
+ * `_BUDGET_RATIO`, `_BUDGET_MIN_PER_SECOND`, `_CONCURRENCY`, `_IDEMPOTENCY_HEADER`,
  * `_MAX_RESPONSE_BYTES`, `_CONNECT_TIMEOUT`. Anything invalid is a `ConfigError` naming the
  * variable and the rule it breaks.
  */
@@ -372,6 +464,8 @@ export const config = (kind: Kind, prefix: string, name: string = prefix.toLower
     Config.withDefault(ConfigDuration.duration(variables[setting], label(setting)), fallback)
   const numeric = (setting: Exclude<Setting, "name">, fallback: number) =>
     Config.withDefault(number(variables[setting], label(setting)), fallback)
+  const boolean = (setting: Exclude<Setting, "name">, fallback: boolean) =>
+    Config.withDefault(flag(variables[setting], label(setting)), fallback)
   // Read as a string and wrapped at once: `Config.redacted` would also redact the message saying
   // the variable is missing, which is no secret and is what the operator needs to see.
   const key = Config.map(Config.string(variables.apiKey), Redacted.make)
@@ -389,6 +483,13 @@ export const config = (kind: Kind, prefix: string, name: string = prefix.toLower
     baseDelay: duration("baseDelay", defaults.baseDelay),
     maxDelay: duration("maxDelay", defaults.maxDelay),
     hintSpread: duration("hintSpread", defaults.hintSpread),
+    maxRetryAfter: duration("maxRetryAfter", defaults.maxRetryAfter),
+    minAttemptTime: Config.map(
+      Config.option(ConfigDuration.duration(variables.minAttemptTime, label("minAttemptTime"))),
+      Option.getOrUndefined
+    ),
+    replaySafe: boolean("replaySafe", defaults.replaySafe),
+    propagateTrace: boolean("propagateTrace", defaults.propagateTrace),
     ratio: numeric("budgetRatio", defaults.budget.ratio),
     minPerSecond: numeric("budgetMinPerSecond", defaults.budget.minPerSecond),
     concurrency: numeric("concurrency", defaults.concurrency),

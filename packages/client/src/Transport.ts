@@ -112,7 +112,9 @@ const detailOf = (cause: TransportCause): string =>
 export const fromRequestError = (error: unknown, endpoint: Endpoint): Failure.Failure => {
   const cause = causeOf(error)
   const detail = detailOf(cause)
-  if (cause.code !== undefined && connectCodes.has(cause.code)) return new Failure.ConnectFailed({ detail })
+  if (cause.code !== undefined && connectCodes.has(cause.code)) {
+    return new Failure.ConnectFailed({ detail, code: cause.code })
+  }
   if (cause.code === "UND_ERR_CONNECT_TIMEOUT") return new Failure.ConnectTimeout({ timeout: endpoint.connectTimeout })
   if (cause.code === "UND_ERR_HEADERS_TIMEOUT") {
     return new Failure.ReadTimeout({ timeout: endpoint.connectTimeout, phase: "headers" })
@@ -285,9 +287,9 @@ const open = (
 }
 
 /**
- * Decodes a success's JSON with `schema` and records its token usage: text that is not JSON (or
- * `undefined`, bytes that are not UTF-8) is the `NotJson` of `notJson()`, JSON that breaks the
- * schema a `ContractViolation`.
+ * Decodes a success's parsed JSON with `schema` and records its token usage: `notJsonMarker` (text
+ * that is not JSON, or bytes that are not UTF-8) is the `NotJson` of `notJson()`, JSON that breaks
+ * the schema a `ContractViolation`.
  */
 const jsonReader = <A, I>(
   endpoint: Endpoint,
@@ -297,11 +299,10 @@ const jsonReader = <A, I>(
 ) => {
   const decode = Schema.decodeUnknown(schema, { errors: "all" })
   return (
-    text: string | undefined,
+    parsed: unknown,
     notJson: () => Failure.NotJson,
     info: Resilient.AttemptInfo | undefined
   ): Effect.Effect<A, Failure.Failure> => {
-    const parsed = text === undefined ? notJsonMarker : parseJson(text)
     if (parsed === notJsonMarker) return Effect.fail(notJson())
     return decode(parsed).pipe(
       Effect.mapError(contractViolation),
@@ -335,7 +336,7 @@ export const postJson = <A, I>(
               contentType: response.headers["content-type"],
               excerpt: ProviderError.excerpt(text ?? textDecoder.decode(bytes))
             })
-          return read(text, notJson, info)
+          return read(text === undefined ? notJsonMarker : parseJson(text), notJson, info)
         })
     ),
     (failure) => scrubFailure(failure, endpoint.apiKey)
@@ -367,17 +368,46 @@ const utf8Text = <E, R>(bytes: Stream.Stream<Uint8Array, E, R>, status: number) 
     )
   })
 
-/** Splits a byte stream of server-sent events into the `data` of each event. */
-export const serverSentData = <E, R>(
+/** One server-sent event: its type (`message` unless an `event:` line names another) and its data. */
+export interface ServerSentEvent {
+  readonly event: string
+  readonly data: string
+}
+
+interface PendingEvent {
+  readonly event: string | undefined
+  readonly data: ReadonlyArray<string>
+}
+
+const noEvent: PendingEvent = { event: undefined, data: [] }
+
+/** The value of a field line, without the one space that may follow the colon. */
+const fieldValue = (line: string, name: string): string =>
+  line.slice(line.startsWith(`${name}: `) ? name.length + 2 : name.length + 1)
+
+/** Splits a byte stream of server-sent events into events; an event without data is not one. */
+export const serverSentEvents = <E, R>(
   bytes: Stream.Stream<Uint8Array, E, R>,
   status = 200
-): Stream.Stream<string, E | Failure.NotJson, R> =>
+): Stream.Stream<ServerSentEvent, E | Failure.NotJson, R> =>
   utf8Text(bytes, status).pipe(
     Stream.splitLines,
-    Stream.mapAccum([] as Array<string>, (data, line): readonly [Array<string>, Option.Option<string>] => {
-      if (line === "") return [[], data.length === 0 ? Option.none() : Option.some(data.join("\n"))]
-      if (line.startsWith("data:")) return [[...data, line.slice(line.startsWith("data: ") ? 6 : 5)], Option.none()]
-      return [data, Option.none()]
+    Stream.mapAccum(noEvent, (pending, line): readonly [PendingEvent, Option.Option<ServerSentEvent>] => {
+      if (line === "") {
+        return [
+          noEvent,
+          pending.data.length === 0
+            ? Option.none()
+            : Option.some({ event: pending.event ?? "message", data: pending.data.join("\n") })
+        ]
+      }
+      if (line.startsWith("data:")) {
+        return [{ ...pending, data: [...pending.data, fieldValue(line, "data")] }, Option.none()]
+      }
+      if (line.startsWith("event:")) {
+        return [{ ...pending, event: fieldValue(line, "event") }, Option.none()]
+      }
+      return [pending, Option.none()]
     }),
     Stream.filterMap((event) => event)
   )
@@ -392,7 +422,8 @@ export interface Opened<A> {
  * One streaming request, read up to its first chunk: that is where retrying must stop, since a
  * replay after a chunk reached the caller would duplicate content. The rest of the stream lives
  * in the caller's `Scope`; a failure in it ends the stream with the failure, `ReadTimeout` when no
- * chunk arrives for `idleTimeout`.
+ * chunk arrives for `idleTimeout`. An error event in place of a chunk is the failure of the error
+ * response it stands for (`ProviderError.fromErrorEvent`): first, it is retried or not as that is.
  */
 export const postStream = <A, I>(
   endpoint: Endpoint,
@@ -407,16 +438,26 @@ export const postStream = <A, I>(
   const scrub = (failure: Failure.Failure) => scrubFailure(failure, endpoint.apiKey)
   const opened = Effect.flatMap(open(endpoint, path, body, model, "text/event-stream"), ({ info, response }) => {
     let seen = 0
-    const chunks: Stream.Stream<A, Failure.Failure> = serverSentData(
+    const chunks: Stream.Stream<A, Failure.Failure> = serverSentEvents(
       response.stream.pipe(Stream.mapError(fromBodyError)),
       response.status
     ).pipe(
-      Stream.takeWhile((data) => data.trim() !== "[DONE]"),
-      Stream.mapEffect((data): Effect.Effect<A, Failure.Failure> => {
+      Stream.takeWhile(({ data }) => data.trim() !== "[DONE]"),
+      Stream.mapEffect(({ data, event }): Effect.Effect<A, Failure.Failure> => {
         seen += data.length
         if (seen > endpoint.maxResponseBytes) {
           return Effect.fail(
             new Failure.ResponseTooLarge({ status: response.status, limitBytes: endpoint.maxResponseBytes })
+          )
+        }
+        const parsed = parseJson(data)
+        const payload = parsed === notJsonMarker ? data : parsed
+        // The provider failed after accepting the request: the same error as in a status response,
+        // so before the first chunk the policy retries or stops on it as it would on that response.
+        if (ProviderError.isErrorEvent(event, payload)) {
+          return Effect.flatMap(
+            Clock.currentTimeMillis,
+            (now) => Effect.fail(ProviderError.fromErrorEvent({ headers: response.headers, body: payload, model }, now))
           )
         }
         const notJson = () =>
@@ -425,7 +466,7 @@ export const postStream = <A, I>(
             contentType: "text/event-stream",
             excerpt: ProviderError.excerpt(data)
           })
-        return read(data, notJson, info)
+        return read(parsed, notJson, info)
       }),
       Stream.timeoutFail(() => new Failure.ReadTimeout({ timeout: idleTimeout, phase: "body" }), idleTimeout)
     )

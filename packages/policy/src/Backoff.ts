@@ -59,16 +59,24 @@ export const fullJitter = (options: ExponentialOptions): Schedule.Schedule<Durat
 /** Options for honouring the provider's hint. */
 export interface RetryAfterOptions {
   /**
-   * A uniform random amount (whole milliseconds) added to the hint, so clients handed the same `Retry-After` do not
-   * reconverge into one wave. Defaults to 1 second.
+   * The most random spread (whole milliseconds) added to a hint, so clients handed the same
+   * `Retry-After` do not reconverge into one wave. The spread is drawn from `[0, hint / 2)`, as
+   * Envoy waits within `[reset, 1.5 × reset)`, and this caps it. Defaults to 1 second.
    */
   readonly spread?: Duration.DurationInput | undefined
 }
 
 /**
  * Lets a failure's `Retry-After` hint replace the formula: when the failure carries a hint, the
- * delay is the hint plus a draw from `[0, spread)`; otherwise `self` decides. `self` still steps
- * on every failure, so its count of retries stays true, and when it is done the result is done.
+ * delay is the hint plus a draw from `[0, min(spread, hint / 2))`; otherwise `self` decides.
+ *
+ * The spread grows with the hint because a provider that says "100 ms" means it: a flat second on
+ * top would multiply its wait by eleven. A hint of zero (`Retry-After: 0`, a date in the past) is
+ * the provider saying "now", and gets no spread: the clients it answered reached it at different
+ * instants, so their retries are spread already, and the retry budget bounds them.
+ *
+ * `self` still steps on every failure, so its count of retries stays true, and when it is done the
+ * result is done.
  */
 export const withRetryAfter: {
   (options?: RetryAfterOptions): <Out, In, R>(
@@ -97,8 +105,9 @@ export const withRetryAfter: {
             const delayMillis = delayOf(decision, now) ?? 0
             return Effect.succeed([next, Duration.millis(delayMillis), decision] as const)
           }
+          const hintMillis = Duration.toMillis(hint)
           return Effect.map(Random.next, (fraction) => {
-            const delayMillis = Duration.toMillis(hint) + Math.floor(fraction * spreadMillis)
+            const delayMillis = hintMillis + Math.floor(fraction * Math.min(spreadMillis, hintMillis / 2))
             return [next, Duration.millis(delayMillis), continueAfter(now, delayMillis)] as const
           })
         })

@@ -28,17 +28,36 @@ export interface ResponseFields {
   readonly shouldRetry?: boolean | undefined
 }
 
-/** Fields of failures that can carry a `Retry-After` / `retry-after-ms` hint. */
+/**
+ * Fields of the failures that can be retried, which carry the provider's `Retry-After` /
+ * `retry-after-ms` hint: a 408, a 409 or a 400 with `x-should-retry: true` is retried like a 429,
+ * and waits as long as the provider asked, like a 429.
+ */
 export interface HintedResponseFields extends ResponseFields {
   readonly retryAfter?: Duration.Duration | undefined
+}
+
+/** What each system error code of a failed connection means, in the words a person looks for. */
+const connectProblems: Readonly<Record<string, string>> = {
+  ECONNREFUSED: "connection refused",
+  ENOTFOUND: "no such host",
+  EAI_NONAME: "no such host",
+  EAI_AGAIN: "the host name could not be looked up now",
+  EHOSTUNREACH: "host unreachable",
+  ENETUNREACH: "network unreachable",
+  EHOSTDOWN: "host down",
+  EADDRNOTAVAIL: "address not available"
 }
 
 /** No connection could be opened (refused, DNS, unreachable): no byte reached the server. */
 export class ConnectFailed extends Data.TaggedError("ConnectFailed")<{
   readonly detail: string
+  /** The system error code, such as `ECONNREFUSED` or `ENOTFOUND`, when the transport knows it. */
+  readonly code?: string | undefined
 }> {
   override get message() {
-    return `could not connect, nothing was sent: ${this.detail}`
+    const problem = this.code === undefined ? undefined : connectProblems[this.code]
+    return `could not connect${problem === undefined ? "" : ` (${problem})`}, nothing was sent: ${this.detail}`
   }
 }
 
@@ -107,15 +126,21 @@ export class Overloaded extends Data.TaggedError("Overloaded")<HintedResponseFie
   }
 }
 
-/** A 4xx that is about the request itself: fix the request, do not loop. */
-export class ClientError extends Data.TaggedError("ClientError")<ResponseFields> {
+/**
+ * A 4xx that is about the request itself: fix the request, do not loop. A 408, a 409, and any 4xx
+ * the provider marks `x-should-retry: true` are the exceptions, and wait for their hint when retried.
+ */
+export class ClientError extends Data.TaggedError("ClientError")<HintedResponseFields> {
   override get message() {
     return `request rejected (${describe(this.status, this.providerCode, this.detail)})`
   }
 }
 
-/** 401/403: the credential is missing, wrong or not allowed. It will not fix itself. */
-export class AuthenticationFailed extends Data.TaggedError("AuthenticationFailed")<ResponseFields> {
+/**
+ * 401/403: the credential is missing, wrong or not allowed. It will not fix itself, unless the
+ * provider says otherwise (`x-should-retry: true`), so it keeps the hint for that case.
+ */
+export class AuthenticationFailed extends Data.TaggedError("AuthenticationFailed")<HintedResponseFields> {
   override get message() {
     return `authentication failed (${describe(this.status, this.providerCode, this.detail)}); check the API key`
   }
@@ -263,11 +288,14 @@ export type StopReason =
   | "attempts"
   /** the retry budget refused the retry */
   | "budget"
-  /** the deadline passed, or the next sleep or attempt could not finish before it */
+  /** the deadline passed, or the backoff's sleep or the next attempt could not finish before it */
   | "deadline"
   /** the concurrency gate was full and the target sheds */
   | "shed"
-  /** the provider asked to wait longer than the policy will sleep */
+  /**
+   * the provider asked to wait longer than the policy will sleep, or than the call's time left
+   * allows: this target cannot serve the call in time, another may
+   */
   | "retry-after-too-long"
   /** a nested call made its single attempt and left retrying to the enclosing call */
   | "deferred"
@@ -358,8 +386,10 @@ export interface ResponseSummary {
 /**
  * Maps an HTTP error response (status 400 or above) onto its failure. The provider's code decides
  * before the status: a 429 that says `insufficient_quota` is exhausted quota, a 503 that says
- * `model_not_found` is an unavailable model. A status below 400 is not an error response and maps
- * to `ClientError`, so a transport that forgot to follow a redirect fails loudly.
+ * `model_not_found` is an unavailable model. Every failure that may be retried keeps the hint;
+ * an exhausted quota and an unavailable model, which waiting does not fix, do not. A status below
+ * 400 is not an error response and maps to `ClientError`, so a transport that forgot to follow a
+ * redirect fails loudly.
  */
 export const fromResponse = (response: ResponseSummary): Failure => {
   const { model, providerType, retryAfter, ...fields } = response
@@ -372,11 +402,10 @@ export const fromResponse = (response: ResponseSummary): Failure => {
     return new ModelUnavailable({ ...fields, model })
   }
   const status = response.status
-  if (status === 401 || status === 403) return new AuthenticationFailed(fields)
-  if (status === 429) return new RateLimited({ ...fields, retryAfter })
-  if (status === 503 || status === 529 || providerType === "overloaded_error") {
-    return new Overloaded({ ...fields, retryAfter })
-  }
-  if (status >= 500) return new ServerError({ ...fields, retryAfter })
-  return new ClientError(fields)
+  const hinted = { ...fields, retryAfter }
+  if (status === 401 || status === 403) return new AuthenticationFailed(hinted)
+  if (status === 429) return new RateLimited(hinted)
+  if (status === 503 || status === 529 || providerType === "overloaded_error") return new Overloaded(hinted)
+  if (status >= 500) return new ServerError(hinted)
+  return new ClientError(hinted)
 }

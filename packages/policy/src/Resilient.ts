@@ -24,6 +24,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import type * as FiberId from "effect/FiberId"
 import * as FiberRef from "effect/FiberRef"
 import * as FiberRefs from "effect/FiberRefs"
 import { dual } from "effect/Function"
@@ -71,6 +72,20 @@ export const CurrentAttempt: FiberRef.FiberRef<AttemptInfo | undefined> = global
   () => FiberRef.unsafeMake<AttemptInfo | undefined>(undefined, { join: (parent) => parent })
 )
 
+/**
+ * The gates whose permits the enclosing attempts hold: one gate, or several when calls through
+ * different gates nest. Internal, so `AttemptInfo` stays what a transport needs.
+ */
+type HeldGates = ConcurrencyGate.Service | ReadonlyArray<ConcurrencyGate.Service> | undefined
+
+const CurrentHeldGates: FiberRef.FiberRef<HeldGates> = globalValue(
+  "@resilient-ai/policy/Resilient/CurrentHeldGates",
+  () => FiberRef.unsafeMake<HeldGates>(undefined, { join: (parent) => parent })
+)
+
+const holds = (held: HeldGates, gate: ConcurrencyGate.Service): boolean =>
+  held === gate || (held !== undefined && !("acquire" in held) && held.includes(gate))
+
 /** A retry policy: plain data, shared by every call to one target. */
 export interface Policy {
   /** Names the target in metrics, logs and failures. */
@@ -88,7 +103,10 @@ export interface Policy {
    * off. The bar rises to what the policy's successful attempts take lately (a moving average).
    */
   readonly minAttemptTime: Duration.Duration
-  /** A provider hint longer than this ends the sequence instead of being slept through. */
+  /**
+   * A provider hint longer than this, or than the call's time left, ends the sequence
+   * (`retry-after-too-long`) instead of being slept through.
+   */
   readonly maxRetryAfter: Duration.Duration
   /** Whether ambiguous failures (the request may have run) may be replayed. */
   readonly replaySafe: boolean
@@ -104,7 +122,10 @@ export interface PolicyOptions {
   readonly baseDelay?: Duration.DurationInput | undefined
   /** Full jitter's cap. Default 8 seconds. Ignored when `schedule` is given. */
   readonly maxDelay?: Duration.DurationInput | undefined
-  /** Random spread added to a provider's hint. Default 1 second. Ignored when `schedule` is given. */
+  /**
+   * The cap of the random spread added to a provider's hint, which is drawn from `[0, hint / 2)`.
+   * Default 1 second. Ignored when `schedule` is given.
+   */
   readonly hintSpread?: Duration.DurationInput | undefined
   /** Replaces the default full jitter with the provider's hint winning. */
   readonly schedule?: Schedule.Schedule<unknown, Failure.Failure> | undefined
@@ -227,6 +248,9 @@ const stateOf = (policy: Policy): PolicyState => {
   return state
 }
 
+/** A FiberRef's value for an attempt's fiber, as `FiberRefs.updateManyAs` takes it. */
+type RefEntry = readonly [FiberRef.FiberRef<any>, readonly [readonly [FiberId.Single, unknown]]]
+
 /** What the attempt told the sequence about itself while it ran. */
 interface AttemptNotes {
   phase: "headers" | "body" | undefined
@@ -239,6 +263,12 @@ export interface TargetServices {
   readonly gate: ConcurrencyGate.Service
   /** The target's own classifier; the one in context (by default `Classifier.classifyDefault`) otherwise. */
   readonly classifier?: ClassifierService | undefined
+  /**
+   * FiberRef values every attempt of the target runs with, such as `HttpClient.currentTracerPropagation`:
+   * given to each attempt's fiber as it is made, where an `Effect.locally` around every call would
+   * copy the fiber's refs twice per call.
+   */
+  readonly attemptRefs?: ReadonlyArray<readonly [FiberRef.FiberRef<any>, unknown]> | undefined
 }
 
 const runSequence = <A, E extends AttemptError, R>(
@@ -255,6 +285,7 @@ const runSequence = <A, E extends AttemptError, R>(
     const budget = targetServices?.budget ?? Context.get(services, RetryBudget.RetryBudget)
     const gate = targetServices?.gate ?? Context.get(services, ConcurrencyGate.ConcurrencyGate)
     const { classify } = targetServices?.classifier ?? Context.get(services, Classifier)
+    const attemptRefs = targetServices?.attemptRefs
     const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
     const metricLabels = fiber.getFiberRef(FiberRef.currentMetricLabels)
     const minimumLogLevel = fiber.getFiberRef(FiberRef.currentMinimumLogLevel)
@@ -267,9 +298,19 @@ const runSequence = <A, E extends AttemptError, R>(
       ? inheritedDeadline
       : Math.min(inheritedDeadline, startedAt + Duration.toMillis(options.timeout))
     const nested = outer !== undefined
-    // The enclosing call already holds a permit of its own target's gate; taking a second one
-    // from the same gate could wait on ourselves.
-    const gated = !(nested && outer.target === policy.target)
+    // An enclosing call already holds a permit of this gate: waiting for a second one could wait on
+    // that very permit. The gate itself decides, not the target's name: two targets may share a
+    // gate, and two policies may name one target over different gates.
+    const outerGates = nested ? fiber.getFiberRef(CurrentHeldGates) : undefined
+    const gated = !holds(outerGates, gate)
+    // What this call's attempts hold, for the calls nested in them to see.
+    const heldGates: HeldGates = !gated
+      ? outerGates
+      : outerGates === undefined
+      ? gate
+      : "acquire" in outerGates
+      ? [outerGates, gate]
+      : [...outerGates, gate]
     const maxAttempts = nested ? 1 : policy.maxAttempts
     const replaySafe = options?.replaySafe ?? policy.replaySafe
     // Generated on first use: a first-try success that nobody logs or reads never needs one.
@@ -281,6 +322,15 @@ const runSequence = <A, E extends AttemptError, R>(
     const minAttemptMillis = Math.max(Duration.toMillis(policy.minAttemptTime), latency.millis)
     const maxRetryAfterMillis = Duration.toMillis(policy.maxRetryAfter)
     const history: Array<Failure.AttemptRecord> = []
+    /**
+     * Whether an attempt would still get its time after sleeping `delay` from `now`: the test
+     * `attemptFrom` makes when the sleep ends. With a zero `minAttemptMillis`, a sleep ending exactly
+     * at the deadline would otherwise be granted, spent and then wasted.
+     */
+    const leavesRoom = (now: number, delay: number) => {
+      const left = deadline - (now + delay)
+      return left > 0 && left >= minAttemptMillis
+    }
     let scheduleState: unknown = policy.schedule.initial
     let lastFailure: Last | undefined
 
@@ -365,12 +415,15 @@ const runSequence = <A, E extends AttemptError, R>(
         delayBefore: Duration.millis(delayBefore)
       })
       const verdict = settled ? "terminal" : classify(failure)
+      const hint = Failure.retryAfterOf(failure)
+      const hintMillis = hint === undefined ? undefined : Duration.toMillis(hint)
       const logged = {
         attempt,
         durationMs: latency,
         failure: failure._tag,
         status: Failure.statusOf(failure),
         verdict,
+        retryAfterMs: hintMillis,
         ...notes.annotations
       }
       const stopHere = (reason: Failure.StopReason) =>
@@ -392,33 +445,42 @@ const runSequence = <A, E extends AttemptError, R>(
       if (verdict === "terminal") return stopHere(failure._tag === "Shed" ? "shed" : "terminal")
       if (verdict === "ambiguous" && !replaySafe) return stopHere("not-replay-safe")
       if (attempt >= maxAttempts) return stopHere("attempts")
-      const hint = Failure.retryAfterOf(failure)
-      if (hint !== undefined && Duration.toMillis(hint) > maxRetryAfterMillis) return stopHere("retry-after-too-long")
+      const skipHere = () => {
+        count(metrics.deadlineSkips)
+        return stopHere("deadline")
+      }
+      if (hintMillis !== undefined) {
+        if (hintMillis > maxRetryAfterMillis) return stopHere("retry-after-too-long")
+        // A wait the call cannot afford says this target cannot serve it in time, while the time
+        // left may well be enough for another target: that is a failover, not a deadline.
+        const now = clock.unsafeCurrentTimeMillis()
+        if (!leavesRoom(now, hintMillis)) return leavesRoom(now, 0) ? stopHere("retry-after-too-long") : skipHere()
+      }
 
       return Effect.flatMap(policy.schedule.step(clock.unsafeCurrentTimeMillis(), failure, scheduleState), (step) => {
         const now = clock.unsafeCurrentTimeMillis()
         scheduleState = step[0]
-        const delay = Backoff.delayOf(step[2], now)
+        let delay = Backoff.delayOf(step[2], now)
         if (delay === undefined) return stopHere("attempts")
-        // The same test `attemptFrom` makes when the sleep ends; with a zero `minAttemptMillis`, a
-        // sleep ending exactly at the deadline would otherwise be granted, spent and then wasted.
-        const left = deadline - (now + delay)
-        if (left <= 0 || left < minAttemptMillis) {
-          count(metrics.deadlineSkips)
-          return stopHere("deadline")
+        if (!leavesRoom(now, delay)) {
+          // The provider's wait fits, what the schedule added to it does not: the addition gives
+          // way, down to the last moment that still leaves an attempt its time.
+          if (hintMillis === undefined || !leavesRoom(now, hintMillis)) return skipHere()
+          delay = Math.max(hintMillis, Math.ceil(deadline - now - minAttemptMillis) - 1)
         }
+        const sleep = delay
         return Effect.flatMap(budget.tryAcquire(failure), (granted) => {
           if (!granted) {
             count(metrics.budgetExhausted)
             return stopHere("budget")
           }
           count(metrics.retries)
-          return log(LogLevel.Info, "attempt failed, retrying", { ...logged, retryInMs: Math.round(delay) })
+          return log(LogLevel.Info, "attempt failed, retrying", { ...logged, retryInMs: Math.round(sleep) })
             .pipe(
-              Effect.zipRight(Effect.sleep(Duration.millis(delay))),
+              Effect.zipRight(Effect.sleep(Duration.millis(sleep))),
               Effect.zipRight(Effect.suspend(() => {
-                count(metrics.retryDelay, delay)
-                return attemptFrom(attempt + 1, delay)
+                count(metrics.retryDelay, sleep)
+                return attemptFrom(attempt + 1, sleep)
               }))
             )
         })
@@ -484,14 +546,18 @@ const runSequence = <A, E extends AttemptError, R>(
             notes.annotations[key] = value
           }
         }
-        const fiberRefs = FiberRefs.updateManyAs(current.getFiberRefs(), {
-          entries: [
-            [CurrentAttempt, [[current.id(), info]]],
-            [CurrentDeadline, [[current.id(), deadline]]],
-            // The attempt's failure is this sequence's to handle, not an unhandled error to report.
-            [FiberRef.unhandledErrorLogLevel, [[current.id(), Option.none()]]]
-          ]
-        })
+        const id = current.id()
+        const entries: [RefEntry, ...Array<RefEntry>] = [
+          [CurrentAttempt, [[id, info]]],
+          [CurrentDeadline, [[id, deadline]]],
+          [CurrentHeldGates, [[id, heldGates]]],
+          // The attempt's failure is this sequence's to handle, not an unhandled error to report.
+          [FiberRef.unhandledErrorLogLevel, [[id, Option.none()]]]
+        ]
+        if (attemptRefs !== undefined) {
+          for (const [ref, value] of attemptRefs) entries.push([ref, [[id, value]]])
+        }
+        const fiberRefs = FiberRefs.updateManyAs(current.getFiberRefs(), { entries })
         if (!nested) count(metrics.attempts)
         const run = startBounded(self, current, callerFlags, fiberRefs, timeoutMillis)
         if (run._tag === "Finished") {

@@ -10,7 +10,7 @@
  * replay timeouts; they do not read `Retry-After`.
  */
 import { Target } from "@resilient-ai/client"
-import { Backoff, ConcurrencyGate, type Failure, Resilient, RetryBudget } from "@resilient-ai/policy"
+import { Backoff, Classifier, ConcurrencyGate, type Failure, Resilient, RetryBudget } from "@resilient-ai/policy"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Random from "effect/Random"
@@ -88,21 +88,35 @@ const exponential = (baseMillis: number, capMillis: number): Schedule.Schedule<D
 
 const continueAfter = (now: number, delay: number) => ScheduleDecision.continueWith(ScheduleInterval.after(now + delay))
 
-/** gRPC retry throttling (gRFC A6): spend a token per failure, earn `ratio` per success, retry above half. */
+/** A failure carrying the provider's "do not retry" (`x-should-retry: false`): gRPC's pushback. */
+const pushedBack = (failure: Failure.Failure): boolean => "shouldRetry" in failure && failure.shouldRetry === false
+
+/**
+ * gRPC retry throttling (gRFC A6): a token count that starts at `maxTokens`; a failed attempt whose
+ * status the policy retries, or a pushback saying not to retry, spends one; a success earns
+ * `tokenRatio`; retries are allowed while more than `maxTokens / 2` is left. A failure the policy does
+ * not retry (a malformed request, an exhausted quota) spends nothing: it says nothing about the
+ * server's health. The policy's retryable set is what the classifier in context does not call
+ * terminal, ambiguous failures included: the references replay them. Tokens are counted in
+ * thousandths, as gRPC does (`tokenRatio` has up to 3 decimals), so ten successes of 0.1 earn
+ * exactly one token.
+ */
 export const grpcThrottling = (maxTokens: number, tokenRatio: number): Effect.Effect<RetryBudget.Service> =>
   Effect.sync(() => {
-    let tokens = maxTokens
+    const maxMilli = Math.round(maxTokens * 1000)
+    const ratioMilli = Math.round(tokenRatio * 1000)
+    let milli = maxMilli
     return {
-      tryAcquire: () => Effect.sync(() => tokens > maxTokens / 2),
-      recordFailure: () =>
-        Effect.sync(() => {
-          tokens = Math.max(0, tokens - 1)
+      tryAcquire: () => Effect.sync(() => milli * 2 > maxMilli),
+      recordFailure: (failure) =>
+        Effect.map(Classifier.Classifier, ({ classify }) => {
+          if (classify(failure) !== "terminal" || pushedBack(failure)) milli = Math.max(0, milli - 1000)
         }),
       recordSuccess: () =>
         Effect.sync(() => {
-          tokens = Math.min(maxTokens, tokens + tokenRatio)
+          milli = Math.min(maxMilli, milli + ratioMilli)
         }),
-      snapshot: Effect.sync(() => ({ successes: 0, retries: 0, allowance: tokens }))
+      snapshot: Effect.sync(() => ({ successes: 0, retries: 0, allowance: milli / 1000 }))
     }
   })
 
