@@ -17,7 +17,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type { Redis } from "ioredis"
 import { keyFor } from "./internal/keys.js"
-import { answered, memberTtlMillis, never, register } from "./internal/script.js"
+import { answered, isVoid, memberTtlMillis, never, register, type Void } from "./internal/script.js"
 import { RedisConnection } from "./RedisConnection.js"
 
 /**
@@ -95,7 +95,7 @@ return { 1, successes, retries + 1, fleet, current }
 type Answer = [granted: number, successes: number, retries: number, fleet: number, bucket: number]
 
 interface Scripted extends Redis {
-  resilientAiBudget(members: string, key: string, ...args: Array<string | number>): Promise<Answer | null>
+  resilientAiBudget(members: string, key: string, ...args: Array<string | number>): Promise<Answer | Void>
 }
 
 // The most buckets a Redis window may have: a sweep deletes up to two fields per bucket in one
@@ -155,8 +155,12 @@ export const make = (options: Options): Effect.Effect<RetryBudget.Service, never
         reporting
       ).then(
         (answer) => {
-          if (answer === null) unreported += reporting
-          else fleet = Math.max(connection.fleetSize, answer[3])
+          if (isVoid(answer)) {
+            fleet = Math.max(connection.fleetSize, answer[1])
+            unreported += reporting
+            return null
+          }
+          fleet = Math.max(connection.fleetSize, answer[3])
           return answer
         },
         (error) => {

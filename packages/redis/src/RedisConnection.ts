@@ -34,7 +34,8 @@ export interface Options {
   readonly keyPrefix?: string | undefined
   /**
    * How long a decision waits for Redis before it is made in process instead. Default 50 ms. A
-   * command Redis receives later than this never takes effect (see `decide`).
+   * command Redis receives later than this after it was sent never takes effect (see `decide`);
+   * the wait is longer by twice the error of the connection's reading of Redis's clock.
    */
   readonly commandTimeout?: Duration.DurationInput | undefined
   /** How long after Redis was found unreachable before it is tried again. Default 1 second. */
@@ -285,11 +286,17 @@ export const make = (options: Options): Effect.Effect<Service, never, Scope.Scop
       new Promise((resolve) => {
         const sent = wallClock()
         const known = estimate
-        // Redis voids the command from the moment this process may have stopped waiting, less the
-        // error of the clock estimate, so a command that takes effect is always answered in time.
-        const voidAfter = known === undefined
-          ? 0
-          : sent + known.offset + commandTimeoutMillis - errorOf(known, sent) - 1
+        // Without Redis's clock no command can say when it stops counting: decide in process.
+        if (known === undefined) {
+          remeasure()
+          return resolve({ _tag: "void" })
+        }
+        // Redis voids the command one command timeout after it was sent, on Redis's clock as far
+        // as it is known; this process waits that long plus twice the estimate's error (and a
+        // millisecond), so a command that took effect is always answered while it still waits. An
+        // estimate made on a busy machine makes the wait a little longer, not the command void.
+        const voidAfter = sent + known.offset + commandTimeoutMillis
+        const waitMillis = commandTimeoutMillis + 2 * errorOf(known, sent) + 1
         let waiting = true
         if (waitingCommands++ === 0) silentSince = sent
         const settle = (asked: Asked<A>) => {
@@ -300,7 +307,7 @@ export const make = (options: Options): Effect.Effect<Service, never, Scope.Scop
         }
         const timer = setTimeout(
           () => setImmediate(() => settle({ _tag: "timedOut", silentFor: wallClock() - silentSince })),
-          commandTimeoutMillis
+          waitMillis
         )
         command(voidAfter).then(
           (value) => {

@@ -21,7 +21,7 @@ import * as Random from "effect/Random"
 import type { Redis } from "ioredis"
 import { hostname } from "node:os"
 import { keyFor } from "./internal/keys.js"
-import { answered, memberTtlMillis, never, register } from "./internal/script.js"
+import { answered, isVoid, memberTtlMillis, never, register, type Void } from "./internal/script.js"
 import { RedisConnection } from "./RedisConnection.js"
 
 /**
@@ -122,7 +122,7 @@ interface Scripted extends Redis {
     leases: string,
     health: string,
     ...args: Array<string | number>
-  ): Promise<Answer | null>
+  ): Promise<Answer | Void>
 }
 
 /** Settings of a fleet gate: those of `ConcurrencyGate`, the API key the fleet shares (only its fingerprint is used), and the leases. */
@@ -203,8 +203,8 @@ export const make = (
         healthTtl,
         clock.unsafeCurrentTimeMillis()
       ).then((answer) => {
-        if (answer !== null) fleet = Math.max(connection.fleetSize, answer[4])
-        return answer
+        fleet = Math.max(connection.fleetSize, isVoid(answer) ? answer[1] : answer[4])
+        return isVoid(answer) ? null : answer
       })
     /** Tells Redis whatever it takes: a release is wanted however late it arrives. */
     const giveBack = (lease: string, outcome: ConcurrencyGate.Outcome) =>
