@@ -30,6 +30,39 @@ const settle = <A, E, R>(effect: Effect.Effect<A, E, R>, by: Duration.DurationIn
     return yield* Fiber.await(fiber)
   })
 
+describe("Resilient.retry on the real clock (its attempt timeout is a timer of the platform's own)", () => {
+  it.live("an attempt that outlives its timeout is interrupted, its finalizer run, and the call told ReadTimeout", () => {
+    const target = freshTarget("live-timeout")
+    return Effect.gen(function*() {
+      let finalized = 0
+      const hangs = Effect.never.pipe(Effect.onInterrupt(() => Effect.sync(() => finalized++)))
+      const policy = Resilient.policy({
+        target,
+        maxAttempts: 2,
+        attemptTimeout: "30 millis",
+        minAttemptTime: "1 millis"
+      })
+      const failure = failureOf(yield* Effect.exit(Resilient.retry(hangs, policy, { replaySafe: true })))
+      assert.strictEqual(failure.reason, "attempts")
+      assert.deepStrictEqual(failure.attempts.map((attempt) => attempt.outcome), ["ReadTimeout", "ReadTimeout"])
+      assert.strictEqual(finalized, 2, "each attempt was interrupted and awaited before the call went on")
+    }).pipe(Effect.provide(services(target)))
+  })
+
+  it.live("an attempt that ends in time is not cut off, and its timer does not outlive it", () => {
+    const target = freshTarget("live-in-time")
+    return Effect.gen(function*() {
+      const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length
+      const policy = Resilient.policy({ target, attemptTimeout: "1 second", minAttemptTime: "1 millis" })
+      const before = timers()
+      const answer = yield* Resilient.retry(Effect.as(Effect.sleep("5 millis"), "answer"), policy)
+      assert.strictEqual(answer, "answer")
+      // A timer left armed would keep Node's event loop alive for the whole second.
+      assert.strictEqual(timers(), before)
+    }).pipe(Effect.provide(services(target)))
+  })
+})
+
 describe("Resilient.retry", () => {
   describe("classification", () => {
     it.effect("a terminal failure stops after one attempt", () => {

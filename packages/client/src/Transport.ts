@@ -160,12 +160,20 @@ const utf8 = (bytes: Uint8Array): string | undefined => {
   }
 }
 
-/** Reads a whole body, refusing to read past `maxBytes`. */
+/**
+ * Reads a whole body, refusing to read past `maxBytes`. A body that declares its length under the
+ * limit is read in one piece (the transport stops at the declared length); a chunked or undeclared
+ * one is streamed and counted as it comes, so an endless body stops at the limit.
+ */
 const readBody = (
   response: HttpClientResponse.HttpClientResponse,
   maxBytes: number
 ): Effect.Effect<Uint8Array, Failure.Failure> => {
-  const declared = Number(response.headers["content-length"])
+  const length = response.headers["content-length"]
+  const declared = length === undefined ? Number.NaN : Number(length)
+  if (Number.isInteger(declared) && declared >= 0 && declared <= maxBytes) {
+    return Effect.mapBoth(response.arrayBuffer, { onFailure: fromBodyError, onSuccess: (body) => new Uint8Array(body) })
+  }
   if (Number.isFinite(declared) && declared > maxBytes) {
     // A body left unread holds its connection, mid-response, until garbage collection: start reading
     // and stop at the first chunk, which ends the stream and with it the request and its connection.

@@ -7,6 +7,7 @@
  * spread, jitter is not working), and how many retries turned into successes (if few do, the
  * budget should be smaller).
  */
+import * as Arr from "effect/Array"
 import * as Effect from "effect/Effect"
 import { globalValue } from "effect/GlobalValue"
 import * as Metric from "effect/Metric"
@@ -99,19 +100,39 @@ export interface TargetMetrics {
 
 const cache = globalValue("@resilient-ai/policy/Metrics/cache", () => new Map<string, TargetMetrics>())
 
+/**
+ * `metric` with `labels`, as `Metric.taggedWithLabels` makes it, but cheap to update. Effect finds
+ * a metric's state by the identity of the label array it is updated with; `taggedWithLabels` joins
+ * the labels into a new array on every update, so every update built and looked up a metric key.
+ * Here an update without labels of its own passes the same array every time.
+ */
+const taggedOnce = <Type, In, Out>(
+  metric: Metric.Metric<Type, In, Out>,
+  labels: ReadonlyArray<MetricLabel.MetricLabel>
+): Metric.Metric<Type, In, Out> => {
+  const withExtra = (extra: ReadonlyArray<MetricLabel.MetricLabel>) =>
+    extra.length === 0 ? labels : Arr.union(labels, extra)
+  return Metric.make(
+    metric.keyType,
+    (input, extra) => metric.unsafeUpdate(input, withExtra(extra)),
+    (extra) => metric.unsafeValue(withExtra(extra)),
+    (input, extra) => metric.unsafeModify(input, withExtra(extra))
+  )
+}
+
 /** The metrics of one target and model. */
 export const forTarget = (target: string, model?: string | undefined): TargetMetrics => {
   const key = `${target}\u0000${model ?? "default"}`
   const cached = cache.get(key)
   if (cached !== undefined) return cached
   const labels = labelsFor(target, model)
-  const tag = <Type, In, Out>(metric: Metric.Metric<Type, In, Out>) => Metric.taggedWithLabels(metric, labels)
+  const tag = <Type, In, Out>(metric: Metric.Metric<Type, In, Out>) => taggedOnce(metric, labels)
   const byKind = <Type, In, Out>(metric: Metric.Metric<Type, In, Out>, label: string) => {
     const tagged = new Map<string, Metric.Metric<Type, In, Out>>()
     return (value: string) => {
       let found = tagged.get(value)
       if (found === undefined) {
-        found = Metric.taggedWithLabels(metric, [...labels, MetricLabel.make(label, value)])
+        found = taggedOnce(metric, [...labels, MetricLabel.make(label, value)])
         tagged.set(value, found)
       }
       return found

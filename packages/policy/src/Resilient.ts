@@ -559,7 +559,7 @@ const runSequence = <A, E extends AttemptError, R>(
         }
         const fiberRefs = FiberRefs.updateManyAs(current.getFiberRefs(), { entries })
         if (!nested) count(metrics.attempts)
-        const run = startBounded(self, current, callerFlags, fiberRefs, timeoutMillis)
+        const run = startBounded(self, current, callerFlags, fiberRefs, timeoutMillis, clock)
         if (run._tag === "Finished") {
           return settle(restore, attempt, run.exit, clock.unsafeCurrentTimeMillis() - started, delayBefore, notes)
         }

@@ -1,7 +1,9 @@
-import type * as Context from "effect/Context"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as DefaultServices from "effect/DefaultServices"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import type * as Exit from "effect/Exit"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import type * as FiberRefs from "effect/FiberRefs"
 import * as Runtime from "effect/Runtime"
@@ -34,24 +36,59 @@ export const startBounded = <A, E, R>(
   parent: Fiber.RuntimeFiber<unknown, unknown>,
   runtimeFlags: RuntimeFlags.RuntimeFlags,
   fiberRefs: FiberRefs.FiberRefs,
-  timeoutMillis: number
+  timeoutMillis: number,
+  clock: Clock.Clock
 ): Started<A, E> => {
   const context = parent.currentContext as Context.Context<R>
   const fiber = Runtime.runFork(Runtime.make({ context, fiberRefs, runtimeFlags }))(self)
   const polled = fiber.unsafePoll()
   if (polled !== null) return { _tag: "Finished", exit: polled }
-  const awaitExit = Effect.async<Exit.Exit<A, E>>((resume) => {
-    fiber.addObserver((exit) => resume(Effect.succeed(exit)))
-    return Fiber.interrupt(fiber)
-  })
-  if (!Number.isFinite(timeoutMillis)) return { _tag: "Running", fiber, result: awaitExit }
-  return {
-    _tag: "Running",
-    fiber,
-    result: Effect.timeoutTo(awaitExit, {
-      duration: Duration.millis(Math.max(0, timeoutMillis)),
+  if (!Number.isFinite(timeoutMillis)) {
+    return { _tag: "Running", fiber, result: awaitExit(fiber, parent, undefined) }
+  }
+  const millis = Math.max(0, timeoutMillis)
+  // On the real clock the timer is Node's own, armed beside the wait: no fiber races the attempt.
+  // Any other clock (a TestClock, a simulation) is asked to sleep, as Effect.timeout would.
+  const result: Effect.Effect<Exit.Exit<A, E> | typeof timedOut> = clock === realClock
+    ? awaitExit(fiber, parent, millis)
+    : Effect.timeoutTo(awaitExit(fiber, parent, undefined), {
+      duration: Duration.millis(millis),
       onSuccess: (exit): Exit.Exit<A, E> | typeof timedOut => exit,
       onTimeout: () => timedOut
     })
-  }
+  return { _tag: "Running", fiber, result }
 }
+
+/** The clock every fiber has unless a program provides another. */
+const realClock = Context.get(DefaultServices.liveServices, Clock.Clock)
+
+// The platform's own timers, which the real clock uses too (every JavaScript runtime has them; this
+// package compiles without any runtime's types).
+declare const setTimeout: (callback: () => void, millis: number) => unknown
+declare const clearTimeout: (handle: unknown) => void
+
+/** Timers fire at once past this (2^31 − 1 ms, about 24.8 days): a longer wait has no timer. */
+const maxTimerMillis = 2 ** 31 - 1
+
+/**
+ * Waits for `fiber` to end. With `timeoutMillis`, a timer interrupts it when the time is up, and
+ * the wait gives `timedOut` once it has ended (unless it succeeded meanwhile). Interrupting the
+ * wait interrupts the fiber and waits for it, so nothing it opened outlives it.
+ */
+const awaitExit = <A, E>(
+  fiber: Fiber.RuntimeFiber<A, E>,
+  parent: Fiber.RuntimeFiber<unknown, unknown>,
+  timeoutMillis: number | undefined
+): Effect.Effect<Exit.Exit<A, E> | typeof timedOut> =>
+  Effect.async<Exit.Exit<A, E> | typeof timedOut>((resume) => {
+    let expired = false
+    const timer = timeoutMillis === undefined || timeoutMillis > maxTimerMillis ? undefined : setTimeout(() => {
+      expired = true
+      fiber.unsafeInterruptAsFork(parent.id())
+    }, timeoutMillis)
+    fiber.addObserver((exit) => {
+      if (timer !== undefined) clearTimeout(timer)
+      resume(Effect.succeed(expired && !Exit.isSuccess(exit) ? timedOut : exit))
+    })
+    return Fiber.interrupt(fiber)
+  })
