@@ -40,13 +40,33 @@ describe("Resilient.retry on the real clock (its attempt timeout is a timer of t
         target,
         maxAttempts: 2,
         attemptTimeout: "30 millis",
-        minAttemptTime: "1 millis"
+        minAttemptTime: "1 millis",
+        baseDelay: "1 millis",
+        maxDelay: "2 millis"
       })
       const failure = failureOf(yield* Effect.exit(Resilient.retry(hangs, policy, { replaySafe: true })))
       assert.strictEqual(failure.reason, "attempts")
       assert.deepStrictEqual(failure.attempts.map((attempt) => attempt.outcome), ["ReadTimeout", "ReadTimeout"])
       assert.strictEqual(finalized, 2, "each attempt was interrupted and awaited before the call went on")
-    }).pipe(Effect.provide(services(target)))
+    }).pipe(Effect.provide(services(target)), Logger.withMinimumLogLevel(LogLevel.None))
+  })
+
+  it.live("an attempt cut off by its timeout gives back its own permit, once", () => {
+    const target = freshTarget("live-one-release")
+    return Effect.gen(function*() {
+      const gate = yield* ConcurrencyGate.ConcurrencyGate
+      const policy = Resilient.policy({
+        target,
+        maxAttempts: 1,
+        attemptTimeout: "20 millis",
+        minAttemptTime: "1 millis"
+      })
+      const holder = yield* Effect.fork(Resilient.retry(Effect.never, Resilient.policy({ target, maxAttempts: 1 })))
+      assert.strictEqual(failureOf(yield* Effect.exit(Resilient.retry(Effect.never, policy))).last._tag, "ReadTimeout")
+      assert.strictEqual((yield* gate.snapshot).inFlight, 1, "the holder's permit is still counted")
+      yield* Fiber.interrupt(holder)
+      assert.strictEqual((yield* gate.snapshot).inFlight, 0)
+    }).pipe(Effect.provide(services(target)), Logger.withMinimumLogLevel(LogLevel.None))
   })
 
   it.live("an attempt that ends in time is not cut off, and its timer does not outlive it", () => {
@@ -59,6 +79,28 @@ describe("Resilient.retry on the real clock (its attempt timeout is a timer of t
       assert.strictEqual(answer, "answer")
       // A timer left armed would keep Node's event loop alive for the whole second.
       assert.strictEqual(timers(), before)
+    }).pipe(Effect.provide(services(target)), Logger.withMinimumLogLevel(LogLevel.None))
+  })
+})
+
+describe("Resilient.retry and the gate's permits", () => {
+  it.effect("an attempt cut off by its timeout gives back its own permit, once: another caller's stays held", () => {
+    const target = freshTarget("one-release")
+    return Effect.gen(function*() {
+      const gate = yield* ConcurrencyGate.ConcurrencyGate
+      const policy = Resilient.policy({
+        target,
+        maxAttempts: 1,
+        attemptTimeout: "1 second",
+        minAttemptTime: "1 millis"
+      })
+      const holder = yield* Effect.fork(Resilient.retry(Effect.never, Resilient.policy({ target, maxAttempts: 1 })))
+      const timesOut = yield* Effect.fork(Resilient.retry(Effect.never, policy, { replaySafe: true }))
+      yield* TestClock.adjust("2 seconds")
+      assert.strictEqual(failureOf(yield* Fiber.await(timesOut)).last._tag, "ReadTimeout")
+      assert.strictEqual((yield* gate.snapshot).inFlight, 1, "the holder's permit is still counted")
+      yield* Fiber.interrupt(holder)
+      assert.strictEqual((yield* gate.snapshot).inFlight, 0)
     }).pipe(Effect.provide(services(target)))
   })
 })

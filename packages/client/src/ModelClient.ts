@@ -93,7 +93,10 @@ export const servicesFor = (target: Target.Target): Effect.Effect<Services> =>
 const observing = (gate: ConcurrencyGate.Service): ConcurrencyGate.Service => ({
   ...gate,
   acquire: () => Effect.void,
-  release: gate.observe
+  release: gate.observe,
+  // The gate's own shortcuts would take and give back real permits.
+  tryAcquireNow: () => true,
+  releaseNow: undefined
 })
 
 /** The failure of a stream that could not take a permit, as `retry` reports one for a call. */

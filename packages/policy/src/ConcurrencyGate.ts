@@ -277,6 +277,14 @@ export interface Service {
   /** Gives a permit back, with what the attempt said about the target's capacity. */
   readonly release: (outcome: Outcome) => Effect.Effect<void>
   /**
+   * Takes a permit at once, without an effect, when one is free and nobody waits for it; `false`
+   * means: ask `acquire`. A gate that must ask elsewhere (a fleet's) leaves it out. For the hot
+   * path of a call, which runs it where it cannot be interrupted.
+   */
+  readonly tryAcquireNow?: (() => boolean) | undefined
+  /** `release` without an effect, for a permit `tryAcquireNow` or `acquire` gave. */
+  readonly releaseNow?: ((outcome: Outcome) => void) | undefined
+  /**
    * Records what an attempt said about capacity without giving a permit back: for work that holds
    * one permit across several attempts, like a stream retried until its first chunk.
    */
@@ -383,24 +391,31 @@ export const make = (options: Options, share?: () => number): Effect.Effect<Serv
       )
     }
 
+    const tryAcquireNow = (): boolean => {
+      const at = now()
+      grantWaiting(at)
+      return waiters.length === 0 && limiter.tryAcquire(at)
+    }
+    const releaseNow = (outcome: Outcome): void => {
+      const at = now()
+      const before = limiter.health(at)
+      limiter.release(at, outcome)
+      if (limiter.health(at) === before) grantWaiting(at)
+      else afterHealthChange(at)
+    }
+
     const service: Service = {
       acquire: (deadline) =>
         Effect.suspend((): Effect.Effect<void, Failure.Shed | Failure.DeadlineExceeded> => {
+          if (tryAcquireNow()) return Effect.void
           const at = now()
-          grantWaiting(at)
-          if (waiters.length === 0 && limiter.tryAcquire(at)) return Effect.void
           if (checked.mode === "shed" || waiters.length >= checked.maxWaiting) return Effect.fail(shed())
           if (at >= deadline) return Effect.fail(new Failure.DeadlineExceeded({ deadline, phase: "queue" }))
           return waitForPermit(deadline)
         }),
-      release: (outcome) =>
-        Effect.sync(() => {
-          const at = now()
-          const before = limiter.health(at)
-          limiter.release(at, outcome)
-          if (limiter.health(at) === before) grantWaiting(at)
-          else afterHealthChange(at)
-        }),
+      release: (outcome) => Effect.sync(() => releaseNow(outcome)),
+      tryAcquireNow,
+      releaseNow,
       observe: (outcome) =>
         Effect.sync(() => {
           const at = now()

@@ -23,7 +23,7 @@ import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as Fiber from "effect/Fiber"
+import type * as Fiber from "effect/Fiber"
 import type * as FiberId from "effect/FiberId"
 import * as FiberRef from "effect/FiberRef"
 import * as FiberRefs from "effect/FiberRefs"
@@ -31,7 +31,9 @@ import { dual } from "effect/Function"
 import { globalValue } from "effect/GlobalValue"
 import * as Layer from "effect/Layer"
 import * as LogLevel from "effect/LogLevel"
+import type * as MetricLabel from "effect/MetricLabel"
 import * as Option from "effect/Option"
+import type * as RuntimeFlags from "effect/RuntimeFlags"
 import type * as Schedule from "effect/Schedule"
 import * as Backoff from "./Backoff.js"
 import { Classifier } from "./Classifier.js"
@@ -208,6 +210,20 @@ export type Unwrapped<E> = E extends Failure.CallFailed<infer F> ? F : E
 /** What a sequence over attempts failing with `E` can end with. */
 export type LastFailure<E> = Unwrapped<E> | Failure.DeadlineExceeded | Failure.Shed | Failure.ReadTimeout
 
+// The timeouts calls pass, as written ("20 seconds"), read once each: a call is too short-lived to
+// parse its deadline every time. Bounded, in case a program writes a new one per call.
+const timeoutsRead = new Map<string, number>()
+
+const millisOf = (timeout: Duration.DurationInput): number => {
+  if (typeof timeout !== "string") return Duration.toMillis(timeout)
+  let millis = timeoutsRead.get(timeout)
+  if (millis === undefined) {
+    millis = Duration.toMillis(timeout)
+    if (timeoutsRead.size < 256) timeoutsRead.set(timeout, millis)
+  }
+  return millis
+}
+
 const randomId = (): string => {
   const crypto = (globalThis as { readonly crypto?: { readonly randomUUID?: () => string } }).crypto
   return crypto?.randomUUID?.() ?? `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 12)}`
@@ -251,12 +267,6 @@ const stateOf = (policy: Policy): PolicyState => {
 /** A FiberRef's value for an attempt's fiber, as `FiberRefs.updateManyAs` takes it. */
 type RefEntry = readonly [FiberRef.FiberRef<any>, readonly [readonly [FiberId.Single, unknown]]]
 
-/** What the attempt told the sequence about itself while it ran. */
-interface AttemptNotes {
-  phase: "headers" | "body" | undefined
-  readonly annotations: Record<string, unknown>
-}
-
 /** The services of one target, given to `retryWith` instead of being read from the context. */
 export interface TargetServices {
   readonly budget: RetryBudget.Service
@@ -271,345 +281,432 @@ export interface TargetServices {
   readonly attemptRefs?: ReadonlyArray<readonly [FiberRef.FiberRef<any>, unknown]> | undefined
 }
 
+type Restore = <X, Y, Z>(effect: Effect.Effect<X, Y, Z>) => Effect.Effect<X, Y, Z>
+
+/** One attempt, as the transport sees it (`AttemptInfo`) and as it told the sequence about itself. */
+class Attempt implements AttemptInfo {
+  phase: "headers" | "body" | undefined = undefined
+  annotations: Record<string, unknown> | undefined = undefined
+
+  constructor(
+    private readonly sequence: Sequence<any, any, any>,
+    readonly attempt: number,
+    readonly deadline: number
+  ) {}
+
+  get requestId(): string {
+    return this.sequence.requestIdNow()
+  }
+
+  get target(): string {
+    return this.sequence.policy.target
+  }
+
+  get replaySafe(): boolean {
+    return this.sequence.replaySafe
+  }
+
+  enter(phase: "headers" | "body"): void {
+    this.phase = phase
+  }
+
+  annotate(key: string, value: unknown): void {
+    ;(this.annotations ??= {})[key] = value
+  }
+}
+
+/**
+ * One resilient call: its attempts, waits and decisions. One object per call, its steps methods,
+ * so a call that succeeds at once allocates little beyond its attempt's fiber.
+ */
+class Sequence<A, E extends AttemptError, R> {
+  // Attempts run with the caller's flags, not with those of the region that guards the permit.
+  readonly callerFlags: RuntimeFlags.RuntimeFlags
+  readonly budget: RetryBudget.Service
+  readonly gate: ConcurrencyGate.Service
+  readonly classify: ClassifierService["classify"]
+  readonly attemptRefs: TargetServices["attemptRefs"]
+  readonly clock: Clock.Clock
+  readonly metricLabels: ReadonlyArray<MetricLabel.MetricLabel>
+  readonly minimumLogLevel: LogLevel.LogLevel
+  readonly latency: TypicalLatency
+  readonly metrics: Metrics.TargetMetrics
+  readonly deadline: number
+  readonly nested: boolean
+  readonly gated: boolean
+  /** What this call's attempts hold, for the calls nested in them to see. */
+  readonly heldGates: HeldGates
+  readonly maxAttempts: number
+  readonly replaySafe: boolean
+  readonly attemptTimeoutMillis: number
+  /**
+   * An attempt with less time left than the target's successes usually take could only be cut off,
+   * after the provider started (and billed) it; the policy's floor covers a cold start.
+   */
+  readonly minAttemptMillis: number
+  readonly maxRetryAfterMillis: number
+  requestId: string | undefined
+  history: Array<Failure.AttemptRecord> | undefined = undefined
+  scheduleState: unknown
+  lastFailure: LastFailure<E> | undefined = undefined
+
+  constructor(
+    readonly self: Effect.Effect<A, E, R>,
+    readonly policy: Policy,
+    options: CallOptions | undefined,
+    targetServices: TargetServices | undefined,
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    callerFlags: RuntimeFlags.RuntimeFlags
+  ) {
+    this.callerFlags = callerFlags
+    const services = fiber.currentContext as Context.Context<Services>
+    this.budget = targetServices?.budget ?? Context.get(services, RetryBudget.RetryBudget)
+    this.gate = targetServices?.gate ?? Context.get(services, ConcurrencyGate.ConcurrencyGate)
+    this.classify = (targetServices?.classifier ?? Context.get(services, Classifier)).classify
+    this.attemptRefs = targetServices?.attemptRefs
+    this.clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
+    this.metricLabels = fiber.getFiberRef(FiberRef.currentMetricLabels)
+    this.minimumLogLevel = fiber.getFiberRef(FiberRef.currentMinimumLogLevel)
+    const outer = fiber.getFiberRef(CurrentAttempt)
+    const state = stateOf(policy)
+    this.latency = state.latency
+    this.metrics = state.metrics
+
+    const inheritedDeadline = fiber.getFiberRef(CurrentDeadline)
+    this.deadline = options?.timeout === undefined
+      ? inheritedDeadline
+      : Math.min(inheritedDeadline, this.clock.unsafeCurrentTimeMillis() + millisOf(options.timeout))
+    this.nested = outer !== undefined
+    // An enclosing call already holds a permit of this gate: waiting for a second one could wait on
+    // that very permit. The gate itself decides, not the target's name: two targets may share a
+    // gate, and two policies may name one target over different gates.
+    const outerGates = this.nested ? fiber.getFiberRef(CurrentHeldGates) : undefined
+    this.gated = !holds(outerGates, this.gate)
+    this.heldGates = !this.gated
+      ? outerGates
+      : outerGates === undefined
+      ? this.gate
+      : "acquire" in outerGates
+      ? [outerGates, this.gate]
+      : [...outerGates, this.gate]
+    this.maxAttempts = this.nested ? 1 : policy.maxAttempts
+    this.replaySafe = options?.replaySafe ?? policy.replaySafe
+    // Generated on first use: a first-try success that nobody logs or reads never needs one.
+    this.requestId = options?.requestId ?? outer?.requestId
+    this.attemptTimeoutMillis = Duration.toMillis(policy.attemptTimeout)
+    this.minAttemptMillis = Math.max(Duration.toMillis(policy.minAttemptTime), this.latency.millis)
+    this.maxRetryAfterMillis = Duration.toMillis(policy.maxRetryAfter)
+    this.scheduleState = policy.schedule.initial
+  }
+
+  start(): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
+    if (this.nested) {
+      this.count(this.metrics.nestedSingleAttempts)
+      return this.attemptFrom(1, 0)
+    }
+    const recordCall = this.budget.recordCall
+    return recordCall === undefined ? this.attemptFrom(1, 0) : Effect.zipRight(recordCall, this.attemptFrom(1, 0))
+  }
+
+  requestIdNow(): string {
+    return this.requestId ??= randomId()
+  }
+
+  /**
+   * Whether an attempt would still get its time after sleeping `delay` from `now`: the test
+   * `attemptFrom` makes when the sleep ends. With a zero `minAttemptMillis`, a sleep ending exactly
+   * at the deadline would otherwise be granted, spent and then wasted.
+   */
+  leavesRoom(now: number, delay: number): boolean {
+    const left = this.deadline - (now + delay)
+    return left > 0 && left >= this.minAttemptMillis
+  }
+
+  count(metric: { unsafeUpdate: (input: number, tags: ReadonlyArray<MetricLabel.MetricLabel>) => void }, value = 1) {
+    metric.unsafeUpdate(value, this.metricLabels)
+  }
+
+  log(level: LogLevel.LogLevel, message: string, annotations: Record<string, unknown>): Effect.Effect<void> {
+    return LogLevel.lessThan(level, this.minimumLogLevel)
+      ? Effect.void
+      : Effect.annotateLogs(
+        Effect.logWithLevel(level, message),
+        definedOnly({
+          requestId: this.requestIdNow(),
+          target: this.policy.target,
+          model: this.policy.model,
+          ...annotations
+        })
+      )
+  }
+
+  stop(reason: Failure.StopReason, last: LastFailure<E>): Effect.Effect<never, Failure.CallFailed<LastFailure<E>>> {
+    if (!this.nested) this.count(this.metrics.callsFailed(reason))
+    return Effect.fail(
+      new Failure.CallFailed({ reason, last, attempts: this.history ?? [], target: this.policy.target })
+    )
+  }
+
+  skipForDeadline(phase: Failure.DeadlinePhase) {
+    this.count(this.metrics.deadlineSkips)
+    return this.stop("deadline", this.lastFailure ?? new Failure.DeadlineExceeded({ deadline: this.deadline, phase }))
+  }
+
+  succeed(attempt: Attempt, value: A, took: number): Effect.Effect<A> {
+    this.latency.record(took)
+    const done = LogLevel.lessThan(LogLevel.Debug, this.minimumLogLevel)
+      ? Effect.succeed(value)
+      : Effect.as(
+        this.log(LogLevel.Debug, "attempt succeeded", {
+          attempt: attempt.attempt,
+          durationMs: took,
+          ...attempt.annotations
+        }),
+        value
+      )
+    if (this.nested) return done
+    this.count(this.metrics.successes)
+    this.count(this.metrics.attemptsPerSuccess, attempt.attempt)
+    if (attempt.attempt > 1) this.count(this.metrics.retriesSucceeded)
+    const budget = this.budget
+    if (budget.recordSuccessNow === undefined) return Effect.zipRight(budget.recordSuccess(attempt.attempt), done)
+    budget.recordSuccessNow(attempt.attempt)
+    return done
+  }
+
+  fail(
+    attempt: Attempt,
+    { failure, settled }: AttemptFailure,
+    took: number,
+    delayBefore: number
+  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
+    const last = failure as LastFailure<E>
+    this.lastFailure = last
+    if (!this.nested) this.count(this.metrics.failures(failure._tag))
+    const recordFailure = this.budget.recordFailure
+    if (!this.nested && recordFailure !== undefined) {
+      return Effect.zipRight(
+        recordFailure(failure),
+        Effect.suspend(() => this.decide(attempt, failure, settled, last, took, delayBefore))
+      )
+    }
+    return this.decide(attempt, failure, settled, last, took, delayBefore)
+  }
+
+  decide(
+    attempt: Attempt,
+    failure: Failure.Failure,
+    settled: boolean,
+    last: LastFailure<E>,
+    took: number,
+    delayBefore: number
+  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
+    const number = attempt.attempt
+    ;(this.history ??= []).push({
+      attempt: number,
+      outcome: failure._tag,
+      status: Failure.statusOf(failure),
+      latency: Duration.millis(took),
+      delayBefore: Duration.millis(delayBefore)
+    })
+    const verdict = settled ? "terminal" : this.classify(failure)
+    const hint = Failure.retryAfterOf(failure)
+    const hintMillis = hint === undefined ? undefined : Duration.toMillis(hint)
+    const logged = {
+      attempt: number,
+      durationMs: took,
+      failure: failure._tag,
+      status: Failure.statusOf(failure),
+      verdict,
+      retryAfterMs: hintMillis,
+      ...attempt.annotations
+    }
+    const stopHere = (reason: Failure.StopReason) =>
+      Effect.zipRight(
+        this.log(LogLevel.Warning, "attempt failed, stopping", { ...logged, stop: reason }),
+        this.stop(reason, last)
+      )
+
+    if (this.nested) {
+      return Effect.zipRight(
+        this.log(LogLevel.Info, "attempt failed; retrying is left to the enclosing resilient call", {
+          ...logged,
+          stop: "deferred"
+        }),
+        this.stop("deferred", last)
+      )
+    }
+    if (failure._tag === "DeadlineExceeded") return stopHere("deadline")
+    if (verdict === "terminal") return stopHere(failure._tag === "Shed" ? "shed" : "terminal")
+    if (verdict === "ambiguous" && !this.replaySafe) return stopHere("not-replay-safe")
+    if (number >= this.maxAttempts) return stopHere("attempts")
+    const skipHere = () => {
+      this.count(this.metrics.deadlineSkips)
+      return stopHere("deadline")
+    }
+    const clock = this.clock
+    if (hintMillis !== undefined) {
+      if (hintMillis > this.maxRetryAfterMillis) return stopHere("retry-after-too-long")
+      // A wait the call cannot afford says this target cannot serve it in time, while the time
+      // left may well be enough for another target: that is a failover, not a deadline.
+      const now = clock.unsafeCurrentTimeMillis()
+      if (!this.leavesRoom(now, hintMillis)) {
+        return this.leavesRoom(now, 0) ? stopHere("retry-after-too-long") : skipHere()
+      }
+    }
+
+    return Effect.flatMap(
+      this.policy.schedule.step(clock.unsafeCurrentTimeMillis(), failure, this.scheduleState),
+      (step) => {
+        const now = clock.unsafeCurrentTimeMillis()
+        this.scheduleState = step[0]
+        let delay = Backoff.delayOf(step[2], now)
+        if (delay === undefined) return stopHere("attempts")
+        if (!this.leavesRoom(now, delay)) {
+          // The provider's wait fits, what the schedule added to it does not: the addition gives
+          // way, down to the last moment that still leaves an attempt its time.
+          if (hintMillis === undefined || !this.leavesRoom(now, hintMillis)) return skipHere()
+          delay = Math.max(hintMillis, Math.ceil(this.deadline - now - this.minAttemptMillis) - 1)
+        }
+        const sleep = delay
+        return Effect.flatMap(this.budget.tryAcquire(failure), (granted) => {
+          if (!granted) {
+            this.count(this.metrics.budgetExhausted)
+            return stopHere("budget")
+          }
+          this.count(this.metrics.retries)
+          return this.log(LogLevel.Info, "attempt failed, retrying", { ...logged, retryInMs: Math.round(sleep) })
+            .pipe(
+              Effect.zipRight(Effect.sleep(Duration.millis(sleep))),
+              Effect.zipRight(Effect.suspend(() => {
+                this.count(this.metrics.retryDelay, sleep)
+                return this.attemptFrom(number + 1, sleep)
+              }))
+            )
+        })
+      }
+    )
+  }
+
+  /** Gives the permit back with what the attempt said about capacity, then goes on with `next`. */
+  releasing<X, Y, Z>(outcome: ConcurrencyGate.Outcome, next: Effect.Effect<X, Y, Z>): Effect.Effect<X, Y, Z> {
+    if (!this.gated) return next
+    const gate = this.gate
+    if (gate.releaseNow === undefined) return Effect.zipRight(gate.release(outcome), next)
+    gate.releaseNow(outcome)
+    return next
+  }
+
+  settle(
+    restore: Restore,
+    attempt: Attempt,
+    exit: Exit.Exit<A, E>,
+    took: number,
+    delayBefore: number
+  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
+    if (Exit.isSuccess(exit)) return this.releasing("success", this.succeed(attempt, exit.value, took))
+    const failure = Cause.failureOption(exit.cause)
+    // Defects and interruptions are not failures of the call: they propagate untouched.
+    if (Cause.isDie(exit.cause) || Cause.isInterrupted(exit.cause) || Option.isNone(failure)) {
+      return this.releasing("neutral", Effect.failCause(Cause.stripFailures(exit.cause)))
+    }
+    const unwrapped = unwrap(failure.value)
+    const outcome = ConcurrencyGate.outcomeOf(unwrapped.failure)
+    return this.releasing(outcome, restore(this.fail(attempt, unwrapped, took, delayBefore)))
+  }
+
+  /**
+   * Runs one attempt in a bounded fiber of its own, holding the permit already taken. Only
+   * waiting for a suspended attempt can be interrupted; the permit goes back however it ends.
+   */
+  runAttempt(
+    restore: Restore,
+    number: number,
+    delayBefore: number
+  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
+    return Effect.withFiberRuntime((current) => {
+      const clock = this.clock
+      // Timed from now, after any wait for the permit: a wait in the queue may have used the time.
+      const started = clock.unsafeCurrentTimeMillis()
+      const deadline = this.deadline
+      const remaining = deadline - started
+      if (remaining <= 0 || remaining < this.minAttemptMillis) {
+        return this.releasing("neutral", this.skipForDeadline("queue"))
+      }
+      const boundByDeadline = remaining <= this.attemptTimeoutMillis
+      const timeoutMillis = boundByDeadline ? remaining : this.attemptTimeoutMillis
+      const attempt = new Attempt(this, number, started + timeoutMillis)
+      const id = current.id()
+      const entries: [RefEntry, ...Array<RefEntry>] = [
+        [CurrentAttempt, [[id, attempt]]],
+        [CurrentDeadline, [[id, deadline]]],
+        [CurrentHeldGates, [[id, this.heldGates]]],
+        // The attempt's failure is this sequence's to handle, not an unhandled error to report.
+        [FiberRef.unhandledErrorLogLevel, [[id, Option.none()]]]
+      ]
+      const attemptRefs = this.attemptRefs
+      if (attemptRefs !== undefined) {
+        for (const [ref, value] of attemptRefs) entries.push([ref, [[id, value]]])
+      }
+      const fiberRefs = FiberRefs.updateManyAs(current.getFiberRefs(), { entries })
+      if (!this.nested) this.count(this.metrics.attempts)
+      const run = startBounded(this.self, current, this.callerFlags, fiberRefs, timeoutMillis, clock)
+      if (run._tag === "Finished") {
+        return this.settle(restore, attempt, run.exit, clock.unsafeCurrentTimeMillis() - started, delayBefore)
+      }
+      // Interrupted while awaiting it: the attempt is stopped, then its permit given back.
+      return Effect.flatMap(
+        restore(run.await(Effect.suspend(() => this.releasing("neutral", Effect.void)))),
+        (result) => {
+          const took = clock.unsafeCurrentTimeMillis() - started
+          if (result !== timedOut) return this.settle(restore, attempt, result, took, delayBefore)
+          const failure = boundByDeadline
+            ? new Failure.DeadlineExceeded({ deadline, phase: "attempt" })
+            : new Failure.ReadTimeout({ timeout: Duration.millis(timeoutMillis), phase: attempt.phase ?? "attempt" })
+          // The gate reads this failure as it reads any other: a `ReadTimeout` is a capacity
+          // signal, a deadline that cut the attempt short is not.
+          return this.releasing(
+            ConcurrencyGate.outcomeOf(failure),
+            restore(this.fail(attempt, { failure, settled: false }, took, delayBefore))
+          )
+        }
+      )
+    })
+  }
+
+  refused(refusal: Failure.Shed | Failure.DeadlineExceeded) {
+    this.lastFailure = refusal
+    if (refusal._tag === "DeadlineExceeded") return this.skipForDeadline("queue")
+    this.count(this.metrics.shed)
+    return this.stop("shed", refusal)
+  }
+
+  attemptFrom(number: number, delayBefore: number): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
+    const remaining = this.deadline - this.clock.unsafeCurrentTimeMillis()
+    if (remaining <= 0 || remaining < this.minAttemptMillis) return this.skipForDeadline("before-attempt")
+    // Only waiting (for a permit, for a suspended attempt) can be interrupted: between taking the
+    // permit, starting the attempt's fiber and awaiting it, nothing can be lost. A permit free at
+    // once is taken without an effect.
+    return Effect.uninterruptibleMask((restore) =>
+      !this.gated || this.gate.tryAcquireNow?.() === true
+        ? this.runAttempt(restore, number, delayBefore)
+        : Effect.matchEffect(restore(this.gate.acquire(this.deadline)), {
+          onFailure: (refusal) => this.refused(refusal),
+          onSuccess: () => this.runAttempt(restore, number, delayBefore)
+        })
+    )
+  }
+}
+
 const runSequence = <A, E extends AttemptError, R>(
   self: Effect.Effect<A, E, R>,
   policy: Policy,
   options: CallOptions | undefined,
   targetServices: TargetServices | undefined
 ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> =>
-  Effect.withFiberRuntime((fiber, status) => {
-    type Last = LastFailure<E>
-    // Attempts run with the caller's flags, not with those of the region that guards the permit.
-    const callerFlags = status.runtimeFlags
-    const services = fiber.currentContext as Context.Context<Services>
-    const budget = targetServices?.budget ?? Context.get(services, RetryBudget.RetryBudget)
-    const gate = targetServices?.gate ?? Context.get(services, ConcurrencyGate.ConcurrencyGate)
-    const { classify } = targetServices?.classifier ?? Context.get(services, Classifier)
-    const attemptRefs = targetServices?.attemptRefs
-    const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
-    const metricLabels = fiber.getFiberRef(FiberRef.currentMetricLabels)
-    const minimumLogLevel = fiber.getFiberRef(FiberRef.currentMinimumLogLevel)
-    const outer = fiber.getFiberRef(CurrentAttempt)
-    const { latency, metrics } = stateOf(policy)
-
-    const startedAt = clock.unsafeCurrentTimeMillis()
-    const inheritedDeadline = fiber.getFiberRef(CurrentDeadline)
-    const deadline = options?.timeout === undefined
-      ? inheritedDeadline
-      : Math.min(inheritedDeadline, startedAt + Duration.toMillis(options.timeout))
-    const nested = outer !== undefined
-    // An enclosing call already holds a permit of this gate: waiting for a second one could wait on
-    // that very permit. The gate itself decides, not the target's name: two targets may share a
-    // gate, and two policies may name one target over different gates.
-    const outerGates = nested ? fiber.getFiberRef(CurrentHeldGates) : undefined
-    const gated = !holds(outerGates, gate)
-    // What this call's attempts hold, for the calls nested in them to see.
-    const heldGates: HeldGates = !gated
-      ? outerGates
-      : outerGates === undefined
-      ? gate
-      : "acquire" in outerGates
-      ? [outerGates, gate]
-      : [...outerGates, gate]
-    const maxAttempts = nested ? 1 : policy.maxAttempts
-    const replaySafe = options?.replaySafe ?? policy.replaySafe
-    // Generated on first use: a first-try success that nobody logs or reads never needs one.
-    let requestId = options?.requestId ?? outer?.requestId
-    const requestIdNow = () => (requestId ??= randomId())
-    const attemptTimeoutMillis = Duration.toMillis(policy.attemptTimeout)
-    // An attempt with less time left than the target's successes usually take could only be cut
-    // off, after the provider started (and billed) it; the policy's floor covers a cold start.
-    const minAttemptMillis = Math.max(Duration.toMillis(policy.minAttemptTime), latency.millis)
-    const maxRetryAfterMillis = Duration.toMillis(policy.maxRetryAfter)
-    const history: Array<Failure.AttemptRecord> = []
-    /**
-     * Whether an attempt would still get its time after sleeping `delay` from `now`: the test
-     * `attemptFrom` makes when the sleep ends. With a zero `minAttemptMillis`, a sleep ending exactly
-     * at the deadline would otherwise be granted, spent and then wasted.
-     */
-    const leavesRoom = (now: number, delay: number) => {
-      const left = deadline - (now + delay)
-      return left > 0 && left >= minAttemptMillis
-    }
-    let scheduleState: unknown = policy.schedule.initial
-    let lastFailure: Last | undefined
-
-    const count = (metric: { unsafeUpdate: (input: number, tags: typeof metricLabels) => void }, value = 1) =>
-      metric.unsafeUpdate(value, metricLabels)
-
-    const log = (
-      level: LogLevel.LogLevel,
-      message: string,
-      annotations: Record<string, unknown>
-    ): Effect.Effect<void> =>
-      LogLevel.lessThan(level, minimumLogLevel)
-        ? Effect.void
-        : Effect.annotateLogs(
-          Effect.logWithLevel(level, message),
-          definedOnly({
-            requestId: requestIdNow(),
-            target: policy.target,
-            model: policy.model,
-            ...annotations
-          })
-        )
-
-    const stop = (reason: Failure.StopReason, last: Last): Effect.Effect<never, Failure.CallFailed<Last>> => {
-      if (!nested) count(metrics.callsFailed(reason))
-      return Effect.fail(new Failure.CallFailed({ reason, last, attempts: history, target: policy.target }))
-    }
-
-    const skipForDeadline = (phase: Failure.DeadlinePhase) => {
-      count(metrics.deadlineSkips)
-      return stop("deadline", lastFailure ?? new Failure.DeadlineExceeded({ deadline, phase }))
-    }
-
-    const succeed = (attempt: number, value: A, took: number, notes: AttemptNotes): Effect.Effect<A> => {
-      latency.record(took)
-      const done = LogLevel.lessThan(LogLevel.Debug, minimumLogLevel)
-        ? Effect.succeed(value)
-        : Effect.as(
-          log(LogLevel.Debug, "attempt succeeded", { attempt, durationMs: took, ...notes.annotations }),
-          value
-        )
-      if (nested) return done
-      count(metrics.successes)
-      count(metrics.attemptsPerSuccess, attempt)
-      if (attempt > 1) count(metrics.retriesSucceeded)
-      return Effect.zipRight(budget.recordSuccess(attempt), done)
-    }
-
-    const fail = (
-      attempt: number,
-      { failure, settled }: AttemptFailure,
-      latency: number,
-      delayBefore: number,
-      notes: AttemptNotes
-    ): Effect.Effect<A, Failure.CallFailed<Last>, R> => {
-      const last = failure as Last
-      lastFailure = last
-      if (!nested) count(metrics.failures(failure._tag))
-      if (!nested && budget.recordFailure !== undefined) {
-        return Effect.zipRight(
-          budget.recordFailure(failure),
-          Effect.suspend(() => decide(attempt, failure, settled, last, latency, delayBefore, notes))
-        )
-      }
-      return decide(attempt, failure, settled, last, latency, delayBefore, notes)
-    }
-
-    const decide = (
-      attempt: number,
-      failure: Failure.Failure,
-      settled: boolean,
-      last: Last,
-      latency: number,
-      delayBefore: number,
-      notes: AttemptNotes
-    ): Effect.Effect<A, Failure.CallFailed<Last>, R> => {
-      history.push({
-        attempt,
-        outcome: failure._tag,
-        status: Failure.statusOf(failure),
-        latency: Duration.millis(latency),
-        delayBefore: Duration.millis(delayBefore)
-      })
-      const verdict = settled ? "terminal" : classify(failure)
-      const hint = Failure.retryAfterOf(failure)
-      const hintMillis = hint === undefined ? undefined : Duration.toMillis(hint)
-      const logged = {
-        attempt,
-        durationMs: latency,
-        failure: failure._tag,
-        status: Failure.statusOf(failure),
-        verdict,
-        retryAfterMs: hintMillis,
-        ...notes.annotations
-      }
-      const stopHere = (reason: Failure.StopReason) =>
-        Effect.zipRight(
-          log(LogLevel.Warning, "attempt failed, stopping", { ...logged, stop: reason }),
-          stop(reason, last)
-        )
-
-      if (nested) {
-        return Effect.zipRight(
-          log(LogLevel.Info, "attempt failed; retrying is left to the enclosing resilient call", {
-            ...logged,
-            stop: "deferred"
-          }),
-          stop("deferred", last)
-        )
-      }
-      if (failure._tag === "DeadlineExceeded") return stopHere("deadline")
-      if (verdict === "terminal") return stopHere(failure._tag === "Shed" ? "shed" : "terminal")
-      if (verdict === "ambiguous" && !replaySafe) return stopHere("not-replay-safe")
-      if (attempt >= maxAttempts) return stopHere("attempts")
-      const skipHere = () => {
-        count(metrics.deadlineSkips)
-        return stopHere("deadline")
-      }
-      if (hintMillis !== undefined) {
-        if (hintMillis > maxRetryAfterMillis) return stopHere("retry-after-too-long")
-        // A wait the call cannot afford says this target cannot serve it in time, while the time
-        // left may well be enough for another target: that is a failover, not a deadline.
-        const now = clock.unsafeCurrentTimeMillis()
-        if (!leavesRoom(now, hintMillis)) return leavesRoom(now, 0) ? stopHere("retry-after-too-long") : skipHere()
-      }
-
-      return Effect.flatMap(policy.schedule.step(clock.unsafeCurrentTimeMillis(), failure, scheduleState), (step) => {
-        const now = clock.unsafeCurrentTimeMillis()
-        scheduleState = step[0]
-        let delay = Backoff.delayOf(step[2], now)
-        if (delay === undefined) return stopHere("attempts")
-        if (!leavesRoom(now, delay)) {
-          // The provider's wait fits, what the schedule added to it does not: the addition gives
-          // way, down to the last moment that still leaves an attempt its time.
-          if (hintMillis === undefined || !leavesRoom(now, hintMillis)) return skipHere()
-          delay = Math.max(hintMillis, Math.ceil(deadline - now - minAttemptMillis) - 1)
-        }
-        const sleep = delay
-        return Effect.flatMap(budget.tryAcquire(failure), (granted) => {
-          if (!granted) {
-            count(metrics.budgetExhausted)
-            return stopHere("budget")
-          }
-          count(metrics.retries)
-          return log(LogLevel.Info, "attempt failed, retrying", { ...logged, retryInMs: Math.round(sleep) })
-            .pipe(
-              Effect.zipRight(Effect.sleep(Duration.millis(sleep))),
-              Effect.zipRight(Effect.suspend(() => {
-                count(metrics.retryDelay, sleep)
-                return attemptFrom(attempt + 1, sleep)
-              }))
-            )
-        })
-      })
-    }
-
-    type Restore = <X, Y, Z>(effect: Effect.Effect<X, Y, Z>) => Effect.Effect<X, Y, Z>
-
-    /** Gives the permit back with what the attempt said about capacity, then goes on with `next`. */
-    const releasing = <X, Y>(outcome: ConcurrencyGate.Outcome, next: Effect.Effect<X, Y, R>) =>
-      gated ? Effect.zipRight(gate.release(outcome), next) : next
-
-    const settle = (
-      restore: Restore,
-      attempt: number,
-      exit: Exit.Exit<A, E>,
-      latency: number,
-      delayBefore: number,
-      notes: AttemptNotes
-    ): Effect.Effect<A, Failure.CallFailed<Last>, R> => {
-      if (Exit.isSuccess(exit)) return releasing("success", succeed(attempt, exit.value, latency, notes))
-      const failure = Cause.failureOption(exit.cause)
-      // Defects and interruptions are not failures of the call: they propagate untouched.
-      if (Cause.isDie(exit.cause) || Cause.isInterrupted(exit.cause) || Option.isNone(failure)) {
-        return releasing("neutral", Effect.failCause(Cause.stripFailures(exit.cause)))
-      }
-      const unwrapped = unwrap(failure.value)
-      const outcome = ConcurrencyGate.outcomeOf(unwrapped.failure)
-      return releasing(outcome, restore(fail(attempt, unwrapped, latency, delayBefore, notes)))
-    }
-
-    /**
-     * Runs one attempt in a bounded fiber of its own, holding the permit already taken. Only
-     * waiting for a suspended attempt can be interrupted; the permit goes back however it ends.
-     */
-    const runAttempt = (
-      restore: Restore,
-      attempt: number,
-      delayBefore: number
-    ): Effect.Effect<A, Failure.CallFailed<Last>, R> =>
-      Effect.withFiberRuntime((current) => {
-        // Timed from now, after any wait for the permit: a wait in the queue may have used the time.
-        const started = clock.unsafeCurrentTimeMillis()
-        const remaining = deadline - started
-        if (remaining <= 0 || remaining < minAttemptMillis) {
-          return releasing("neutral", skipForDeadline("queue"))
-        }
-        const boundByDeadline = remaining <= attemptTimeoutMillis
-        const timeoutMillis = boundByDeadline ? remaining : attemptTimeoutMillis
-        const notes: AttemptNotes = { phase: undefined, annotations: {} }
-        const info: AttemptInfo = {
-          get requestId() {
-            return requestIdNow()
-          },
-          attempt,
-          target: policy.target,
-          deadline: started + timeoutMillis,
-          replaySafe,
-          enter: (phase) => {
-            notes.phase = phase
-          },
-          annotate: (key, value) => {
-            notes.annotations[key] = value
-          }
-        }
-        const id = current.id()
-        const entries: [RefEntry, ...Array<RefEntry>] = [
-          [CurrentAttempt, [[id, info]]],
-          [CurrentDeadline, [[id, deadline]]],
-          [CurrentHeldGates, [[id, heldGates]]],
-          // The attempt's failure is this sequence's to handle, not an unhandled error to report.
-          [FiberRef.unhandledErrorLogLevel, [[id, Option.none()]]]
-        ]
-        if (attemptRefs !== undefined) {
-          for (const [ref, value] of attemptRefs) entries.push([ref, [[id, value]]])
-        }
-        const fiberRefs = FiberRefs.updateManyAs(current.getFiberRefs(), { entries })
-        if (!nested) count(metrics.attempts)
-        const run = startBounded(self, current, callerFlags, fiberRefs, timeoutMillis, clock)
-        if (run._tag === "Finished") {
-          return settle(restore, attempt, run.exit, clock.unsafeCurrentTimeMillis() - started, delayBefore, notes)
-        }
-        return restore(run.result).pipe(
-          // Interrupted before or while awaiting it: stop the attempt, then give its permit back.
-          Effect.onInterrupt(() => releasing("neutral", Fiber.interrupt(run.fiber))),
-          Effect.flatMap((result) => {
-            const latency = clock.unsafeCurrentTimeMillis() - started
-            if (result !== timedOut) return settle(restore, attempt, result, latency, delayBefore, notes)
-            const failure = boundByDeadline
-              ? new Failure.DeadlineExceeded({ deadline, phase: "attempt" })
-              : new Failure.ReadTimeout({ timeout: Duration.millis(timeoutMillis), phase: notes.phase ?? "attempt" })
-            // The gate reads this failure as it reads any other: a `ReadTimeout` is a capacity
-            // signal, a deadline that cut the attempt short is not.
-            return releasing(
-              ConcurrencyGate.outcomeOf(failure),
-              restore(fail(attempt, { failure, settled: false }, latency, delayBefore, notes))
-            )
-          })
-        )
-      })
-
-    const refused = (refusal: Failure.Shed | Failure.DeadlineExceeded) => {
-      lastFailure = refusal
-      if (refusal._tag === "DeadlineExceeded") return skipForDeadline("queue")
-      count(metrics.shed)
-      return stop("shed", refusal)
-    }
-
-    const attemptFrom = (attempt: number, delayBefore: number): Effect.Effect<A, Failure.CallFailed<Last>, R> => {
-      const remaining = deadline - clock.unsafeCurrentTimeMillis()
-      if (remaining <= 0 || remaining < minAttemptMillis) return skipForDeadline("before-attempt")
-      // Only waiting (for a permit, for a suspended attempt) can be interrupted: between taking the
-      // permit, starting the attempt's fiber and awaiting it, nothing can be lost.
-      return Effect.uninterruptibleMask((restore) =>
-        gated
-          ? Effect.matchEffect(restore(gate.acquire(deadline)), {
-            onFailure: refused,
-            onSuccess: () => runAttempt(restore, attempt, delayBefore)
-          })
-          : runAttempt(restore, attempt, delayBefore)
-      )
-    }
-
-    if (nested) {
-      count(metrics.nestedSingleAttempts)
-      return attemptFrom(1, 0)
-    }
-    return budget.recordCall === undefined ? attemptFrom(1, 0) : Effect.zipRight(budget.recordCall, attemptFrom(1, 0))
-  })
+  Effect.withFiberRuntime((fiber, status) =>
+    new Sequence(self, policy, options, targetServices, fiber, status.runtimeFlags).start()
+  )
 
 const definedOnly = (annotations: Record<string, unknown>): Record<string, unknown> => {
   const defined: Record<string, unknown> = {}

@@ -40,6 +40,8 @@ export interface Service {
   readonly tryAcquire: (failure: Failure) => Effect.Effect<boolean>
   /** Records one successful call (not attempt: a logical call succeeds once), which took `attempts`. */
   readonly recordSuccess: (attempts: number) => Effect.Effect<void>
+  /** `recordSuccess` without an effect, for a budget that keeps its window in this process. */
+  readonly recordSuccessNow?: ((attempts: number) => void) | undefined
   /** Called once when a logical call starts, before its first attempt. */
   readonly recordCall?: Effect.Effect<void> | undefined
   /** Called for every failed attempt. */
@@ -148,10 +150,12 @@ export const make = (options?: Options): Effect.Effect<Service> => {
   return Effect.map(Effect.clock, (clock) => {
     const window = new Window(checked)
     const tryAcquire = Effect.sync(() => window.tryAcquire(clock.unsafeCurrentTimeMillis()))
-    const recordSuccess = Effect.sync(() => window.recordSuccess(clock.unsafeCurrentTimeMillis()))
+    const recordSuccessNow = () => window.recordSuccess(clock.unsafeCurrentTimeMillis())
+    const recordSuccess = Effect.sync(recordSuccessNow)
     return {
       tryAcquire: () => tryAcquire,
       recordSuccess: () => recordSuccess,
+      recordSuccessNow,
       snapshot: Effect.sync(() => window.snapshot(clock.unsafeCurrentTimeMillis()))
     }
   })

@@ -18,7 +18,11 @@ export type Started<A, E> =
   | {
     readonly _tag: "Running"
     readonly fiber: Fiber.RuntimeFiber<A, E>
-    readonly result: Effect.Effect<Exit.Exit<A, E> | typeof timedOut>
+    /**
+     * Waits for the attempt's exit, or `timedOut` once its time ran out and it was stopped. If the
+     * wait is interrupted, the attempt is interrupted and awaited, then `cancelled` runs.
+     */
+    readonly await: (cancelled: Effect.Effect<void>) => Effect.Effect<Exit.Exit<A, E> | typeof timedOut>
   }
 
 /**
@@ -43,20 +47,33 @@ export const startBounded = <A, E, R>(
   const fiber = Runtime.runFork(Runtime.make({ context, fiberRefs, runtimeFlags }))(self)
   const polled = fiber.unsafePoll()
   if (polled !== null) return { _tag: "Finished", exit: polled }
-  if (!Number.isFinite(timeoutMillis)) {
-    return { _tag: "Running", fiber, result: awaitExit(fiber, parent, undefined) }
-  }
   const millis = Math.max(0, timeoutMillis)
-  // On the real clock the timer is Node's own, armed beside the wait: no fiber races the attempt.
-  // Any other clock (a TestClock, a simulation) is asked to sleep, as Effect.timeout would.
-  const result: Effect.Effect<Exit.Exit<A, E> | typeof timedOut> = clock === realClock
-    ? awaitExit(fiber, parent, millis)
-    : Effect.timeoutTo(awaitExit(fiber, parent, undefined), {
-      duration: Duration.millis(millis),
-      onSuccess: (exit): Exit.Exit<A, E> | typeof timedOut => exit,
-      onTimeout: () => timedOut
-    })
-  return { _tag: "Running", fiber, result }
+  // On the real clock the timer is the platform's own, armed beside the wait: no fiber races the
+  // attempt. Any other clock (a TestClock, a simulation) is asked to sleep, as Effect.timeout would.
+  if (!Number.isFinite(millis) || clock === realClock) {
+    return {
+      _tag: "Running",
+      fiber,
+      await: (cancelled) => awaitExit(fiber, parent, Number.isFinite(millis) ? millis : undefined, cancelled)
+    }
+  }
+  return {
+    _tag: "Running",
+    fiber,
+    // The timeout interrupts the inner wait, which stops the attempt; only the caller's interruption
+    // of the whole wait runs `cancelled`.
+    await: (cancelled) => {
+      const bounded: Effect.Effect<Exit.Exit<A, E> | typeof timedOut> = Effect.timeoutTo(
+        awaitExit(fiber, parent, undefined, Effect.void),
+        {
+          duration: Duration.millis(millis),
+          onSuccess: (exit): Exit.Exit<A, E> | typeof timedOut => exit,
+          onTimeout: () => timedOut
+        }
+      )
+      return Effect.onInterrupt(bounded, () => cancelled)
+    }
+  }
 }
 
 /** The clock every fiber has unless a program provides another. */
@@ -73,12 +90,14 @@ const maxTimerMillis = 2 ** 31 - 1
 /**
  * Waits for `fiber` to end. With `timeoutMillis`, a timer interrupts it when the time is up, and
  * the wait gives `timedOut` once it has ended (unless it succeeded meanwhile). Interrupting the
- * wait interrupts the fiber and waits for it, so nothing it opened outlives it.
+ * wait interrupts the fiber and waits for it, so nothing it opened outlives it, then runs
+ * `cancelled`.
  */
 const awaitExit = <A, E>(
   fiber: Fiber.RuntimeFiber<A, E>,
   parent: Fiber.RuntimeFiber<unknown, unknown>,
-  timeoutMillis: number | undefined
+  timeoutMillis: number | undefined,
+  cancelled: Effect.Effect<void>
 ): Effect.Effect<Exit.Exit<A, E> | typeof timedOut> =>
   Effect.async<Exit.Exit<A, E> | typeof timedOut>((resume) => {
     let expired = false
@@ -90,5 +109,5 @@ const awaitExit = <A, E>(
       if (timer !== undefined) clearTimeout(timer)
       resume(Effect.succeed(expired && !Exit.isSuccess(exit) ? timedOut : exit))
     })
-    return Fiber.interrupt(fiber)
+    return Effect.zipRight(Fiber.interrupt(fiber), cancelled)
   })
