@@ -238,13 +238,26 @@ describe("resilient-ai help", () => {
       assert.notInclude(ran.stdout, "\u001b")
     }), patient)
 
-  // util-linux `script` gives the bin a terminal of its own.
+  // util-linux `script` gives the bin a terminal of its own. Whether a terminal has colours is
+  // read from the environment (TERM, CI, ...), which differs between machines: the test names a
+  // colour terminal and clears what would override it.
   const script = "/usr/bin/script"
   it.live.skipIf(!existsSync(script))(
     "on a terminal it is in colour, unless NO_COLOR is set",
     () =>
       Effect.gen(function*() {
-        const { NO_COLOR: _, ...env } = process.env
+        const {
+          CI: _ci,
+          COLORTERM: _colorterm,
+          FORCE_COLOR: _force,
+          NODE_DISABLE_COLORS: _disable,
+          NO_COLOR: _noColor,
+          TEAMCITY_VERSION: _teamcity,
+          TERM: _term,
+          TERM_PROGRAM: _termProgram,
+          ...inherited
+        } = process.env
+        const env = { ...inherited, TERM: "xterm-256color" }
         const onTerminal = (extra: Record<string, string>) =>
           Effect.async<string>((resume) => {
             const child = execFile(
