@@ -268,6 +268,41 @@ describe("ConcurrencyGate queue mode", () => {
       assert.deepStrictEqual(yield* gate.snapshot, { limit: 1, inFlight: 0, waiting: 0, health: "steady" })
     }))
 
+  // No clock is involved, so the test runs live: joining each fiber in turn is quicker than letting
+  // the TestClock look over 1,500 suspended fibers after every release.
+  it.live("serves thousands of waiters in the order they came, those that gave up left out", () =>
+    Effect.gen(function*() {
+      const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 1 })
+      const order: Array<number> = []
+      yield* hold(gate, 1)
+      // More than the line keeps before it compacts itself (1,024 taken).
+      const waiters = 1_500
+      const fibers: Array<Fiber.RuntimeFiber<unknown, unknown>> = []
+      for (let i = 0; i < waiters; i++) {
+        fibers.push(
+          yield* Effect.fork(Effect.zipRight(gate.acquire(Number.POSITIVE_INFINITY), Effect.sync(() => order.push(i))))
+        )
+      }
+      yield* Effect.yieldNow()
+      assert.strictEqual((yield* gate.snapshot).waiting, waiters)
+      // Some leave before their turn: early in the line, in the middle, and at its end.
+      const leaving = new Set([0, 750, 1_499])
+      for (const i of leaving) yield* Fiber.interrupt(fibers[i]!)
+      assert.strictEqual((yield* gate.snapshot).waiting, waiters - leaving.size)
+      const expected = fibers.map((_, i) => i).filter((i) => !leaving.has(i))
+      for (const i of expected) {
+        yield* gate.release("success")
+        yield* Fiber.join(fibers[i]!).pipe(
+          Effect.timeoutFail({
+            duration: "30 seconds",
+            onTimeout: () => `waiter ${i} not served; served ${order.join(",")}`
+          })
+        )
+      }
+      assert.deepStrictEqual(order, expected)
+      assert.deepStrictEqual(yield* gate.snapshot, { limit: 1, inFlight: 1, waiting: 0, health: "steady" })
+    }))
+
   it.effect("sheds beyond maxWaiting", () =>
     Effect.gen(function*() {
       const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 1, maxWaiting: 2 })
@@ -291,6 +326,48 @@ describe("ConcurrencyGate queue mode", () => {
       yield* hold(gate, 3)
       const error = yield* Effect.flip(gate.acquire(Number.POSITIVE_INFINITY))
       assert.deepStrictEqual(fieldsOf(error), { _tag: "Shed", target: "llm", limit: 3, inFlight: 3 })
+    }))
+})
+
+// On the real clock a waiter's deadline is the platform's own timer, not a forked sleep.
+describe("ConcurrencyGate queue mode on the real clock", () => {
+  it.live("a waiter's deadline ends its wait once it has passed, and the line is left as it was", () =>
+    Effect.gen(function*() {
+      const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 1 })
+      yield* hold(gate, 1)
+      const started = Date.now()
+      const deadline = started + 60
+      const error = yield* Effect.flip(gate.acquire(deadline))
+      assert.isAtLeast(Date.now(), deadline)
+      assert.deepStrictEqual(fieldsOf(error), { _tag: "DeadlineExceeded", deadline, phase: "queue" })
+      assert.deepStrictEqual(yield* gate.snapshot, { limit: 1, inFlight: 1, waiting: 0, health: "steady" })
+    }))
+
+  it.live("a waiter interrupted before its deadline is gone: the next release goes to the one behind it", () =>
+    Effect.gen(function*() {
+      const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 1 })
+      yield* hold(gate, 1)
+      const first = yield* Effect.fork(gate.acquire(Date.now() + 60_000))
+      const second = yield* Effect.fork(gate.acquire(Date.now() + 60_000))
+      yield* Effect.yieldNow()
+      assert.strictEqual((yield* gate.snapshot).waiting, 2)
+      yield* Fiber.interrupt(first)
+      assert.strictEqual((yield* gate.snapshot).waiting, 1)
+      yield* gate.release("success")
+      yield* Fiber.join(second)
+      assert.deepStrictEqual(yield* gate.snapshot, { limit: 1, inFlight: 1, waiting: 0, health: "steady" })
+    }))
+
+  it.live("a granted waiter with a deadline gets its permit at once, not at the deadline", () =>
+    Effect.gen(function*() {
+      const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 1 })
+      yield* hold(gate, 1)
+      const waiter = yield* Effect.fork(gate.acquire(Date.now() + 60_000))
+      yield* Effect.yieldNow()
+      yield* gate.release("success")
+      // Joined long before the deadline: the timer beside the wait did not hold it.
+      yield* Fiber.join(waiter).pipe(Effect.timeoutFail({ duration: "30 seconds", onTimeout: () => "still waiting" }))
+      assert.deepStrictEqual(yield* gate.snapshot, { limit: 1, inFlight: 1, waiting: 0, health: "steady" })
     }))
 })
 

@@ -127,6 +127,7 @@ export const makeWith = (
       maxResponseBytes: target.maxResponseBytes,
       connectTimeout: target.connectTimeout
     }
+    const http = Context.get(context, HttpClient.HttpClient)
     const classifier = Target.classifierFor(target)
     const policies = new Map<string, Resilient.Policy>()
     const policyFor = (model: string) => {
@@ -146,29 +147,29 @@ export const makeWith = (
 
     const chat: Service["chat"] = (request, options) => {
       const model = request.model ?? target.model
-      return Transport.postJson(
+      return Transport.postJsonWith(
+        http,
         endpoint,
         "/chat/completions",
         ChatCompletion.body(request, model, false),
         ChatCompletion.ChatCompletion,
         (completion) => completion.usage
       ).pipe(
-        Resilient.retryWith(policyFor(model), resilient, options),
-        Effect.provide(context)
+        Resilient.retryWith(policyFor(model), resilient, options)
       )
     }
 
     const embeddings: Service["embeddings"] = (request, options) => {
       const model = request.model ?? target.model
-      return Transport.postJson(
+      return Transport.postJsonWith(
+        http,
         endpoint,
         "/embeddings",
         Embeddings.body(request, model),
         Embeddings.Embeddings,
         (result) => result.usage
       ).pipe(
-        Resilient.retryWith(policyFor(model), resilient, { replaySafe: true, ...options }),
-        Effect.provide(context)
+        Resilient.retryWith(policyFor(model), resilient, { replaySafe: true, ...options })
       )
     }
 

@@ -255,12 +255,28 @@ const recordUsage = (
   }
 }
 
+/** Where an attempt finds the HTTP client it sends with, and the attempt it is. */
+type Sender<R> = Effect.Effect<readonly [HttpClient.HttpClient, Resilient.AttemptInfo | undefined], never, R>
+
+const senderInContext: Sender<HttpClient.HttpClient> = Effect.zip(
+  HttpClient.HttpClient,
+  FiberRef.get(Resilient.CurrentAttempt)
+)
+
+/**
+ * A client given as a value: a caller that holds one spares every call the providing of a
+ * context, which costs an interruptible region and a restore per call.
+ */
+const senderGiven = (client: HttpClient.HttpClient): Sender<never> =>
+  Effect.map(FiberRef.get(Resilient.CurrentAttempt), (info) => [client, info] as const)
+
 /**
  * Sends the request and returns the response once its headers arrive, or the failure of getting them.
  * The request is built on the first attempt and sent again by every retry with its attempt's
  * idempotency key, so a retry does not serialize the body again.
  */
-const open = (
+const open = <R>(
+  sender: Sender<R>,
   endpoint: Endpoint,
   path: string,
   body: unknown,
@@ -276,7 +292,7 @@ const open = (
       HttpClientRequest.bodyUnsafeJson(body)
     )
   }
-  return Effect.flatMap(Effect.zip(HttpClient.HttpClient, FiberRef.get(Resilient.CurrentAttempt)), ([client, info]) => {
+  return Effect.flatMap(sender, ([client, info]) => {
     info?.enter("headers")
     built ??= build()
     const request = info === undefined
@@ -329,12 +345,32 @@ export const postJson = <A, I>(
   body: Record<string, unknown>,
   schema: Schema.Schema<A, I>,
   usageOf: (value: A) => Usage
-): Effect.Effect<A, Failure.Failure, HttpClient.HttpClient> => {
+): Effect.Effect<A, Failure.Failure, HttpClient.HttpClient> =>
+  sendJson(senderInContext, endpoint, path, body, schema, usageOf)
+
+/** `postJson` with the HTTP client given rather than read from the context. */
+export const postJsonWith = <A, I>(
+  client: HttpClient.HttpClient,
+  endpoint: Endpoint,
+  path: string,
+  body: Record<string, unknown>,
+  schema: Schema.Schema<A, I>,
+  usageOf: (value: A) => Usage
+): Effect.Effect<A, Failure.Failure> => sendJson(senderGiven(client), endpoint, path, body, schema, usageOf)
+
+const sendJson = <A, I, R>(
+  sender: Sender<R>,
+  endpoint: Endpoint,
+  path: string,
+  body: Record<string, unknown>,
+  schema: Schema.Schema<A, I>,
+  usageOf: (value: A) => Usage
+): Effect.Effect<A, Failure.Failure, R> => {
   const model = String(body.model)
   const read = jsonReader(endpoint, model, schema, usageOf)
   return Effect.mapError(
     Effect.flatMap(
-      open(endpoint, path, body, model, "application/json"),
+      open(sender, endpoint, path, body, model, "application/json"),
       ({ info, response }) =>
         Effect.flatMap(readBody(response, endpoint.maxResponseBytes), (bytes) => {
           const text = utf8(bytes)
@@ -444,7 +480,8 @@ export const postStream = <A, I>(
   const model = String(body.model)
   const read = jsonReader(endpoint, model, schema, usageOf)
   const scrub = (failure: Failure.Failure) => scrubFailure(failure, endpoint.apiKey)
-  const opened = Effect.flatMap(open(endpoint, path, body, model, "text/event-stream"), ({ info, response }) => {
+  const opening = open(senderInContext, endpoint, path, body, model, "text/event-stream")
+  const opened = Effect.flatMap(opening, ({ info, response }) => {
     let seen = 0
     const chunks: Stream.Stream<A, Failure.Failure> = serverSentEvents(
       response.stream.pipe(Stream.mapError(fromBodyError)),

@@ -25,6 +25,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { CurrentDeadline } from "./Deadline.js"
 import * as Failure from "./Failure.js"
+import { wakeOrTimeout } from "./internal/timer.js"
 
 /** What the gate does when it is full. */
 export type Mode = "queue" | "shed"
@@ -304,6 +305,60 @@ interface Waiter {
   wake: () => void
 }
 
+const noWake = () => {}
+
+/**
+ * The callers waiting for a permit, oldest first. Taking the oldest is O(1) (an array's `shift`
+ * moves every other waiter, and a busy gate has hundreds); the array is compacted once most of it
+ * is taken.
+ */
+class Line<A> {
+  private items: Array<A> = []
+  private head = 0
+
+  get length(): number {
+    return this.items.length - this.head
+  }
+  push(item: A): void {
+    this.items.push(item)
+  }
+  takeOldest(): A | undefined {
+    if (this.head >= this.items.length) return undefined
+    const item = this.items[this.head]
+    this.items[this.head] = undefined as A
+    this.head++
+    if (this.head === this.items.length) {
+      this.items = []
+      this.head = 0
+    } else if (this.head >= 1024 && this.head * 2 >= this.items.length) {
+      this.items = this.items.slice(this.head)
+      this.head = 0
+    }
+    return item
+  }
+  takeNewest(): A | undefined {
+    if (this.head >= this.items.length) return undefined
+    const item = this.items.pop()
+    if (this.head === this.items.length) {
+      this.items = []
+      this.head = 0
+    }
+    return item
+  }
+  /** Takes `item` out of the line wherever it stands (a waiter that gave up). */
+  remove(item: A): void {
+    const index = this.items.indexOf(item, this.head)
+    if (index >= 0) this.items.splice(index, 1)
+    if (this.head === this.items.length) {
+      this.items = []
+      this.head = 0
+    }
+  }
+  forEach(f: (item: A) => void): void {
+    for (let i = this.head; i < this.items.length; i++) f(this.items[i]!)
+  }
+}
+
 /**
  * Builds a gate in memory. Waiters are served first come, first served while the target is
  * steady, newest first while it is degraded or recovering (adaptive LIFO); a waiter that is
@@ -315,7 +370,7 @@ export const make = (options: Options, share?: () => number): Effect.Effect<Serv
   const checked = settings(options)
   return Effect.map(Effect.clock, (clock) => {
     const limiter = new Limiter(checked, share)
-    const waiters: Array<Waiter> = []
+    const waiters = new Line<Waiter>()
     const now = () => clock.unsafeCurrentTimeMillis()
 
     const grantWaiting = (at: number) => {
@@ -323,7 +378,7 @@ export const make = (options: Options, share?: () => number): Effect.Effect<Serv
         // Adaptive LIFO: while the target struggles, the callers that have waited longest are the
         // likeliest to run out of time before an attempt can finish; a permit spent on one of them
         // is a request the provider serves for nobody. Healthy, the line is first come, first served.
-        const waiter = limiter.health(at) === "steady" ? waiters.shift()! : waiters.pop()!
+        const waiter = limiter.health(at) === "steady" ? waiters.takeOldest()! : waiters.takeNewest()!
         waiter.granted = true
         waiter.wake()
       }
@@ -332,12 +387,7 @@ export const make = (options: Options, share?: () => number): Effect.Effect<Serv
     /** Lets every waiter look again at the clock: the health changed, and with it when the limit next rises. */
     const afterHealthChange = (at: number) => {
       grantWaiting(at)
-      for (const waiter of waiters) waiter.wake()
-    }
-
-    const removeWaiter = (waiter: Waiter) => {
-      const index = waiters.indexOf(waiter)
-      if (index >= 0) waiters.splice(index, 1)
+      waiters.forEach((waiter) => waiter.wake())
     }
 
     const shed = () =>
@@ -349,30 +399,28 @@ export const make = (options: Options, share?: () => number): Effect.Effect<Serv
      * next raise and serves the head of the line.
      */
     const waitForPermit = (deadline: number): Effect.Effect<void, Failure.DeadlineExceeded> => {
-      const waiter: Waiter = { granted: false, wake: () => {} }
-      const signalled = Effect.async<void>((resume) => {
-        waiter.wake = () => resume(Effect.void)
-        return Effect.sync(() => {
-          waiter.wake = () => {}
-        })
+      const waiter: Waiter = { granted: false, wake: noWake }
+      const listen = (wake: () => void) => {
+        waiter.wake = wake
+        return () => {
+          waiter.wake = noWake
+        }
+      }
+      const lookAgain = Effect.suspend(() => {
+        grantWaiting(now())
+        return wait
       })
       const wait: Effect.Effect<void, Failure.DeadlineExceeded> = Effect.suspend(() => {
         if (waiter.granted) return Effect.void
         const at = now()
         if (at >= deadline) {
-          removeWaiter(waiter)
+          waiters.remove(waiter)
           return Effect.fail(new Failure.DeadlineExceeded({ deadline, phase: "queue" }))
         }
         const wakeAt = Math.min(deadline, limiter.nextRaiseAt(at) ?? Number.POSITIVE_INFINITY)
         // Whole milliseconds: `Duration` rounds a sliver of a millisecond to zero, and a wait of
         // zero would wake at the same instant, forever.
-        const woken = Number.isFinite(wakeAt)
-          ? Effect.asVoid(Effect.timeoutOption(signalled, Duration.millis(Math.ceil(wakeAt - at))))
-          : signalled
-        return Effect.flatMap(woken, () => {
-          grantWaiting(now())
-          return wait
-        })
+        return Effect.zipRight(wakeOrTimeout(listen, Math.ceil(wakeAt - at), clock), lookAgain)
       })
       return Effect.suspend(() => {
         waiters.push(waiter)
@@ -384,7 +432,7 @@ export const make = (options: Options, share?: () => number): Effect.Effect<Serv
               limiter.release(now(), "neutral")
               grantWaiting(now())
             } else {
-              removeWaiter(waiter)
+              waiters.remove(waiter)
             }
           })
         )

@@ -1,6 +1,5 @@
-import * as Clock from "effect/Clock"
-import * as Context from "effect/Context"
-import * as DefaultServices from "effect/DefaultServices"
+import type * as Clock from "effect/Clock"
+import type * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -8,6 +7,7 @@ import * as Fiber from "effect/Fiber"
 import type * as FiberRefs from "effect/FiberRefs"
 import * as Runtime from "effect/Runtime"
 import type * as RuntimeFlags from "effect/RuntimeFlags"
+import { armTimer, realClock } from "./timer.js"
 
 /** The marker a pending attempt returns when the time ran out. */
 export const timedOut: unique symbol = Symbol.for("@resilient-ai/policy/timedOut")
@@ -76,17 +76,6 @@ export const startBounded = <A, E, R>(
   }
 }
 
-/** The clock every fiber has unless a program provides another. */
-const realClock = Context.get(DefaultServices.liveServices, Clock.Clock)
-
-// The platform's own timers, which the real clock uses too (every JavaScript runtime has them; this
-// package compiles without any runtime's types).
-declare const setTimeout: (callback: () => void, millis: number) => unknown
-declare const clearTimeout: (handle: unknown) => void
-
-/** Timers fire at once past this (2^31 − 1 ms, about 24.8 days): a longer wait has no timer. */
-const maxTimerMillis = 2 ** 31 - 1
-
 /**
  * Waits for `fiber` to end. With `timeoutMillis`, a timer interrupts it when the time is up, and
  * the wait gives `timedOut` once it has ended (unless it succeeded meanwhile). Interrupting the
@@ -101,12 +90,12 @@ const awaitExit = <A, E>(
 ): Effect.Effect<Exit.Exit<A, E> | typeof timedOut> =>
   Effect.async<Exit.Exit<A, E> | typeof timedOut>((resume) => {
     let expired = false
-    const timer = timeoutMillis === undefined || timeoutMillis > maxTimerMillis ? undefined : setTimeout(() => {
+    const disarm = timeoutMillis === undefined ? undefined : armTimer(timeoutMillis, () => {
       expired = true
       fiber.unsafeInterruptAsFork(parent.id())
-    }, timeoutMillis)
+    })
     fiber.addObserver((exit) => {
-      if (timer !== undefined) clearTimeout(timer)
+      disarm?.()
       resume(Effect.succeed(expired && !Exit.isSuccess(exit) ? timedOut : exit))
     })
     return Effect.zipRight(Fiber.interrupt(fiber), cancelled)
