@@ -59,6 +59,11 @@ export interface Service {
   readonly openConnections: Effect.Effect<number>
   /** TCP connections accepted since the server started. */
   readonly connectionsAccepted: Effect.Effect<number>
+  /**
+   * Milliseconds since the server started, on the clock of `Arrival.at`: read before a client
+   * starts, it bounds from below when the client's requests can arrive.
+   */
+  readonly elapsed: Effect.Effect<number>
 }
 
 /** The fault server a test talks to. */
@@ -341,7 +346,7 @@ class Engine {
     this.server.close(() => resume(Effect.void))
   })
 
-  private now(): number {
+  now(): number {
     return performance.now() - this.startedAt
   }
 
@@ -781,7 +786,8 @@ export const serve = (plan: FaultPlan.Plan, port: number): Effect.Effect<Service
       clearArrivals: Effect.sync(() => engine.clearArrivals()),
       inFlight: Effect.sync(() => engine.inFlight),
       openConnections: Effect.sync(() => engine.openConnections),
-      connectionsAccepted: Effect.sync(() => engine.connectionsAccepted)
+      connectionsAccepted: Effect.sync(() => engine.connectionsAccepted),
+      elapsed: Effect.sync(() => engine.now())
     })
   )
 
