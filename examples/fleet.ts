@@ -60,6 +60,9 @@ const main = Effect.gen(function*() {
       ["MISTRAL_BUDGET_MIN_PER_SECOND", "0.2"],
       ["REDIS_URL", redisUrl],
       ["REDIS_COMMAND_TIMEOUT", process.env["REDIS_COMMAND_TIMEOUT"] ?? "50 millis"],
+      // How many processes share the target: a member that must decide alone before Redis has
+      // told it the fleet's size spends this fleet's share of the floor, not a whole floor.
+      ["REDIS_FLEET_SIZE", String(members)],
       // A prefix of this run's own, so a second run does not find the first one's window.
       ["REDIS_KEY_PREFIX", `fleet-example-${randomUUID().slice(0, 8)}`]
     ]),

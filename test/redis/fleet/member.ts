@@ -24,6 +24,8 @@ export type Task =
     readonly concurrency: number
     /** The connection's command timeout; the connection's own default (50 ms) when absent. */
     readonly commandTimeout?: Duration.DurationInput | undefined
+    /** The fleet size the member assumes until Redis tells it (`_FLEET_SIZE`); 1 when absent. */
+    readonly fleetSize?: number | undefined
   }
   | {
     readonly _tag: "hold"
@@ -47,8 +49,12 @@ export interface CallsReport {
 const task = JSON.parse(process.argv[2] ?? "{}") as Task
 const say = (line: object) => Effect.sync(() => process.stdout.write(`${JSON.stringify(line)}\n`))
 
-const connection = (redisUrl: string, keyPrefix: string, commandTimeout?: Duration.DurationInput) =>
-  RedisConnection.layer({ url: Redacted.make(redisUrl), keyPrefix, commandTimeout })
+const connection = (
+  redisUrl: string,
+  keyPrefix: string,
+  commandTimeout?: Duration.DurationInput,
+  fleetSize?: number
+) => RedisConnection.layer({ url: Redacted.make(redisUrl), keyPrefix, commandTimeout, fleetSize })
 
 /** The fleet test's target: every process calls the same name with the same key, so they share. */
 const fleetTarget = (faultUrl: string) =>
@@ -67,7 +73,9 @@ const fleetTarget = (faultUrl: string) =>
 
 const calls = (task: Extract<Task, { _tag: "calls" }>) => {
   const coordination = task.coordination === "redis"
-    ? RedisCoordination.layer().pipe(Layer.provide(connection(task.redisUrl, task.keyPrefix, task.commandTimeout)))
+    ? RedisCoordination.layer().pipe(
+      Layer.provide(connection(task.redisUrl, task.keyPrefix, task.commandTimeout, task.fleetSize))
+    )
     : Layer.empty
   const client = ModelClient.layer(fleetTarget(task.faultUrl)).pipe(
     Layer.provide(coordination),
