@@ -8,7 +8,8 @@ export default defineConfig({
   resolve: {
     alias: [
       { find: /^@resilient-ai\/([^/]+)$/, replacement: `${packagesDir}$1/src/index.ts` },
-      { find: /^@resilient-ai\/([^/]+)\/(.+)$/, replacement: `${packagesDir}$1/src/$2.ts` }
+      // A public module, as the exports maps name them (`@resilient-ai/policy/Resilient`); never internal/.
+      { find: /^@resilient-ai\/([^/]+)\/([A-Z]\w*)$/, replacement: `${packagesDir}$1/src/$2.ts` }
     ]
   },
   test: {

@@ -1,0 +1,52 @@
+import { assert, describe, it } from "@effect/vitest"
+import { readFileSync } from "node:fs"
+import { createRequire } from "node:module"
+
+// Node's own resolution, as an application that installed the packages gets it (vitest's aliases
+// map the names to sources and would not see an exports map at all).
+const require = createRequire(import.meta.url)
+const packages = ["policy", "client", "redis", "testing", "cli"] as const
+
+const read = (path: string) => readFileSync(new URL(`../../packages/${path}`, import.meta.url), "utf8")
+
+/** The modules a package's index re-exports: its public surface. */
+const publicModules = (name: string) =>
+  [...read(`${name}/src/index.ts`).matchAll(/export \* as (\w+) from "\.\/(\w+)\.js"/g)].map((match) => match[2]!)
+
+const resolves = (specifier: string): string => {
+  try {
+    require.resolve(specifier)
+    return "resolved"
+  } catch (error) {
+    return (error as { code?: string }).code ?? String(error)
+  }
+}
+
+describe("the packages' exports maps", () => {
+  for (const name of packages) {
+    it(`@resilient-ai/${name} exports its index and each public module, and nothing else`, () => {
+      const exportsMap = JSON.parse(read(`${name}/package.json`)).exports as Record<string, unknown>
+      assert.deepStrictEqual(
+        Object.keys(exportsMap),
+        [".", ...publicModules(name).map((module) => `./${module}`)]
+      )
+      assert.strictEqual(resolves(`@resilient-ai/${name}`), "resolved")
+      for (const module of publicModules(name)) {
+        assert.strictEqual(resolves(`@resilient-ai/${name}/${module}`), "resolved", module)
+      }
+      assert.strictEqual(resolves(`@resilient-ai/${name}/index`), "ERR_PACKAGE_PATH_NOT_EXPORTED")
+    })
+  }
+
+  it("no internal module can be imported", () => {
+    const internal = [
+      "@resilient-ai/policy/internal/timer",
+      "@resilient-ai/policy/internal/boundedRun",
+      "@resilient-ai/client/internal/secrets",
+      "@resilient-ai/redis/internal/script"
+    ]
+    for (const specifier of internal) {
+      assert.strictEqual(resolves(specifier), "ERR_PACKAGE_PATH_NOT_EXPORTED", specifier)
+    }
+  })
+})
