@@ -6,7 +6,7 @@
  * client is alive and after its scope closed), and attempts per success. Heap and sockets must be
  * flat: what a long-lived process keeps per call is what grows without bound.
  *
- * Not part of the test run. `pnpm soak` (about a minute and a half on 2 cores); `SOAK_CALLS`
+ * Not part of the test run. `pnpm soak` (about two and a half minutes on 2 cores); `SOAK_CALLS`
  * changes the count.
  */
 import { NodeHttpClient } from "@effect/platform-node"
