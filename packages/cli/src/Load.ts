@@ -180,7 +180,6 @@ export const run = (client: ModelClient.Service, options: Options): Effect.Effec
       const failuresByReason: Record<string, number> = {}
       const failureExamples: Record<string, string> = {}
       let attemptsLeftAtBudget = 0
-      let completed = 0
       let cancelled = 0
       let started = 0
       const startedAt = performance.now()
@@ -201,7 +200,7 @@ export const run = (client: ModelClient.Service, options: Options): Effect.Effec
               attemptsLeftAtBudget += Math.max(0, target.maxAttempts - failure.attempts.length)
             }
           }
-          options.onProgress?.(++completed, requests)
+          options.onProgress?.(successLatencies.length + failureLatencies.length, requests)
         })
       }).pipe(Effect.onInterrupt(() => Effect.sync(() => cancelled++)))
 

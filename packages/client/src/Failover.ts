@@ -7,9 +7,10 @@
  * wait longer than the policy will or than the call's time left allows (a `Retry-After: 30` under
  * a 20 s deadline: the next target may well answer in the 20 s). Never on a terminal failure (the
  * second target would reject the same request) nor on an ambiguous one that was not replay-safe
- * (the first may have run it), nor once the deadline has passed. The second target starts its own sequence with its own
- * budget and gate: it does not inherit the first one's attempt count, so one request makes at
- * most the two targets' ceilings, never their product. The caller's deadline bounds both.
+ * (the first may have run it), nor once the deadline has passed. The second target starts its own
+ * sequence with its own budget and gate: it does not inherit the first one's attempt count, so one
+ * request makes at most the two targets' ceilings, never their product. The caller's deadline
+ * bounds both.
  */
 import { Deadline, type Failure } from "@resilient-ai/policy"
 import * as Clock from "effect/Clock"

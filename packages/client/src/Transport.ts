@@ -267,8 +267,17 @@ const senderInContext: Sender<HttpClient.HttpClient> = Effect.zip(
  * A client given as a value: a caller that holds one spares every call the providing of a
  * context, which costs an interruptible region and a restore per call.
  */
-const senderGiven = (client: HttpClient.HttpClient): Sender<never> =>
-  Effect.map(FiberRef.get(Resilient.CurrentAttempt), (info) => [client, info] as const)
+const senderGiven = (client: HttpClient.HttpClient): Sender<never> => {
+  let sender = sendersGiven.get(client)
+  if (sender === undefined) {
+    sender = Effect.map(FiberRef.get(Resilient.CurrentAttempt), (info) => [client, info] as const)
+    sendersGiven.set(client, sender)
+  }
+  return sender
+}
+
+// One per client: a client is made once and sends every call.
+const sendersGiven = new WeakMap<HttpClient.HttpClient, Sender<never>>()
 
 /**
  * Sends the request and returns the response once its headers arrive, or the failure of getting them.
@@ -315,13 +324,25 @@ const open = <R>(
  * that is not JSON, or bytes that are not UTF-8) is the `NotJson` of `notJson()`, JSON that breaks
  * the schema a `ContractViolation`.
  */
+// One decoder per schema: a schema is a module constant, a reader is made for every call.
+const decoders = new WeakMap<Schema.Schema<any, any>, (u: unknown) => Effect.Effect<any, ParseResult.ParseError>>()
+
+const decoderOf = <A, I>(schema: Schema.Schema<A, I>): (u: unknown) => Effect.Effect<A, ParseResult.ParseError> => {
+  let decode = decoders.get(schema)
+  if (decode === undefined) {
+    decode = Schema.decodeUnknown(schema, { errors: "all" })
+    decoders.set(schema, decode)
+  }
+  return decode
+}
+
 const jsonReader = <A, I>(
   endpoint: Endpoint,
   model: string,
   schema: Schema.Schema<A, I>,
   usageOf: (value: A) => Usage
 ) => {
-  const decode = Schema.decodeUnknown(schema, { errors: "all" })
+  const decode = decoderOf(schema)
   return (
     parsed: unknown,
     notJson: () => Failure.NotJson,

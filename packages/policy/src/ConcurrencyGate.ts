@@ -327,30 +327,28 @@ class Line<A> {
     const item = this.items[this.head]
     this.items[this.head] = undefined as A
     this.head++
-    if (this.head === this.items.length) {
-      this.items = []
-      this.head = 0
-    } else if (this.head >= 1024 && this.head * 2 >= this.items.length) {
-      this.items = this.items.slice(this.head)
-      this.head = 0
-    }
+    this.compact()
     return item
   }
   takeNewest(): A | undefined {
     if (this.head >= this.items.length) return undefined
     const item = this.items.pop()
-    if (this.head === this.items.length) {
-      this.items = []
-      this.head = 0
-    }
+    this.compact()
     return item
   }
   /** Takes `item` out of the line wherever it stands (a waiter that gave up). */
   remove(item: A): void {
     const index = this.items.indexOf(item, this.head)
     if (index >= 0) this.items.splice(index, 1)
+    this.compact()
+  }
+  /** Drops the slots already taken: all of them once the line is empty, else once they are most of it. */
+  private compact(): void {
     if (this.head === this.items.length) {
       this.items = []
+      this.head = 0
+    } else if (this.head >= 1024 && this.head * 2 >= this.items.length) {
+      this.items = this.items.slice(this.head)
       this.head = 0
     }
   }

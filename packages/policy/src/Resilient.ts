@@ -628,11 +628,9 @@ class Sequence<A, E extends AttemptError, R> {
       const clock = this.clock
       // Timed from now, after any wait for the permit: a wait in the queue may have used the time.
       const started = clock.unsafeCurrentTimeMillis()
+      if (!this.leavesRoom(started, 0)) return this.releasing("neutral", this.skipForDeadline("queue"))
       const deadline = this.deadline
       const remaining = deadline - started
-      if (remaining <= 0 || remaining < this.minAttemptMillis) {
-        return this.releasing("neutral", this.skipForDeadline("queue"))
-      }
       const boundByDeadline = remaining <= this.attemptTimeoutMillis
       const timeoutMillis = boundByDeadline ? remaining : this.attemptTimeoutMillis
       const attempt = new Attempt(this, number, started + timeoutMillis)
@@ -682,8 +680,7 @@ class Sequence<A, E extends AttemptError, R> {
   }
 
   attemptFrom(number: number, delayBefore: number): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
-    const remaining = this.deadline - this.clock.unsafeCurrentTimeMillis()
-    if (remaining <= 0 || remaining < this.minAttemptMillis) return this.skipForDeadline("before-attempt")
+    if (!this.leavesRoom(this.clock.unsafeCurrentTimeMillis(), 0)) return this.skipForDeadline("before-attempt")
     // Only waiting (for a permit, for a suspended attempt) can be interrupted: between taking the
     // permit, starting the attempt's fiber and awaiting it, nothing can be lost. A permit free at
     // once is taken without an effect.

@@ -19,7 +19,6 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Random from "effect/Random"
 import type { Redis } from "ioredis"
-import { hostname } from "node:os"
 import { keyFor } from "./internal/keys.js"
 import { answered, isVoid, memberTtlMillis, never, register, type Void } from "./internal/script.js"
 import { RedisConnection } from "./RedisConnection.js"
@@ -145,7 +144,6 @@ type Permit = { readonly _tag: "lease"; readonly lease: string; readonly expires
 const healthTtl = 24 * 60 * 60 * 1000
 
 let leases = 0
-const processId = `${hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 8)}`
 
 /**
  * A gate on the fleet's Redis. When Redis cannot decide in time, this process decides with an
@@ -246,7 +244,7 @@ export const make = (
     // The caller keeps this uninterruptible (it is bounded by the command timeout), so a permit
     // Redis granted is always recorded and released by someone.
     const ask = (fiber: number, deadline: number): Effect.Effect<Answer | undefined> => {
-      const lease = `${processId}:${++leases}`
+      const lease = `${connection.member}:${++leases}`
       const now = clock.unsafeCurrentTimeMillis()
       // A lease outlives the caller's deadline by a little, and never the lease time.
       const ttl = Math.max(1_000, Math.min(leaseMillis, deadline - now + 1_000))

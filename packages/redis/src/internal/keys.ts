@@ -5,7 +5,7 @@ import { createHash } from "node:crypto"
  * A short, stable fingerprint of an API key: budgets and gates are shared per key, but the key
  * itself never reaches Redis (nor its logs, nor its dumps).
  */
-export const fingerprint = (apiKey: Redacted.Redacted | undefined): string =>
+const fingerprint = (apiKey: Redacted.Redacted | undefined): string =>
   apiKey === undefined ? "no-key" : createHash("sha256").update(Redacted.value(apiKey)).digest("hex").slice(0, 16)
 
 /** The key of `kind` for a target and API key, under `prefix`. */

@@ -41,7 +41,7 @@ export const isVoid = (answer: ReadonlyArray<unknown>): answer is Void => answer
 export const never = Number.MAX_VALUE
 
 /**
- * Registers `body` (which reads `keys`, `args`, `fleet` and `redisNow`) under `name` on `client`,
+ * Registers `body` (which may read `keys`, `args`, `fleet` and `redisNow`) under `name` on `client`,
  * once per client, behind the shared prologue.
  */
 export const register = (client: Redis, name: string, keyCount: number, body: string): void => {
