@@ -370,4 +370,21 @@ describe("resilient-ai demo", () => {
       assert.match(ran.stdout, /The retry budget allowed \d+ retr/)
       assert.match(ran.stdout, /During the \d+\.\d s outage, \d+ new calls arrived/)
     }), patient)
+
+  it.live(
+    "a call count the load cannot make is a usage error naming the variable, before anything runs",
+    () =>
+      Effect.gen(function*() {
+        for (const requests of ["0", "20000000"]) {
+          const ran = yield* runBin(["demo"], { RESILIENT_AI_DEMO_REQUESTS: requests })
+          assert.strictEqual(ran.code, 2, ran.stderr)
+          assert.strictEqual(ran.stdout, "")
+          assert.include(
+            ran.stderr,
+            `RESILIENT_AI_DEMO_REQUESTS must be a whole number from 1 to 10,000,000, got ${requests}`
+          )
+        }
+      }),
+    patient
+  )
 })

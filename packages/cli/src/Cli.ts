@@ -342,10 +342,15 @@ const demoRequests: Effect.Effect<number | undefined, CliError> = Config.option(
     Effect.mapError((error) => new CliError({ message: `${demoRequestsVariable}: ${error.message}` })),
     Effect.flatMap(Option.match({
       onNone: () => Effect.succeed(undefined),
+      // The load's own bounds, so a count it would refuse is a usage error here, not a crash there.
       onSome: (requests) =>
-        requests >= 1
+        requests >= 1 && requests <= Load.maxRequests
           ? Effect.succeed(requests)
-          : Effect.fail(new CliError({ message: `${demoRequestsVariable} must be at least 1, got ${requests}` }))
+          : Effect.fail(
+            new CliError({
+              message: `${demoRequestsVariable} must be ${Flags.range(1, Load.maxRequests)}, got ${requests}`
+            })
+          )
     }))
   )
 
