@@ -206,3 +206,17 @@ export const summary = (target: string, model?: string | undefined): Effect.Effe
       callsFailedByReason: nonZero(Failure.stopReasons, (reason) => count(metrics.callsFailed(reason)))
     }
   })
+
+/**
+ * The `q` quantile (0..1) of `values` by nearest rank; `undefined` when there are none. Pass
+ * `{ sorted: true }` for values already in ascending order, to skip the copy and sort.
+ */
+export const quantile = (
+  values: ReadonlyArray<number>,
+  q: number,
+  options?: { readonly sorted?: boolean | undefined }
+): number | undefined => {
+  if (values.length === 0) return undefined
+  const sorted = options?.sorted === true ? values : [...values].sort((a, b) => a - b)
+  return sorted[Math.min(sorted.length, Math.max(1, Math.ceil(q * sorted.length))) - 1]
+}
