@@ -30,7 +30,7 @@ const heapAfter = (count: number) => {
   for (let trial = 0; trial < 5; trial++) {
     gc()
     const before = process.memoryUsage().heapUsed
-    const window = new RetryBudget.Window(RetryBudget.settings())
+    const window = new RetryBudget.Window(RetryBudget.defaults)
     decide(window, count)
     gc()
     samples.push(process.memoryUsage().heapUsed - before)
@@ -42,7 +42,7 @@ const heapAfter = (count: number) => {
 }
 
 const decisions = 5_000_000
-const window = new RetryBudget.Window(RetryBudget.settings())
+const window = new RetryBudget.Window(RetryBudget.defaults)
 decide(window, 100_000)
 const started = performance.now()
 decide(window, decisions, 100)
@@ -73,5 +73,5 @@ console.log(`heap retained after 10,000,000 decisions: ${(larger / 1024).toFixed
 console.log(
   `difference 1,000 → 1,000,000: ${
     ((large - small) / 1024).toFixed(1)
-  } KiB (the window keeps ${RetryBudget.settings().buckets} buckets whatever the traffic)`
+  } KiB (the window keeps ${RetryBudget.defaults.buckets} buckets whatever the traffic)`
 )

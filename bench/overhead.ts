@@ -34,7 +34,7 @@ const inOneFiber = <E>(call: Effect.Effect<unknown, E>) => (count: number) =>
 const cockatielRetry = retry(handleAll, { maxAttempts: 2, backoff: new ExponentialBackoff() })
 const cockatielRetryTimeout = wrap(cockatielRetry, timeout(60_000, TimeoutStrategy.Aggressive))
 
-const policy = Resilient.policy({ target: "bench", maxAttempts: 3 })
+const policy = await Effect.runPromise(Resilient.policy({ target: "bench", maxAttempts: 3 }))
 const services = await Effect.runPromise(
   Layer.build(Layer.merge(RetryBudget.layerMemory(), ConcurrencyGate.layer({ target: "bench", limit: 10_000 })))
     .pipe(Effect.scoped)

@@ -31,7 +31,7 @@ const provider = (replies: ReadonlyArray<Reply>) =>
       })
   )
 
-const policy = Resilient.policy({
+const policySettings = {
   target: "example",
   model: "mistral-small",
   maxAttempts: 3,
@@ -40,7 +40,7 @@ const policy = Resilient.policy({
   hintSpread: "50 millis",
   attemptTimeout: "300 millis",
   minAttemptTime: "20 millis"
-})
+} as const
 
 const scenarios: ReadonlyArray<{
   readonly name: string
@@ -69,6 +69,8 @@ const runCall = (replies: ReadonlyArray<Reply>, callPolicy: Resilient.Policy, op
   )
 
 const program = Effect.gen(function*() {
+  const policy = yield* Resilient.policy(policySettings)
+  const outagePolicy = yield* Resilient.policy({ ...policySettings, target: "example-outage" })
   yield* Effect.log("one call per failure kind")
   for (const scenario of scenarios) {
     const outcome = yield* runCall(scenario.replies, policy, scenario.options)
@@ -108,8 +110,6 @@ const program = Effect.gen(function*() {
     yield* Effect.logInfo(`${name.padEnd(32)} ${value}`)
   }
 })
-
-const outagePolicy = Resilient.policy({ ...policy, target: "example-outage" })
 
 /** One line per log entry: level, message, then the annotations as key=value. */
 const compactLogger = Logger.make<unknown, void>(({ annotations, logLevel, message }) => {

@@ -2,12 +2,14 @@ import { assert, describe, it } from "@effect/vitest"
 import { Failover, Target } from "@resilient-ai/client"
 import { Failure } from "@resilient-ai/policy"
 import { Duration, Redacted } from "effect"
+import { invalidSettings } from "../policy/support.js"
+import { checked } from "./support.js"
 
 const base = { name: "t", baseUrl: "https://api.mistral.ai/v1", model: "mistral-small-latest" }
 
 describe("Target", () => {
   it("managed targets default to three attempts, a 10% budget with a 5/s floor and a queue of 64", () => {
-    const target = Target.managed({ ...base, apiKey: Redacted.make("k") })
+    const target = checked(Target.managed({ ...base, apiKey: Redacted.make("k") }))
     assert.strictEqual(target.kind, "managed")
     assert.strictEqual(target.maxAttempts, 3)
     assert.deepStrictEqual(target.budget, { ratio: 0.1, minPerSecond: 5 })
@@ -17,7 +19,7 @@ describe("Target", () => {
   })
 
   it("self-hosted targets default to a near-zero budget and a gate that sheds", () => {
-    const target = Target.selfHosted(base)
+    const target = checked(Target.selfHosted(base))
     assert.deepStrictEqual(target.budget, { ratio: 0.01, minPerSecond: 0.2 })
     assert.strictEqual(Target.gateMode(target), "shed")
     assert.isUndefined(target.apiKey)
@@ -37,28 +39,34 @@ describe("Target", () => {
     )
   })
 
-  it("names every setting that cannot work", () => {
-    assert.throws(
-      () =>
-        Target.managed({
-          ...base,
-          baseUrl: "ftp://x",
-          maxAttempts: 0,
-          attemptTimeout: 0,
-          baseDelay: "5 seconds",
-          maxDelay: "1 second",
-          concurrency: 0
-        }),
-      /baseUrl must be an http\(s\) URL.*apiKey is required.*attemptTimeout must be positive.*maxAttempts must be an integer >= 1.*baseDelay \(5s\) must not exceed maxDelay \(1s\).*concurrency must be an integer >= 1/
+  it("names every setting that cannot work, in one typed failure", () => {
+    assert.match(
+      invalidSettings(Target.managed({
+        ...base,
+        baseUrl: "ftp://x",
+        maxAttempts: 0,
+        attemptTimeout: 0,
+        baseDelay: "5 seconds",
+        maxDelay: "1 second",
+        concurrency: 0
+      })),
+      /^target t: baseUrl must be an http\(s\) URL.*; apiKey is required; attemptTimeout must be positive.*; maxAttempts must be an integer >= 1.*; concurrency must be an integer >= 1, got 0$/
+    )
+    // A rule between two settings is checked once each is valid on its own.
+    assert.strictEqual(
+      invalidSettings(
+        Target.managed({ ...base, apiKey: Redacted.make("k"), baseDelay: "5 seconds", maxDelay: "1 second" })
+      ),
+      "target t: baseDelay (5s) must not exceed maxDelay (1s)"
     )
   })
 
   it("carries every setting of a policy to the policy of each model", () => {
-    const defaults = Target.policyFor(Target.managed({ ...base, apiKey: Redacted.make("k") }))
+    const defaults = Target.policyFor(checked(Target.managed({ ...base, apiKey: Redacted.make("k") })))
     assert.strictEqual(Duration.toMillis(defaults.maxRetryAfter), 60_000)
     assert.strictEqual(Duration.toMillis(defaults.minAttemptTime), 100)
     assert.isFalse(defaults.replaySafe)
-    const target = Target.managed({
+    const target = checked(Target.managed({
       ...base,
       apiKey: Redacted.make("k"),
       attemptTimeoutByModel: { fast: "150 millis" },
@@ -66,7 +74,7 @@ describe("Target", () => {
       minAttemptTime: "120 millis",
       replaySafe: true,
       propagateTrace: true
-    })
+    }))
     for (const model of [undefined, "fast"]) {
       const policy = Target.policyFor(target, model)
       assert.strictEqual(Duration.toMillis(policy.maxRetryAfter), 5_000)
@@ -74,27 +82,29 @@ describe("Target", () => {
       assert.isTrue(policy.replaySafe)
     }
     assert.isTrue(target.propagateTrace)
-    assert.isFalse(Target.selfHosted(base).propagateTrace)
+    assert.isFalse(checked(Target.selfHosted(base)).propagateTrace)
   })
 
   it("refuses a minAttemptTime no attempt timeout leaves room for, when the target is built", () => {
-    assert.throws(
-      () => Target.selfHosted({ ...base, attemptTimeout: "1 second", minAttemptTime: "1 second" }),
-      /minAttemptTime \(1s\) must be shorter than attemptTimeout \(1s\)/
+    assert.include(
+      invalidSettings(Target.selfHosted({ ...base, attemptTimeout: "1 second", minAttemptTime: "1 second" })),
+      "minAttemptTime (1s) must be shorter than attemptTimeout (1s)"
     )
-    assert.throws(
-      () => Target.selfHosted({ ...base, attemptTimeoutByModel: { fast: "100 millis" }, minAttemptTime: "200 millis" }),
-      /minAttemptTime \(200ms\) must be shorter than attemptTimeoutByModel \(fast\) \(100ms\)/
+    assert.include(
+      invalidSettings(
+        Target.selfHosted({ ...base, attemptTimeoutByModel: { fast: "100 millis" }, minAttemptTime: "200 millis" })
+      ),
+      "minAttemptTime (200ms) must be shorter than attemptTimeoutByModel.fast (100ms)"
     )
   })
 
   it("a request for another model gets that model's timeout", () => {
-    const target = Target.managed({
+    const target = checked(Target.managed({
       ...base,
       apiKey: Redacted.make("k"),
       attemptTimeout: "20 seconds",
       attemptTimeoutByModel: { "mistral-large-latest": "90 seconds" }
-    })
+    }))
     assert.strictEqual(Duration.toMillis(Target.policyFor(target).attemptTimeout), 20_000)
     assert.strictEqual(Duration.toMillis(Target.policyFor(target, "mistral-large-latest").attemptTimeout), 90_000)
     assert.strictEqual(Target.policyFor(target, "mistral-large-latest").model, "mistral-large-latest")

@@ -4,6 +4,7 @@
  */
 import { NodeHttpClient } from "@effect/platform-node"
 import { ModelClient, Target } from "@resilient-ai/client"
+import type { Settings } from "@resilient-ai/policy"
 import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
 import { Effect, Layer, Logger, Redacted } from "effect"
 import { canary } from "../canary.js"
@@ -19,13 +20,17 @@ export const quiet = Logger.remove(Logger.defaultLogger)
 /** The real undici-based HTTP client, as an application on Node provides it, with the log lines kept quiet. */
 export const HttpLive = Layer.merge(NodeHttpClient.layerUndici, quiet)
 
+/** A target whose settings are the test's own: one that cannot work fails the test. */
+export const checked = (target: Effect.Effect<Target.Target, Settings.InvalidSettings>): Target.Target =>
+  Effect.runSync(target)
+
 let targets = 0
 /** A target name no other test uses, so metrics read back belong to one test. */
 export const freshName = (name: string) => `${name}-${++targets}`
 
 /** A managed target pointed at `url`, with real but tiny backoff so tests stay fast. */
 export const managedAt = (url: string, options: Partial<Target.Options> = {}): Target.Target =>
-  Target.managed({
+  checked(Target.managed({
     name: freshName("managed"),
     baseUrl: url,
     model: "test-model",
@@ -36,11 +41,11 @@ export const managedAt = (url: string, options: Partial<Target.Options> = {}): T
     hintSpread: "5 millis",
     attemptTimeout: "2 seconds",
     ...options
-  })
+  }))
 
 /** A self-hosted target pointed at `url`. */
 export const selfHostedAt = (url: string, options: Partial<Target.Options> = {}): Target.Target =>
-  Target.selfHosted({
+  checked(Target.selfHosted({
     name: freshName("pool"),
     baseUrl: url,
     model: "test-model",
@@ -48,7 +53,7 @@ export const selfHostedAt = (url: string, options: Partial<Target.Options> = {})
     maxDelay: "5 millis",
     attemptTimeout: "2 seconds",
     ...options
-  })
+  }))
 
 /** A fault server with `plan` and a client of a target pointed at it. */
 export const serverAndClient = (

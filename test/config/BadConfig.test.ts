@@ -78,7 +78,7 @@ const environmentOf = (
 }
 
 describe("a target's bad configuration", () => {
-  const exists = "to exist"
+  const exists = "is required"
   const http = "must be an http(s) URL"
   const duration = "must be a duration such as"
   const negative = "must not be negative"
@@ -121,7 +121,7 @@ describe("a target's bad configuration", () => {
     { variable: "ATTEMPT_TIMEOUT", value: "", rule: duration },
     { variable: "ATTEMPT_TIMEOUTS", value: "mistral-large-latest", rule: pairs },
     { variable: "ATTEMPT_TIMEOUTS", value: "=90 seconds", rule: pairs },
-    { variable: "ATTEMPT_TIMEOUTS", value: "mistral-large-latest=soon", rule: pairs },
+    { variable: "ATTEMPT_TIMEOUTS", value: "mistral-large-latest=soon", rule: duration },
     { variable: "ATTEMPT_TIMEOUTS", value: "mistral-large-latest=90 seconds, mistral-tiny", rule: pairs },
     { variable: "ATTEMPT_TIMEOUTS", value: "a=1 second=2 seconds", rule: pairs },
     { variable: "ATTEMPT_TIMEOUTS", value: "mistral-tiny=0", rule: positive },
@@ -334,7 +334,7 @@ describe("the Redis connection's bad configuration", () => {
   const keyPrefix = "must be letters, digits and : _ . -"
   /** `{host}` is the counting server's `127.0.0.1:port`; `{secret}` the password. */
   const cases: ReadonlyArray<Case> = [
-    { variable: "URL", value: undefined, rule: "to exist" },
+    { variable: "URL", value: undefined, rule: "is required" },
     { variable: "URL", value: "", rule: aUrl },
     { variable: "URL", value: "{host}", rule: aUrl },
     { variable: "URL", value: "localhost:6379", rule: scheme },

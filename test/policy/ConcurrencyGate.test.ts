@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ConcurrencyGate, Deadline, Failure } from "@resilient-ai/policy"
-import { Duration, Effect, Exit, Fiber, Option, Ref, TestClock } from "effect"
+import { Duration, Effect, Either, Exit, Fiber, Layer, Option, Ref, TestClock } from "effect"
+import { invalidSettings, valid } from "./support.js"
 
 /** A failure's fields, tag included, to compare with exact values. */
 const fieldsOf = (failure: Failure.Failure): { readonly [field: string]: unknown } => ({ ...failure })
@@ -40,7 +41,7 @@ const recovering = Effect.gen(function*() {
 
 describe("ConcurrencyGate.settings", () => {
   it("fills in queue mode, a ramp from 10% ×1.5 every 5 s, 5 failures to degrade and no waiting bound", () => {
-    assert.deepStrictEqual(ConcurrencyGate.settings({ target: "llm", limit: 100 }), {
+    assert.deepStrictEqual(valid(ConcurrencyGate.settings({ target: "llm", limit: 100 })), {
       target: "llm",
       limit: 100,
       mode: "queue",
@@ -54,7 +55,7 @@ describe("ConcurrencyGate.settings", () => {
 
   it("keeps the values given, with the ramp step in milliseconds", () => {
     assert.deepStrictEqual(
-      ConcurrencyGate.settings({
+      valid(ConcurrencyGate.settings({
         target: "gpu",
         limit: 8,
         mode: "shed",
@@ -63,7 +64,7 @@ describe("ConcurrencyGate.settings", () => {
         rampStep: "1 second",
         degradeAfter: 3,
         maxWaiting: 0
-      }),
+      })),
       {
         target: "gpu",
         limit: 8,
@@ -75,44 +76,45 @@ describe("ConcurrencyGate.settings", () => {
         maxWaiting: 0
       }
     )
-    assert.strictEqual(ConcurrencyGate.settings({ target: "any", limit: Infinity }).limit, Infinity)
-    assert.strictEqual(ConcurrencyGate.settings({ target: "one", limit: 1, rampStart: 1 }).rampStart, 1)
+    assert.strictEqual(valid(ConcurrencyGate.settings({ target: "any", limit: Infinity })).limit, Infinity)
+    assert.strictEqual(valid(ConcurrencyGate.settings({ target: "one", limit: 1, rampStart: 1 })).rampStart, 1)
   })
 
   const invalid: ReadonlyArray<readonly [string, Partial<ConcurrencyGate.Options>, string]> = [
     ["zero limit", { limit: 0 }, "limit must be an integer >= 1, got 0"],
     ["fractional limit", { limit: 2.5 }, "limit must be an integer >= 1, got 2.5"],
-    ["NaN limit", { limit: NaN }, "limit must be an integer >= 1, got NaN"],
+    ["NaN limit", { limit: NaN }, "limit must be a number, got NaN"],
     ["zero rampStart", { rampStart: 0 }, "rampStart must be in (0, 1], got 0"],
     ["rampStart above 1", { rampStart: 1.5 }, "rampStart must be in (0, 1], got 1.5"],
     ["rampFactor of 1", { rampFactor: 1 }, "rampFactor must be a finite number > 1, got 1"],
     ["infinite rampFactor", { rampFactor: Infinity }, "rampFactor must be a finite number > 1, got Infinity"],
     ["zero rampStep", { rampStep: 0 }, "rampStep must be positive, got 0"],
-    ["infinite rampStep", { rampStep: Duration.infinity }, "rampStep must be positive, got Infinity"],
+    ["infinite rampStep", { rampStep: Duration.infinity }, "rampStep must be finite, got Infinity"],
     ["zero degradeAfter", { degradeAfter: 0 }, "degradeAfter must be an integer >= 1, got 0"],
     ["fractional degradeAfter", { degradeAfter: 2.5 }, "degradeAfter must be an integer >= 1, got 2.5"],
     ["negative maxWaiting", { maxWaiting: -1 }, "maxWaiting must be an integer >= 0, got -1"],
     ["fractional maxWaiting", { maxWaiting: 1.5 }, "maxWaiting must be an integer >= 0, got 1.5"]
   ]
   for (const [name, options, message] of invalid) {
-    it(`throws a RangeError naming the option for a ${name}`, () => {
-      assert.throws(
-        () => ConcurrencyGate.settings({ target: "llm", limit: 10, ...options }),
-        RangeError,
-        `concurrency gate for llm: ${message}`
-      )
+    it(`is an InvalidSettings naming the option for a ${name}`, () => {
+      const settings = ConcurrencyGate.settings({ target: "llm", limit: 10, ...options })
+      assert.isTrue(Either.isLeft(settings))
+      if (Either.isLeft(settings)) assert.strictEqual(settings.left.message, `concurrency gate for llm: ${message}`)
     })
   }
 
-  it("throws when the gate is assembled", () => {
-    assert.throws(() => ConcurrencyGate.make({ target: "llm", limit: 0 }), RangeError, "limit")
-    assert.throws(() => ConcurrencyGate.layer({ target: "llm", limit: 10, rampFactor: 0.5 }), RangeError, "rampFactor")
+  it("fails when the gate is assembled, and never throws", () => {
+    assert.include(invalidSettings(ConcurrencyGate.make({ target: "llm", limit: 0 })), "limit")
+    assert.include(
+      invalidSettings(Layer.build(ConcurrencyGate.layer({ target: "llm", limit: 10, rampFactor: 0.5 }))),
+      "rampFactor"
+    )
   })
 })
 
 describe("ConcurrencyGate ramp", () => {
   it("starts at 10 for a limit of 100 and grows ×1.5, rounded up, to the limit", () => {
-    const settings = ConcurrencyGate.settings({ target: "llm", limit: 100 })
+    const settings = valid(ConcurrencyGate.settings({ target: "llm", limit: 100 }))
     assert.strictEqual(ConcurrencyGate.rampFloor(settings), 10)
     assert.deepStrictEqual(
       [0, 1, 2, 3, 4, 5, 6, 7].map((steps) => ConcurrencyGate.rampLimit(settings, steps)),
@@ -122,7 +124,7 @@ describe("ConcurrencyGate ramp", () => {
   })
 
   it("rounds each step up, not to the nearest", () => {
-    const settings = ConcurrencyGate.settings({ target: "llm", limit: 100, rampFactor: 1.3 })
+    const settings = valid(ConcurrencyGate.settings({ target: "llm", limit: 100, rampFactor: 1.3 }))
     assert.deepStrictEqual(
       [0, 1, 2, 3, 4, 5, 6, 7, 8, 9].map((steps) => ConcurrencyGate.rampLimit(settings, steps)),
       [10, 13, 17, 23, 30, 39, 51, 67, 88, 100]
@@ -130,14 +132,14 @@ describe("ConcurrencyGate ramp", () => {
   })
 
   it("never goes below one", () => {
-    const settings = ConcurrencyGate.settings({ target: "gpu", limit: 3 })
+    const settings = valid(ConcurrencyGate.settings({ target: "gpu", limit: 3 }))
     assert.strictEqual(ConcurrencyGate.rampFloor(settings), 1)
     assert.deepStrictEqual([0, 1, 2, 3].map((steps) => ConcurrencyGate.rampLimit(settings, steps)), [1, 2, 3, 3])
-    assert.strictEqual(ConcurrencyGate.rampFloor(ConcurrencyGate.settings({ target: "one", limit: 1 })), 1)
+    assert.strictEqual(ConcurrencyGate.rampFloor(valid(ConcurrencyGate.settings({ target: "one", limit: 1 }))), 1)
   })
 
   it("follows rampStart and rampFactor", () => {
-    const settings = ConcurrencyGate.settings({ target: "llm", limit: 50, rampStart: 0.25, rampFactor: 2 })
+    const settings = valid(ConcurrencyGate.settings({ target: "llm", limit: 50, rampStart: 0.25, rampFactor: 2 }))
     assert.strictEqual(ConcurrencyGate.rampFloor(settings), 12)
     assert.deepStrictEqual([0, 1, 2, 3].map((steps) => ConcurrencyGate.rampLimit(settings, steps)), [12, 24, 48, 50])
   })

@@ -22,7 +22,7 @@ import {
   Schedule,
   TestClock
 } from "effect"
-import { captureLogs, failureOf, freshTarget, services } from "./support.js"
+import { captureLogs, failureOf, freshTarget, policyOf, services, valid } from "./support.js"
 
 const runs = (numRuns: number) => ({ seed: 42, numRuns })
 
@@ -408,7 +408,7 @@ describe("Properties: RetryHint", () => {
           const hint = RetryHint.fromHeaders({ [c.header]: text }, now)
           const failure = new Failure.RateLimited({ status: 429, retryAfter: Option.getOrUndefined(hint) })
           const target = freshTarget("hint-cap")
-          const policy = Resilient.policy({
+          const policy = policyOf({
             target,
             maxAttempts: 2,
             maxRetryAfter: c.maxRetryAfter,
@@ -891,7 +891,7 @@ describe("Properties: Resilient.retry and the deadline", () => {
         Effect.gen(function*() {
           const startedAt = yield* Clock.currentTimeMillis
           const target = freshTarget("deadline")
-          const policy = Resilient.policy({
+          const policy = policyOf({
             target,
             maxAttempts: c.maxAttempts,
             baseDelay: c.baseDelay,
@@ -1135,7 +1135,7 @@ describe("Properties: RetryBudget", () => {
     const seen = decisionTally()
     fc.assert(
       fc.property(budgetOptions, fc.integer({ min: 0, max: 2e12 }), bursts(40, 12), (options, start, plan) => {
-        const window = new RetryBudget.Window(RetryBudget.settings(settingsOf(options)))
+        const window = new RetryBudget.Window(valid(RetryBudget.settings(settingsOf(options))))
         const model = new ReferenceBudget(options)
         const grants: Array<number> = []
         const successes: Array<number> = []
@@ -1189,7 +1189,7 @@ describe("Properties: RetryBudget", () => {
             }
             assert.deepStrictEqual(yield* budget.snapshot, model.snapshot(now))
           }
-        }).pipe(Effect.provide(RetryBudget.layerMemory(settingsOf(options)))))
+        }).pipe(Effect.provide(Layer.orDie(RetryBudget.layerMemory(settingsOf(options))))))
       for (const kind of ["granted on successes", "granted on the floor", "refused"]) {
         assert.isAbove(seen.get(kind), 20, kind)
       }

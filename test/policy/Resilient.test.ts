@@ -20,7 +20,7 @@ import { execFile } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
 import { canary } from "../canary.js"
-import { captureLogs, failureOf, freshTarget, scripted, services } from "./support.js"
+import { captureLogs, failureOf, freshTarget, invalidSettings, policyOf, scripted, services } from "./support.js"
 
 const serverError = new Failure.ServerError({ status: 500 })
 const millis = (duration: Duration.Duration) => Duration.toMillis(duration)
@@ -39,7 +39,7 @@ describe("Resilient.retry on the real clock (its attempt timeout is a timer of t
     return Effect.gen(function*() {
       let finalized = 0
       const hangs = Effect.never.pipe(Effect.onInterrupt(() => Effect.sync(() => finalized++)))
-      const policy = Resilient.policy({
+      const policy = policyOf({
         target,
         maxAttempts: 2,
         attemptTimeout: "30 millis",
@@ -58,13 +58,13 @@ describe("Resilient.retry on the real clock (its attempt timeout is a timer of t
     const target = freshTarget("live-one-release")
     return Effect.gen(function*() {
       const gate = yield* ConcurrencyGate.ConcurrencyGate
-      const policy = Resilient.policy({
+      const policy = policyOf({
         target,
         maxAttempts: 1,
         attemptTimeout: "20 millis",
         minAttemptTime: "1 millis"
       })
-      const holder = yield* Effect.fork(Resilient.retry(Effect.never, Resilient.policy({ target, maxAttempts: 1 })))
+      const holder = yield* Effect.fork(Resilient.retry(Effect.never, policyOf({ target, maxAttempts: 1 })))
       assert.strictEqual(failureOf(yield* Effect.exit(Resilient.retry(Effect.never, policy))).last._tag, "ReadTimeout")
       assert.strictEqual((yield* gate.snapshot).inFlight, 1, "the holder's permit is still counted")
       yield* Fiber.interrupt(holder)
@@ -75,7 +75,7 @@ describe("Resilient.retry on the real clock (its attempt timeout is a timer of t
   it.live("an attempt that ends in time is not cut off", () => {
     const target = freshTarget("live-in-time")
     return Effect.gen(function*() {
-      const policy = Resilient.policy({ target, attemptTimeout: "10 seconds", minAttemptTime: "1 millis" })
+      const policy = policyOf({ target, attemptTimeout: "10 seconds", minAttemptTime: "1 millis" })
       const answer = yield* Resilient.retry(Effect.as(Effect.sleep("5 millis"), "answer"), policy)
       assert.strictEqual(answer, "answer")
     }).pipe(Effect.provide(services(target)), Logger.withMinimumLogLevel(LogLevel.None))
@@ -110,13 +110,13 @@ describe("Resilient.retry and the gate's permits", () => {
     const target = freshTarget("one-release")
     return Effect.gen(function*() {
       const gate = yield* ConcurrencyGate.ConcurrencyGate
-      const policy = Resilient.policy({
+      const policy = policyOf({
         target,
         maxAttempts: 1,
         attemptTimeout: "1 second",
         minAttemptTime: "1 millis"
       })
-      const holder = yield* Effect.fork(Resilient.retry(Effect.never, Resilient.policy({ target, maxAttempts: 1 })))
+      const holder = yield* Effect.fork(Resilient.retry(Effect.never, policyOf({ target, maxAttempts: 1 })))
       const timesOut = yield* Effect.fork(Resilient.retry(Effect.never, policy, { replaySafe: true }))
       yield* TestClock.adjust("2 seconds")
       assert.strictEqual(failureOf(yield* Fiber.await(timesOut)).last._tag, "ReadTimeout")
@@ -133,7 +133,7 @@ describe("Resilient.retry", () => {
       const target = freshTarget("terminal")
       return Effect.gen(function*() {
         const { attempt, times } = yield* scripted([{ fail: new Failure.ClientError({ status: 400 }) }])
-        const exit = yield* settle(attempt.pipe(Resilient.retry(Resilient.policy({ target, maxAttempts: 5 }))))
+        const exit = yield* settle(attempt.pipe(Resilient.retry(policyOf({ target, maxAttempts: 5 }))))
         const failure = failureOf(exit)
         assert.strictEqual(failure.reason, "terminal")
         assert.strictEqual(failure.last._tag, "ClientError")
@@ -149,7 +149,7 @@ describe("Resilient.retry", () => {
           { fail: new Failure.ConnectFailed({ detail: "ECONNREFUSED" }) },
           { succeed: "answer" }
         ])
-        const exit = yield* settle(attempt.pipe(Resilient.retry(Resilient.policy({ target, maxAttempts: 5 }))))
+        const exit = yield* settle(attempt.pipe(Resilient.retry(policyOf({ target, maxAttempts: 5 }))))
         assert.deepStrictEqual(exit, Exit.succeed("answer"))
         assert.strictEqual((yield* times).length, 3)
       }).pipe(Effect.provide(services(target)), Effect.withRandom(Random.make(1)))
@@ -158,7 +158,7 @@ describe("Resilient.retry", () => {
     it.effect("a read timeout is replayed only when the call is replay-safe", () => {
       const target = freshTarget("ambiguous")
       const readTimeout = new Failure.ReadTimeout({ timeout: Duration.seconds(30), phase: "body" })
-      const policy = Resilient.policy({ target, maxAttempts: 3 })
+      const policy = policyOf({ target, maxAttempts: 3 })
       return Effect.gen(function*() {
         const unsafe = yield* scripted<string>([{ fail: readTimeout }, { succeed: "ok" }])
         const refused = failureOf(yield* settle(unsafe.attempt.pipe(Resilient.retry(policy))))
@@ -175,7 +175,7 @@ describe("Resilient.retry", () => {
 
     it.effect("a reset before the request was sent is retried, after it only when replay-safe", () => {
       const target = freshTarget("reset")
-      const policy = Resilient.policy({ target, maxAttempts: 2 })
+      const policy = policyOf({ target, maxAttempts: 2 })
       return Effect.gen(function*() {
         const before = yield* scripted<string>([{ fail: new Failure.ConnectionReset({ afterSend: false }) }, {
           succeed: "ok"
@@ -197,7 +197,7 @@ describe("Resilient.retry", () => {
         const { attempt, times } = yield* scripted([{
           fail: new Failure.RateLimited({ status: 429, providerCode: "insufficient_quota" })
         }])
-        const failure = failureOf(yield* settle(attempt.pipe(Resilient.retry(Resilient.policy({ target })))))
+        const failure = failureOf(yield* settle(attempt.pipe(Resilient.retry(policyOf({ target })))))
         assert.strictEqual(failure.reason, "terminal")
         assert.strictEqual((yield* times).length, 1)
       }).pipe(Effect.provide(services(target)))
@@ -210,7 +210,7 @@ describe("Resilient.retry", () => {
           { fail: new Failure.ClientError({ status: 400, providerCode: "busy_try_again" }) },
           { succeed: "ok" }
         ])
-        const exit = yield* settle(attempt.pipe(Resilient.retry(Resilient.policy({ target }))))
+        const exit = yield* settle(attempt.pipe(Resilient.retry(policyOf({ target }))))
         assert.deepStrictEqual(exit, Exit.succeed("ok"))
         assert.strictEqual((yield* times).length, 2)
       }).pipe(
@@ -227,7 +227,7 @@ describe("Resilient.retry", () => {
       const target = freshTarget("defect")
       return Effect.gen(function*() {
         const { attempt, times } = yield* scripted<string>([{ run: Effect.die(new Error("bug")) }])
-        const exit = yield* settle(attempt.pipe(Resilient.retry(Resilient.policy({ target }))))
+        const exit = yield* settle(attempt.pipe(Resilient.retry(policyOf({ target }))))
         assert.isTrue(Exit.isFailure(exit) && Cause.isDie(exit.cause))
         assert.strictEqual((yield* times).length, 1)
       }).pipe(Effect.provide(services(target)))
@@ -241,7 +241,7 @@ describe("Resilient.retry", () => {
       const expected = [98, 47, 150, 87]
       return Effect.gen(function*() {
         const { attempt, times } = yield* scripted([{ fail: serverError }])
-        const policy = Resilient.policy({ target, maxAttempts: 5, baseDelay: "100 millis", maxDelay: "1 second" })
+        const policy = policyOf({ target, maxAttempts: 5, baseDelay: "100 millis", maxDelay: "1 second" })
         const failure = failureOf(yield* settle(attempt.pipe(Resilient.retry(policy))))
         assert.strictEqual(failure.reason, "attempts")
         const delays = failure.attempts.map((record) => millis(record.delayBefore))
@@ -260,7 +260,7 @@ describe("Resilient.retry", () => {
           { fail: new Failure.RateLimited({ status: 429, retryAfter: Duration.seconds(7) }) },
           { succeed: "ok" }
         ])
-        const fiber = yield* attempt.pipe(Resilient.retry(Resilient.policy({ target })), Effect.fork)
+        const fiber = yield* attempt.pipe(Resilient.retry(policyOf({ target })), Effect.fork)
         yield* TestClock.adjust("6999 millis")
         assert.deepStrictEqual(yield* times, [0])
         yield* TestClock.adjust("1 second")
@@ -278,7 +278,7 @@ describe("Resilient.retry", () => {
           fail: new Failure.RateLimited({ status: 429, retryAfter: Duration.minutes(2) })
         }])
         const fiber = yield* attempt.pipe(
-          Resilient.retry(Resilient.policy({ target, maxRetryAfter: "60 seconds" })),
+          Resilient.retry(policyOf({ target, maxRetryAfter: "60 seconds" })),
           Effect.fork
         )
         yield* TestClock.adjust(0)
@@ -296,7 +296,7 @@ describe("Resilient.retry", () => {
           after: 10
         }])
         const fiber = yield* attempt.pipe(
-          Resilient.retry(Resilient.policy({ target }), { timeout: "20 seconds" }),
+          Resilient.retry(policyOf({ target }), { timeout: "20 seconds" }),
           Effect.fork
         )
         yield* TestClock.adjust(10)
@@ -324,7 +324,7 @@ describe("Resilient.retry", () => {
           after: 4_950
         }])
         const failure = failureOf(
-          yield* settle(attempt.pipe(Resilient.retry(Resilient.policy({ target }), { timeout: "5 seconds" })))
+          yield* settle(attempt.pipe(Resilient.retry(policyOf({ target }), { timeout: "5 seconds" })))
         )
         assert.strictEqual(failure.reason, "deadline")
         assert.strictEqual(failure.last._tag, "RateLimited")
@@ -340,7 +340,7 @@ describe("Resilient.retry", () => {
           { fail: new Failure.RateLimited({ status: 429, retryAfter: Duration.seconds(4) }) },
           { succeed: "ok" }
         ])
-        const policy = Resilient.policy({ target, hintSpread: "1 second", minAttemptTime: "100 millis" })
+        const policy = policyOf({ target, hintSpread: "1 second", minAttemptTime: "100 millis" })
         const exit = yield* settle(attempt.pipe(Resilient.retry(policy, { timeout: "5 seconds" })))
         assert.deepStrictEqual(exit, Exit.succeed("ok"))
         // Drawn at the top, the spread would make it 4999 ms, leaving 1 ms: it ends instead at the
@@ -362,7 +362,7 @@ describe("Resilient.retry", () => {
             { fail: Failure.fromResponse(response) },
             { succeed: "ok" }
           ])
-          const policy = Resilient.policy({ target, hintSpread: 0 })
+          const policy = policyOf({ target, hintSpread: 0 })
           const fiber = yield* attempt.pipe(Resilient.retry(policy), Effect.fork)
           yield* TestClock.adjust("1999 millis")
           assert.strictEqual((yield* times).length, 1, `HTTP ${response.status}: retried before its hint`)
@@ -380,7 +380,7 @@ describe("Resilient.retry", () => {
         const { attempt, times } = yield* scripted([{
           fail: new Failure.RateLimited({ status: 429, retryAfter: Duration.seconds(5) })
         }])
-        const policy = Resilient.policy({ target, minAttemptTime: 0, hintSpread: 0 })
+        const policy = policyOf({ target, minAttemptTime: 0, hintSpread: 0 })
         const fiber = yield* attempt.pipe(Resilient.retry(policy, { timeout: "5 seconds" }), Effect.fork)
         yield* TestClock.adjust(0)
         // Woken at the deadline, the retry could only be skipped: the sleep and the budget would be wasted.
@@ -404,7 +404,7 @@ describe("Resilient.retry", () => {
           { fail: new Failure.RateLimited({ status: 429, retryAfter: Duration.seconds(2) }), after: 80 },
           { fail: new Failure.Overloaded({ status: 503, providerCode: "overloaded" }), after: 40 }
         ])
-        const policy = Resilient.policy({ target, maxAttempts: 3, baseDelay: "100 millis", maxDelay: "1 second" })
+        const policy = policyOf({ target, maxAttempts: 3, baseDelay: "100 millis", maxDelay: "1 second" })
         const failure = failureOf(yield* settle(attempt.pipe(Resilient.retry(policy))))
         assert.strictEqual(failure.reason, "attempts")
         assert.strictEqual(failure.target, target)
@@ -431,7 +431,7 @@ describe("Resilient.retry", () => {
       const target = freshTarget("deadline-skip")
       return Effect.gen(function*() {
         const { attempt, times } = yield* scripted([{ fail: serverError, after: 400 }])
-        const policy = Resilient.policy({
+        const policy = policyOf({
           target,
           maxAttempts: 10,
           schedule: Schedule.spaced("100 millis"),
@@ -452,7 +452,7 @@ describe("Resilient.retry", () => {
       const target = freshTarget("attempt-timeout")
       return Effect.gen(function*() {
         const { arrivals, attempt } = yield* scripted([{ run: Effect.never }])
-        const policy = Resilient.policy({
+        const policy = policyOf({
           target,
           maxAttempts: 10,
           schedule: Schedule.spaced("50 millis"),
@@ -483,7 +483,7 @@ describe("Resilient.retry", () => {
             if (phase !== undefined) info?.enter(phase)
             return Effect.never
           })
-        const policy = Resilient.policy({ target, maxAttempts: 1, attemptTimeout: "2 seconds" })
+        const policy = policyOf({ target, maxAttempts: 1, attemptTimeout: "2 seconds" })
         const phases: Array<unknown> = []
         for (const phase of ["headers", "body", undefined] as const) {
           const failure = failureOf(yield* settle(stallIn(phase).pipe(Resilient.retry(policy)), "3 seconds"))
@@ -501,7 +501,7 @@ describe("Resilient.retry", () => {
       const target = freshTarget("late-permit")
       return Effect.gen(function*() {
         const { arrivals, attempt } = yield* scripted([{ run: Effect.never }])
-        const policy = Resilient.policy({ target, maxAttempts: 1, attemptTimeout: "3 seconds" })
+        const policy = policyOf({ target, maxAttempts: 1, attemptTimeout: "3 seconds" })
         yield* Effect.fork(attempt.pipe(Resilient.retry(policy, { replaySafe: true })))
         const waiting = yield* Effect.fork(attempt.pipe(Resilient.retry(policy, { timeout: "5 seconds" })))
         yield* TestClock.adjust("3 seconds")
@@ -519,7 +519,7 @@ describe("Resilient.retry", () => {
       return Effect.gen(function*() {
         const { attempt, times } = yield* scripted([{ run: Effect.never }])
         const gate = yield* ConcurrencyGate.ConcurrencyGate
-        const policy = Resilient.policy({
+        const policy = policyOf({
           target,
           maxAttempts: 1,
           attemptTimeout: "2950 millis",
@@ -540,7 +540,7 @@ describe("Resilient.retry", () => {
     it.effect("the bar for starting an attempt rises to what successful attempts take lately", () => {
       const target = freshTarget("typical")
       return Effect.gen(function*() {
-        const policy = Resilient.policy({ target, minAttemptTime: "10 millis" })
+        const policy = policyOf({ target, minAttemptTime: "10 millis" })
         const slow = yield* scripted<string>([{ succeed: "ok", after: 500 }])
         yield* settle(slow.attempt.pipe(Resilient.retry(policy)), "1 second")
         // Successes take 500 ms here: with 300 ms left, an attempt would only be cut off.
@@ -558,7 +558,7 @@ describe("Resilient.retry", () => {
       const target = freshTarget("entry-deadline")
       return Effect.gen(function*() {
         const { attempt } = yield* scripted([{ run: Effect.never }])
-        const call = attempt.pipe(Resilient.retry(Resilient.policy({ target }), { timeout: "1 hour" }))
+        const call = attempt.pipe(Resilient.retry(policyOf({ target }), { timeout: "1 hour" }))
         const fiber = yield* Effect.fork(Deadline.within(call, "3 seconds"))
         yield* TestClock.adjust("3 seconds")
         const failure = failureOf(yield* Fiber.await(fiber))
@@ -571,7 +571,7 @@ describe("Resilient.retry", () => {
       return Effect.gen(function*() {
         const { attempt, times } = yield* scripted([{ succeed: 1 }])
         yield* TestClock.adjust("5 seconds")
-        const exit = yield* attempt.pipe(Resilient.retry(Resilient.policy({ target })), Deadline.at(4_000), Effect.exit)
+        const exit = yield* attempt.pipe(Resilient.retry(policyOf({ target })), Deadline.at(4_000), Effect.exit)
         const failure = failureOf(exit)
         assert.strictEqual(failure.reason, "deadline")
         assert.deepStrictEqual(failure.last, new Failure.DeadlineExceeded({ deadline: 4_000, phase: "before-attempt" }))
@@ -586,7 +586,7 @@ describe("Resilient.retry", () => {
       const target = freshTarget("interrupt-sleep")
       return Effect.gen(function*() {
         const { attempt, times } = yield* scripted([{ fail: serverError }])
-        const policy = Resilient.policy({ target, maxAttempts: 5, schedule: Schedule.spaced("1 second") })
+        const policy = policyOf({ target, maxAttempts: 5, schedule: Schedule.spaced("1 second") })
         const fiber = yield* Effect.fork(attempt.pipe(Resilient.retry(policy)))
         yield* TestClock.adjust("500 millis")
         yield* Fiber.interrupt(fiber)
@@ -604,7 +604,7 @@ describe("Resilient.retry", () => {
         const { attempt, times } = yield* scripted([{
           run: Effect.never.pipe(Effect.onInterrupt(() => Ref.update(finalized, (n) => n + 1)))
         }])
-        const fiber = yield* Effect.fork(attempt.pipe(Resilient.retry(Resilient.policy({ target, replaySafe: true }))))
+        const fiber = yield* Effect.fork(attempt.pipe(Resilient.retry(policyOf({ target, replaySafe: true }))))
         yield* TestClock.adjust("1 second")
         const gate = yield* ConcurrencyGate.ConcurrencyGate
         assert.strictEqual((yield* gate.snapshot).inFlight, 1)
@@ -630,7 +630,7 @@ describe("Resilient.retry", () => {
       const controller = new AbortController()
       const running = Effect.runPromise(
         attempt.pipe(
-          Resilient.retry(Resilient.policy({ target, replaySafe: true, attemptTimeout: "1 hour" })),
+          Resilient.retry(policyOf({ target, replaySafe: true, attemptTimeout: "1 hour" })),
           Effect.provide(services(target))
         ),
         { signal: controller.signal }
@@ -652,8 +652,8 @@ describe("Resilient.retry", () => {
       return Effect.gen(function*() {
         const logs = yield* captureLogs
         const { attempt, arrivals } = yield* scripted([{ fail: serverError }])
-        const inner = attempt.pipe(Resilient.retry(Resilient.policy({ target: innerTarget, maxAttempts: 5 })))
-        const outer = inner.pipe(Resilient.retry(Resilient.policy({ target: outerTarget, maxAttempts: 3 })))
+        const inner = attempt.pipe(Resilient.retry(policyOf({ target: innerTarget, maxAttempts: 5 })))
+        const outer = inner.pipe(Resilient.retry(policyOf({ target: outerTarget, maxAttempts: 3 })))
         const failure = failureOf(yield* settle(outer.pipe(Effect.provide(logs.layer))))
 
         const seen = yield* arrivals
@@ -684,7 +684,7 @@ describe("Resilient.retry", () => {
       const target = freshTarget("same-target")
       return Effect.gen(function*() {
         const { attempt } = yield* scripted<string>([{ succeed: "ok" }])
-        const policy = Resilient.policy({ target })
+        const policy = policyOf({ target })
         const nested = attempt.pipe(Resilient.retry(policy), Resilient.retry(policy))
         assert.deepStrictEqual(yield* settle(nested, "1 second"), Exit.succeed("ok"))
       }).pipe(Effect.provide(services(target, { gate: { limit: 1 } })))
@@ -696,8 +696,8 @@ describe("Resilient.retry", () => {
       return Effect.gen(function*() {
         const { attempt } = yield* scripted<string>([{ succeed: "ok" }])
         const nested = attempt.pipe(
-          Resilient.retry(Resilient.policy({ target: innerTarget })),
-          Resilient.retry(Resilient.policy({ target: outerTarget }), { timeout: "5 seconds" })
+          Resilient.retry(policyOf({ target: innerTarget })),
+          Resilient.retry(policyOf({ target: outerTarget }), { timeout: "5 seconds" })
         )
         const fiber = yield* Effect.fork(nested)
         yield* TestClock.adjust(0)
@@ -720,7 +720,7 @@ describe("Resilient.retry", () => {
           innerGate.snapshot,
           ({ inFlight }) => Ref.update(seen, (all) => [...all, inFlight])
         )
-        const policy = Resilient.policy({ target })
+        const policy = policyOf({ target })
         yield* settle(
           attempt.pipe(
             Resilient.retryWith(policy, { budget, gate: innerGate }),
@@ -742,7 +742,7 @@ describe("Resilient.retry", () => {
         const second = yield* ConcurrencyGate.make({ target: "second", limit: 1 })
         const { attempt } = yield* scripted<string>([{ succeed: "ok" }])
         const through = (gate: ConcurrencyGate.Service, name: string) =>
-          Resilient.retryWith(Resilient.policy({ target: `${target}-${name}` }), { budget, gate })
+          Resilient.retryWith(policyOf({ target: `${target}-${name}` }), { budget, gate })
         const call = attempt.pipe(through(first, "inner"), through(second, "middle"), through(first, "outer"))
         const fiber = yield* Effect.fork(Deadline.within(call, "5 seconds"))
         yield* TestClock.adjust(0)
@@ -761,7 +761,7 @@ describe("Resilient.retry", () => {
             new Failure.CallFailed({ reason: "budget", last, attempts: [], target: "elsewhere" })
           )
         )
-        const failure = failureOf(yield* settle(finished.pipe(Resilient.retry(Resilient.policy({ target })))))
+        const failure = failureOf(yield* settle(finished.pipe(Resilient.retry(policyOf({ target })))))
         assert.strictEqual(failure.reason, "terminal")
         assert.strictEqual(failure.attempts.length, 1)
       }).pipe(Effect.provide(services(target)))
@@ -773,7 +773,7 @@ describe("Resilient.retry", () => {
       const target = freshTarget("no-budget")
       return Effect.gen(function*() {
         const { attempt, times } = yield* scripted([{ fail: serverError }])
-        const failure = failureOf(yield* settle(attempt.pipe(Resilient.retry(Resilient.policy({ target })))))
+        const failure = failureOf(yield* settle(attempt.pipe(Resilient.retry(policyOf({ target })))))
         assert.strictEqual(failure.reason, "budget")
         assert.deepStrictEqual(yield* times, [0])
         assert.strictEqual((yield* Metrics.summary(target)).budgetExhausted, 1)
@@ -786,7 +786,7 @@ describe("Resilient.retry", () => {
       const target = freshTarget("outage")
       return Effect.gen(function*() {
         const { attempt, times } = yield* scripted([{ fail: serverError }])
-        const policy = Resilient.policy({ target, maxAttempts: 3 })
+        const policy = policyOf({ target, maxAttempts: 3 })
         // A floor of 0.05/s over 60 s allows 3 retries in the window, whatever the number of calls.
         yield* settle(Effect.all(Array.from({ length: 10 }, () => Effect.exit(attempt.pipe(Resilient.retry(policy))))))
         assert.strictEqual((yield* times).length, 13)
@@ -804,7 +804,7 @@ describe("Resilient.retry", () => {
     it.effect("successful traffic earns retries for a lone failure", () => {
       const target = freshTarget("healthy")
       return Effect.gen(function*() {
-        const policy = Resilient.policy({ target })
+        const policy = policyOf({ target })
         const healthy = yield* scripted<number>([{ succeed: 1 }])
         yield* Effect.repeatN(healthy.attempt.pipe(Resilient.retry(policy)), 99)
         const lone = yield* scripted<number>([{ fail: serverError }, { succeed: 2 }])
@@ -833,7 +833,7 @@ describe("Resilient.retry", () => {
           { fail: new Failure.Overloaded({ status: 503 }) },
           { succeed: "ok" }
         ])
-        yield* settle(attempt.pipe(Resilient.retryWith(Resilient.policy({ target }), { budget: recording, gate })))
+        yield* settle(attempt.pipe(Resilient.retryWith(policyOf({ target }), { budget: recording, gate })))
         assert.deepStrictEqual(seen, [
           "call",
           "failure ServerError",
@@ -851,7 +851,7 @@ describe("Resilient.retry", () => {
       const target = freshTarget("shed")
       return Effect.gen(function*() {
         const { attempt } = yield* scripted<string>([{ run: Effect.never }])
-        const policy = Resilient.policy({ target, attemptTimeout: "1 hour" })
+        const policy = policyOf({ target, attemptTimeout: "1 hour" })
         yield* Effect.fork(attempt.pipe(Resilient.retry(policy)))
         yield* TestClock.adjust(0)
         const failure = failureOf(yield* Effect.exit(attempt.pipe(Resilient.retry(policy))))
@@ -866,7 +866,7 @@ describe("Resilient.retry", () => {
       const target = freshTarget("queue")
       return Effect.gen(function*() {
         const { attempt, times } = yield* scripted<string>([{ run: Effect.never }])
-        const policy = Resilient.policy({ target, attemptTimeout: "1 hour" })
+        const policy = policyOf({ target, attemptTimeout: "1 hour" })
         yield* Effect.fork(attempt.pipe(Resilient.retry(policy)))
         const waiting = yield* Effect.fork(attempt.pipe(Resilient.retry(policy, { timeout: "2 seconds" })))
         yield* TestClock.adjust("2 seconds")
@@ -882,7 +882,7 @@ describe("Resilient.retry", () => {
       return Effect.gen(function*() {
         const gate = yield* ConcurrencyGate.ConcurrencyGate
         const failing = yield* scripted([{ fail: new Failure.Overloaded({ status: 503 }) }])
-        const policy = Resilient.policy({ target, maxAttempts: 1 })
+        const policy = policyOf({ target, maxAttempts: 1 })
         yield* Effect.repeatN(Effect.exit(failing.attempt.pipe(Resilient.retry(policy))), 4)
         assert.deepStrictEqual(yield* gate.snapshot, { limit: 2, inFlight: 0, waiting: 0, health: "degraded" })
         const healthy = yield* scripted([{ succeed: 1 }])
@@ -897,13 +897,13 @@ describe("Resilient.retry", () => {
       return Effect.gen(function*() {
         const gate = yield* ConcurrencyGate.ConcurrencyGate
         const { attempt } = yield* scripted<string>([{ run: Effect.never }])
-        const late = Resilient.policy({ target, maxAttempts: 1, attemptTimeout: "1 hour" })
+        const late = policyOf({ target, maxAttempts: 1, attemptTimeout: "1 hour" })
         for (let call = 0; call < 5; call++) {
           const failure = failureOf(yield* settle(attempt.pipe(Resilient.retry(late, { timeout: "2 seconds" }))))
           assert.strictEqual(failure.last._tag, "DeadlineExceeded")
         }
         assert.strictEqual((yield* gate.snapshot).health, "steady")
-        const slow = Resilient.policy({ target, maxAttempts: 1, attemptTimeout: "1 second" })
+        const slow = policyOf({ target, maxAttempts: 1, attemptTimeout: "1 second" })
         for (let call = 0; call < 5; call++) {
           const failure = failureOf(yield* settle(attempt.pipe(Resilient.retry(slow, { timeout: "1 hour" }))))
           assert.strictEqual(failure.last._tag, "ReadTimeout")
@@ -917,7 +917,7 @@ describe("Resilient.retry", () => {
     it.effect("metrics count attempts, successes, retries, delays and failures by kind", () => {
       const target = freshTarget("metrics")
       return Effect.gen(function*() {
-        const policy = Resilient.policy({
+        const policy = policyOf({
           target,
           model: "small",
           maxAttempts: 3,
@@ -955,7 +955,7 @@ describe("Resilient.retry", () => {
           { fail: new Failure.Overloaded({ status: 503 }), after: 20 },
           { succeed: "ok", after: 10 }
         ])
-        const policy = Resilient.policy({ target, model: "large", schedule: Schedule.spaced("1 second") })
+        const policy = policyOf({ target, model: "large", schedule: Schedule.spaced("1 second") })
         yield* settle(
           attempt.pipe(
             Resilient.retry(policy, { requestId: "req-42" }),
@@ -1008,7 +1008,7 @@ describe("Resilient.retry", () => {
         })
         yield* settle(
           attempt.pipe(
-            Resilient.retry(Resilient.policy({ target, schedule: Schedule.spaced("1 second") }), { requestId: "r" }),
+            Resilient.retry(policyOf({ target, schedule: Schedule.spaced("1 second") }), { requestId: "r" }),
             Effect.provide(logs.layer),
             Logger.withMinimumLogLevel(LogLevel.Debug)
           )
@@ -1031,7 +1031,7 @@ describe("Resilient.retry", () => {
         const { attempt } = yield* scripted<string>([{ fail: serverError }, { fail: serverError }])
         yield* settle(
           attempt.pipe(
-            Resilient.retry(Resilient.policy({ target, maxAttempts: 2 })),
+            Resilient.retry(policyOf({ target, maxAttempts: 2 })),
             Effect.annotateLogs("apiKey", Redacted.make(canary)),
             Effect.provide(Logger.replace(Logger.defaultLogger, printing))
           )
@@ -1051,7 +1051,7 @@ describe("Resilient.retry", () => {
         const { arrivals, attempt } = yield* scripted<string>([{ fail: serverError }, { succeed: "ok" }])
         yield* settle(
           attempt.pipe(
-            Resilient.retry(Resilient.policy({ target })),
+            Resilient.retry(policyOf({ target })),
             Effect.provide(logs.layer),
             Logger.withMinimumLogLevel(LogLevel.Debug)
           )
@@ -1074,7 +1074,7 @@ describe("Resilient.retry", () => {
         const { attempt, times } = yield* scripted<string>([{ fail: serverError }, { succeed: "ok" }])
         // No successes yet and no floor: the budget refuses the retry.
         const call: Effect.Effect<string, Failure.CallFailed<Resilient.LastFailure<Failure.Failure>>> = attempt.pipe(
-          Resilient.retryWith(Resilient.policy({ target }), { budget, gate })
+          Resilient.retryWith(policyOf({ target }), { budget, gate })
         )
         const failure = failureOf(yield* settle(call))
         assert.strictEqual(failure.reason, "budget")
@@ -1096,7 +1096,7 @@ describe("Resilient.retry", () => {
         const { attempt: failing } = yield* scripted<void>([{ fail: serverError }, { succeed: undefined }])
         yield* settle(
           Effect.zipRight(attempt, failing).pipe(
-            Resilient.retryWith(Resilient.policy({ target }), { budget, gate, attemptRefs: [[level, "attempt"]] })
+            Resilient.retryWith(policyOf({ target }), { budget, gate, attemptRefs: [[level, "attempt"]] })
           )
         )
         assert.deepStrictEqual(yield* Ref.get(seen), ["attempt", "attempt"])
@@ -1107,16 +1107,33 @@ describe("Resilient.retry", () => {
 
   describe("policy", () => {
     it("rejects values that cannot work, naming them", () => {
-      assert.throws(() => Resilient.policy({ target: "t", maxAttempts: 0 }), /maxAttempts must be an integer >= 1/)
-      assert.throws(() => Resilient.policy({ target: "t", maxAttempts: 1.5 }), /maxAttempts/)
-      assert.throws(() => Resilient.policy({ target: "t", attemptTimeout: 0 }), /attemptTimeout must be positive/)
-      assert.throws(() => Resilient.policy({ target: "t", baseDelay: "2 seconds", maxDelay: "1 second" }), /baseDelay/)
-      assert.throws(() => Resilient.policy({ target: "" }), /target must be a non-empty string/)
-      assert.throws(() => Resilient.policy({ target: "t", minAttemptTime: "2 minutes" }), /minAttemptTime/)
+      const refused = (options: Resilient.PolicyOptions) => invalidSettings(Resilient.policy(options))
+      assert.strictEqual(
+        refused({ target: "t", maxAttempts: 0 }),
+        "policy for t: maxAttempts must be an integer >= 1, got 0"
+      )
+      assert.include(refused({ target: "t", maxAttempts: 1.5 }), "maxAttempts must be an integer >= 1, got 1.5")
+      assert.include(refused({ target: "t", attemptTimeout: 0 }), "attemptTimeout must be positive, got 0")
+      assert.include(
+        refused({ target: "t", baseDelay: "2 seconds", maxDelay: "1 second" }),
+        "baseDelay (2s) must not exceed maxDelay (1s)"
+      )
+      assert.strictEqual(refused({ target: "" }), "policy: target must not be empty")
+      assert.include(
+        refused({ target: "t", minAttemptTime: "2 minutes" }),
+        "minAttemptTime (2m) must be shorter than attemptTimeout (1m)"
+      )
+      // Every problem at once, not the first.
+      assert.strictEqual(
+        refused({ target: "t", maxAttempts: 0, baseDelay: "soon" as never, replaySafe: "maybe" as never }),
+        "policy for t: maxAttempts must be an integer >= 1, got 0; " +
+          `baseDelay must be a duration such as 30000 or "30 seconds", got soon; ` +
+          `replaySafe must be true or false, got "maybe"`
+      )
     })
 
     it("fills in the defaults", () => {
-      const policy = Resilient.policy({ target: "t" })
+      const policy = policyOf({ target: "t" })
       assert.strictEqual(policy.maxAttempts, 3)
       assert.strictEqual(millis(policy.attemptTimeout), 60_000)
       assert.strictEqual(millis(policy.minAttemptTime), 100)

@@ -1,11 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Failure, RetryBudget } from "@resilient-ai/policy"
-import { Duration, Effect, Fiber, TestClock } from "effect"
+import { Duration, Effect, Either, Fiber, Layer, TestClock } from "effect"
+import { invalidSettings, valid } from "./support.js"
 
 /** The failure a retry is asked for after; the ratio budget does not look at it. */
 const anyFailure = new Failure.ServerError({ status: 503 })
 
-const defaults = RetryBudget.settings()
+const defaults = valid(RetryBudget.settings())
 
 /** Asks `n` times and counts the grants. */
 const acquireTimes = (budget: RetryBudget.Service, n: number) =>
@@ -25,51 +26,58 @@ const windowAcquireTimes = (window: RetryBudget.Window, nowMillis: number, n: nu
 
 describe("RetryBudget.settings", () => {
   it("fills in ratio 0.1, a 60 s window, 5 per second and 60 buckets", () => {
-    assert.deepStrictEqual(RetryBudget.settings(), { ratio: 0.1, windowMillis: 60_000, minPerSecond: 5, buckets: 60 })
-    assert.deepStrictEqual(RetryBudget.settings({}), defaults)
+    assert.deepStrictEqual(valid(RetryBudget.settings()), {
+      ratio: 0.1,
+      windowMillis: 60_000,
+      minPerSecond: 5,
+      buckets: 60
+    })
+    assert.deepStrictEqual(valid(RetryBudget.settings({})), defaults)
     assert.deepStrictEqual(
-      RetryBudget.settings({ ratio: undefined, window: undefined, minPerSecond: undefined, buckets: undefined }),
+      valid(RetryBudget.settings({ ratio: undefined, window: undefined, minPerSecond: undefined, buckets: undefined })),
       defaults
     )
   })
 
   it("keeps the values given, with the window in milliseconds", () => {
     assert.deepStrictEqual(
-      RetryBudget.settings({ ratio: 0.25, window: "30 seconds", minPerSecond: 2, buckets: 15 }),
+      valid(RetryBudget.settings({ ratio: 0.25, window: "30 seconds", minPerSecond: 2, buckets: 15 })),
       { ratio: 0.25, windowMillis: 30_000, minPerSecond: 2, buckets: 15 }
     )
-    assert.strictEqual(RetryBudget.settings({ window: 1500 }).windowMillis, 1500)
-    assert.strictEqual(RetryBudget.settings({ window: Duration.minutes(2) }).windowMillis, 120_000)
+    assert.strictEqual(valid(RetryBudget.settings({ window: 1500 })).windowMillis, 1500)
+    assert.strictEqual(valid(RetryBudget.settings({ window: Duration.minutes(2) })).windowMillis, 120_000)
   })
 
   it("accepts a zero ratio and a zero floor", () => {
-    const settings = RetryBudget.settings({ ratio: 0, minPerSecond: 0 })
+    const settings = valid(RetryBudget.settings({ ratio: 0, minPerSecond: 0 }))
     assert.strictEqual(settings.ratio, 0)
     assert.strictEqual(settings.minPerSecond, 0)
   })
 
   const invalid: ReadonlyArray<readonly [string, RetryBudget.Options, string]> = [
-    ["negative ratio", { ratio: -0.1 }, "retry budget ratio must be a finite number >= 0, got -0.1"],
-    ["NaN ratio", { ratio: NaN }, "retry budget ratio must be a finite number >= 0, got NaN"],
-    ["infinite ratio", { ratio: Infinity }, "retry budget ratio must be a finite number >= 0, got Infinity"],
-    ["zero window", { window: 0 }, "retry budget window must be positive, got 0 ms"],
-    ["negative window", { window: "-5 seconds" }, "retry budget window must be positive, got -5 seconds"],
-    ["infinite window", { window: Duration.infinity }, "retry budget window must be positive, got Infinity ms"],
-    ["negative minPerSecond", { minPerSecond: -1 }, "retry budget minPerSecond must be a finite number >= 0, got -1"],
-    ["NaN minPerSecond", { minPerSecond: NaN }, "retry budget minPerSecond must be a finite number >= 0, got NaN"],
-    ["non-integer buckets", { buckets: 1.5 }, "retry budget buckets must be a positive integer, got 1.5"],
-    ["zero buckets", { buckets: 0 }, "retry budget buckets must be a positive integer, got 0"],
-    ["negative buckets", { buckets: -60 }, "retry budget buckets must be a positive integer, got -60"]
+    ["negative ratio", { ratio: -0.1 }, "ratio must be a finite number >= 0, got -0.1"],
+    ["NaN ratio", { ratio: NaN }, "ratio must be a number, got NaN"],
+    ["infinite ratio", { ratio: Infinity }, "ratio must be a finite number >= 0, got Infinity"],
+    ["zero window", { window: 0 }, "window must be positive, got 0"],
+    ["negative window", { window: "-5 seconds" }, "window must not be negative, got -5 seconds"],
+    ["infinite window", { window: Duration.infinity }, "window must be finite, got Infinity"],
+    ["negative minPerSecond", { minPerSecond: -1 }, "minPerSecond must be a finite number >= 0, got -1"],
+    ["NaN minPerSecond", { minPerSecond: NaN }, "minPerSecond must be a number, got NaN"],
+    ["non-integer buckets", { buckets: 1.5 }, "buckets must be an integer >= 1, got 1.5"],
+    ["zero buckets", { buckets: 0 }, "buckets must be an integer >= 1, got 0"],
+    ["negative buckets", { buckets: -60 }, "buckets must be an integer >= 1, got -60"]
   ]
   for (const [name, options, message] of invalid) {
-    it(`throws a RangeError naming the option for a ${name}`, () => {
-      assert.throws(() => RetryBudget.settings(options), RangeError, message)
+    it(`is an InvalidSettings naming the option for a ${name}`, () => {
+      const settings = RetryBudget.settings(options)
+      assert.isTrue(Either.isLeft(settings))
+      if (Either.isLeft(settings)) assert.strictEqual(settings.left.message, `retry budget: ${message}`)
     })
   }
 
-  it("throws when the budget is assembled, not on the first retry", () => {
-    assert.throws(() => RetryBudget.make({ ratio: -1 }), RangeError, "ratio")
-    assert.throws(() => RetryBudget.layerMemory({ buckets: 0 }), RangeError, "buckets")
+  it("fails when the budget is assembled, not on the first retry, and never throws", () => {
+    assert.include(invalidSettings(RetryBudget.make({ ratio: -1 })), "ratio")
+    assert.include(invalidSettings(Layer.build(RetryBudget.layerMemory({ buckets: 0 }))), "buckets")
   })
 })
 
@@ -83,10 +91,10 @@ describe("RetryBudget.allowance", () => {
   })
 
   it("follows the settings", () => {
-    const settings = RetryBudget.settings({ ratio: 0.5, window: "10 seconds", minPerSecond: 1 })
+    const settings = valid(RetryBudget.settings({ ratio: 0.5, window: "10 seconds", minPerSecond: 1 }))
     assert.strictEqual(RetryBudget.allowance(settings, 0), 10)
     assert.strictEqual(RetryBudget.allowance(settings, 30), 15)
-    assert.strictEqual(RetryBudget.allowance(RetryBudget.settings({ ratio: 0, minPerSecond: 0 }), 1_000_000), 0)
+    assert.strictEqual(RetryBudget.allowance(valid(RetryBudget.settings({ ratio: 0, minPerSecond: 0 })), 1_000_000), 0)
   })
 })
 

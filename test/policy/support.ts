@@ -1,6 +1,7 @@
 /** Helpers shared by the policy tests: scripted attempts, their arrival times, captured log lines. */
-import { ConcurrencyGate, type Failure, Resilient, RetryBudget } from "@resilient-ai/policy"
-import { Cause, Clock, Effect, Exit, FiberRef, HashMap, Layer, List, Logger, Option, Ref } from "effect"
+import { ConcurrencyGate, type Failure, Resilient, RetryBudget, Settings } from "@resilient-ai/policy"
+import { Cause, Clock, Effect, Either, Exit, FiberRef, HashMap, Layer, List, Logger, Option, Ref } from "effect"
+import type { Scope } from "effect"
 
 /** One scripted attempt: fail with a failure, succeed with a value, or run an effect. */
 export type Step<A> =
@@ -33,15 +34,37 @@ export const scripted = <A>(steps: ReadonlyArray<Step<A>>) =>
     return { attempt, arrivals: Ref.get(arrivals), times: Effect.map(Ref.get(arrivals), (all) => all.map((a) => a.at)) }
   })
 
-/** An in-memory budget and an ample queueing gate for `target`. */
+/** An in-memory budget and an ample queueing gate for `target`; settings that cannot work fail the test. */
 export const services = (
   target: string,
   options: { readonly budget?: RetryBudget.Options; readonly gate?: Partial<ConcurrencyGate.Options> } = {}
 ) =>
-  Layer.merge(
+  Layer.orDie(Layer.merge(
     RetryBudget.layerMemory(options.budget),
     ConcurrencyGate.layer({ target, limit: 100, ...options.gate })
-  )
+  ))
+
+/** A policy for a test: its settings are the test's own, so one that cannot work fails the test. */
+export const policyOf = (options: Resilient.PolicyOptions): Resilient.Policy =>
+  Effect.runSync(Resilient.policy(options))
+
+/** Settings a test knows to be good: a bad one fails the test. */
+export const valid = <A>(checked: Either.Either<A, Settings.InvalidSettings>): A =>
+  Either.getOrThrowWith(checked, (invalid) => new Error(invalid.message))
+
+/**
+ * The message of the `InvalidSettings` that `effect` (a constructor, or `Layer.build` of a layer)
+ * fails with, run at once; a success, a defect or any other failure fails the test.
+ */
+export const invalidSettings = (effect: Effect.Effect<unknown, unknown, Scope.Scope>): string => {
+  const exit = Effect.runSyncExit(Effect.scoped(effect))
+  if (Exit.isSuccess(exit)) throw new Error("built, though its settings cannot work")
+  const failure = Cause.failureOption(exit.cause)
+  if (Option.isNone(failure) || !(failure.value instanceof Settings.InvalidSettings)) {
+    throw new Error(`not an InvalidSettings: ${Cause.pretty(exit.cause)}`)
+  }
+  return failure.value.message
+}
 
 let targets = 0
 /** A target name no other test uses, so metrics read back belong to this test alone. */

@@ -1,8 +1,9 @@
 import { assert, it } from "@effect/vitest"
 import { Failure, RetryBudget } from "@resilient-ai/policy"
-import { RedisBudget } from "@resilient-ai/redis"
+import { RedisBudget, RedisConnection } from "@resilient-ai/redis"
 import { Effect, Layer, Redacted, TestClock } from "effect"
 import { canary } from "../canary.js"
+import { invalidSettings } from "../policy/support.js"
 import { connection, describeRedis, freshPrefix, onOwnConnection, redis } from "./support.js"
 
 const failure = new Failure.ServerError({ status: 503 })
@@ -138,6 +139,17 @@ describeRedis("RedisBudget", () => {
 
 // Settings are checked when the budget is made, before any connection is asked for: no Redis needed.
 it("refuses a window too finely bucketed for one command", () => {
-  assert.throws(() => RedisBudget.make({ target: "llm", buckets: 5_000 }), /buckets must be at most 1000, got 5000/)
-  assert.throws(() => RedisBudget.make({ target: "llm", ratio: -1 }), /ratio must be a finite number >= 0/)
+  // A connection used before the settings are checked ends the test with a defect.
+  const untouchable = new Proxy({} as RedisConnection.Service, {
+    get: () => {
+      throw new Error("settings must be checked before the connection is used")
+    }
+  })
+  const refused = (options: RedisBudget.Options) =>
+    invalidSettings(RedisBudget.make(options).pipe(Effect.provideService(RedisConnection.RedisConnection, untouchable)))
+  assert.strictEqual(
+    refused({ target: "llm", buckets: 5_000 }),
+    "redis retry budget: buckets must be at most 1000 (one Lua call sweeps them all), got 5000"
+  )
+  assert.strictEqual(refused({ target: "llm", ratio: -1 }), "retry budget: ratio must be a finite number >= 0, got -1")
 })

@@ -1,6 +1,8 @@
 import { assert, it } from "@effect/vitest"
 import { RedisConnection, RedisCoordination } from "@resilient-ai/redis"
 import { Cause, ConfigProvider, Duration, Effect, Exit, Layer, Option, Redacted } from "effect"
+import { canary } from "../canary.js"
+import { invalidSettings } from "../policy/support.js"
 
 const withEnv = (env: Record<string, string>) =>
   Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)), { pathDelim: "_" }))
@@ -30,8 +32,8 @@ it.effect("reads under another prefix, leaving what is not set to the defaults",
       withEnv({ FLEET_REDIS_URL: "redis://cache:6379" })
     )
     assert.deepStrictEqual(
-      [options.keyPrefix, options.commandTimeout, options.retryAfter],
-      [undefined, undefined, undefined]
+      [options.keyPrefix, options.commandTimeout, options.retryAfter, options.fleetSize],
+      ["resilient-ai", Duration.millis(50), Duration.seconds(1), 1]
     )
   }))
 
@@ -58,14 +60,15 @@ it.effect("fails the layer with the ConfigError before opening any connection", 
     )
   }))
 
-it("refuses bad options given in code with a RangeError naming them", () => {
-  assert.throws(
-    () => RedisConnection.make({ url: Redacted.make("redis://127.0.0.1"), commandTimeout: "0 millis" }),
-    RangeError,
-    "redis: commandTimeout must be a positive duration"
+it("refuses bad options given in code with one InvalidSettings naming them, and never throws", () => {
+  assert.strictEqual(
+    invalidSettings(
+      RedisConnection.make({ url: Redacted.make("redis://127.0.0.1"), commandTimeout: "0 millis", fleetSize: 0 })
+    ),
+    "redis: commandTimeout must be a positive duration, got 0; fleetSize must be a whole number of at least 1, got 0"
   )
-  assert.deepStrictEqual(
-    RedisConnection.problems({ url: Redacted.make("rediss://user:pw@host:6380"), keyPrefix: "ok:prefix" }),
-    []
+  assert.strictEqual(
+    invalidSettings(Layer.build(RedisConnection.layer({ url: Redacted.make(`http://:${canary}@host`) }))),
+    "redis: url must start with redis:// or rediss://"
   )
 })

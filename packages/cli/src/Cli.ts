@@ -30,6 +30,7 @@ import * as Console from "effect/Console"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
@@ -127,10 +128,9 @@ const makeTarget = (
       })
     )
   }
-  return Effect.try({
-    try: () => (kind === "managed" ? Target.managed : Target.selfHosted)({ name: kind, baseUrl, model, apiKey }),
-    catch: (error) => new CliError({ message: error instanceof Error ? error.message : String(error) })
-  })
+  return (kind === "managed" ? Target.managed : Target.selfHosted)({ name: kind, baseUrl, model, apiKey }).pipe(
+    Effect.mapError((invalid) => new CliError({ message: invalid.message }))
+  )
 }
 
 /** `host:port` of a base URL, the port filled in from the scheme when the URL has none. */
@@ -176,22 +176,23 @@ const runLoad = (
     })
   )
 
-// A valid target, to try one setting given on the command line against the target's own rules.
-const template = Target.selfHosted({ name: "template", baseUrl: "http://127.0.0.1/v1", model: "model" })
+// Valid settings, to try one setting given on the command line against the target's own rules.
+const template = { name: "template", baseUrl: "http://127.0.0.1/v1", model: "model" }
 
 /**
- * `--flag` for a text setting of the target, refused by the target's own rules (`Target.problems`),
+ * `--flag` for a text setting of the target, refused by the target's own rules (`Target.decode`),
  * named after the flag: `--base-url must not hold credentials (…)`. A refused URL is shown masked.
  */
 const targetSetting = (setting: "baseUrl" | "model", flag: string, pseudoName: string): Options.Options<string> =>
   Options.text(flag).pipe(
     Options.withPseudoName(pseudoName),
     Options.mapEffect((text) => {
-      const [problem] = Target.problems(
+      const checked = Target.decode(
+        "self-hosted",
         { ...template, [setting]: text },
-        (name) => name === setting ? `--${flag}` : name
+        (path) => path[0] === setting ? `--${flag}` : path.join(".")
       )
-      return problem === undefined ? Effect.succeed(text) : Flags.refuse(problem)
+      return Either.isRight(checked) ? Effect.succeed(text) : Flags.refuse(checked.left.problems[0]!)
     })
   )
 

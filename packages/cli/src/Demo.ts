@@ -11,7 +11,7 @@
  */
 import type * as HttpClient from "@effect/platform/HttpClient"
 import { ModelClient, Target } from "@resilient-ai/client"
-import { RetryBudget } from "@resilient-ai/policy"
+import { RetryBudget, type Settings } from "@resilient-ai/policy"
 import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -88,20 +88,25 @@ export const plan = (outage: OutageWindow): FaultPlan.Plan => ({
  * suits a run of a few hundred calls; the managed default floor (5 a second, 300 retries a window)
  * would let a run this small retry everything and hide what the budget does.
  */
-export const target = (baseUrl: string): Target.Target =>
+export const target = (baseUrl: string): Effect.Effect<Target.Target, Settings.InvalidSettings> =>
   Target.managed({
     name: "managed",
     baseUrl,
     model: "demo-model",
     // The fault server accepts any key; this one only satisfies the managed target's check.
     apiKey: Redacted.make("demo-key"),
-    maxAttempts: 3,
-    baseDelay: Duration.millis(100),
-    maxDelay: Duration.seconds(1),
-    hintSpread: Duration.millis(250),
-    attemptTimeout: Duration.seconds(2),
-    budget: { ratio: 0.1, minPerSecond: 0.5 }
+    ...policySettings
   })
+
+/** The demo target's retry settings, which the introduction states. */
+const policySettings = {
+  maxAttempts: 3,
+  baseDelay: Duration.millis(100),
+  maxDelay: Duration.seconds(1),
+  hintSpread: Duration.millis(250),
+  attemptTimeout: Duration.seconds(2),
+  budget: { ratio: 0.1, minPerSecond: 0.5 }
+} as const
 
 /** The settings a demo runs with, defaults filled in. */
 export interface Settings {
@@ -133,8 +138,9 @@ export const run = (options: Options = {}): Effect.Effect<Result, never, HttpCli
   const demoPlan = plan(outage)
   return Effect.scoped(Effect.gen(function*() {
     const server = yield* FaultServer.make(demoPlan)
-    const demoTarget = target(server.url)
-    const client = yield* ModelClient.make(demoTarget)
+    // The demo's own settings, which its tests check: a failure here is a defect of the demo.
+    const demoTarget = yield* Effect.orDie(target(server.url))
+    const client = yield* Effect.orDie(ModelClient.make(demoTarget))
     const summary = yield* Load.run(client, {
       requests,
       concurrency,
@@ -177,8 +183,8 @@ const plural = (count: number, one: string, many: string = `${one}s`) => `${coun
 /** Lines that say what the demo is about to do. */
 export const introduction = (options: Options = {}): ReadonlyArray<string> => {
   const { concurrency, deadline, outage, ratePerSecond, requests } = settings(options)
-  const client = target("http://127.0.0.1/v1")
-  const budget = RetryBudget.settings(client.budget)
+  const client = policySettings
+  const budget = { ...client.budget, windowMillis: RetryBudget.defaults.windowMillis }
   return [
     `resilient-ai demo: ${requests} chat calls through a managed target, against a local fault server`,
     `(no API key, no network)`,

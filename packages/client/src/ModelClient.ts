@@ -17,7 +17,16 @@
  * API the ids of your traces.
  */
 import * as HttpClient from "@effect/platform/HttpClient"
-import { ConcurrencyGate, Coordination, Deadline, Failure, Metrics, Resilient, RetryBudget } from "@resilient-ai/policy"
+import {
+  ConcurrencyGate,
+  Coordination,
+  Deadline,
+  Failure,
+  Metrics,
+  Resilient,
+  RetryBudget,
+  type Settings
+} from "@resilient-ai/policy"
 import * as Clock from "effect/Clock"
 import type * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
@@ -76,7 +85,7 @@ export interface Services {
  * The budget and gate of `target`, from the `Coordination` in context: in this process by
  * default, shared by the fleet when a `RedisCoordination` layer is provided.
  */
-export const servicesFor = (target: Target.Target): Effect.Effect<Services> =>
+export const servicesFor = (target: Target.Target): Effect.Effect<Services, Settings.InvalidSettings> =>
   Effect.flatMap(Coordination.current, (coordination) =>
     Effect.zipWith(
       coordination.budget({ ...target.budget, target: target.name, apiKey: target.apiKey }),
@@ -224,21 +233,37 @@ export const makeWith = (
     return { target, chat, embeddings, chatStream }
   })
 
-/** A client of `target` with an in-memory budget and gate. */
-export const make = (target: Target.Target): Effect.Effect<Service, never, HttpClient.HttpClient> =>
-  Effect.flatMap(servicesFor(target), (services) => makeWith(target, services))
+/**
+ * A client of `target`: a checked target, or the effect that checks one (`Target.managed(options)`,
+ * `Target.managedConfig(prefix)`), whose failure is the client's. Its budget and gate come from the
+ * `Coordination` in context: in this process unless one is provided.
+ */
+export const make = <E = never, R = never>(
+  target: Target.Target | Effect.Effect<Target.Target, E, R>
+): Effect.Effect<Service, E | Settings.InvalidSettings, HttpClient.HttpClient | R> =>
+  Effect.flatMap(
+    Effect.isEffect(target) ? target : Effect.succeed(target),
+    (checked) => Effect.flatMap(servicesFor(checked), (services) => makeWith(checked, services))
+  )
 
-/** A client of the target read from `config`, failing with the `ConfigError` before any request. */
+/** `make` for a target read from `config`, failing with the `ConfigError` before any request. */
 export const makeConfig = (
   config: Config.Config<Target.Target>
-): Effect.Effect<Service, ConfigError.ConfigError, HttpClient.HttpClient> => Effect.flatMap(config, make)
+): Effect.Effect<Service, ConfigError.ConfigError | Settings.InvalidSettings, HttpClient.HttpClient> => make(config)
 
-/** Provides `ModelClient` for `target`. */
-export const layer = (target: Target.Target): Layer.Layer<ModelClient, never, HttpClient.HttpClient> =>
+/**
+ * Provides `ModelClient` for `target` (a checked target, or the effect that checks one).
+ *
+ * ```ts
+ * const MistralLive = ModelClient.layer(Target.managedConfig("MISTRAL")).pipe(Layer.provide(NodeHttpClient.layerUndici))
+ * ```
+ */
+export const layer = <E = never, R = never>(
+  target: Target.Target | Effect.Effect<Target.Target, E, R>
+): Layer.Layer<ModelClient, E | Settings.InvalidSettings, HttpClient.HttpClient | R> =>
   Layer.effect(ModelClient, make(target))
 
-/** Provides `ModelClient` for the target read from `config`. */
+/** `layer` for the target read from `config`. */
 export const layerConfig = (
   config: Config.Config<Target.Target>
-): Layer.Layer<ModelClient, ConfigError.ConfigError, HttpClient.HttpClient> =>
-  Layer.effect(ModelClient, makeConfig(config))
+): Layer.Layer<ModelClient, ConfigError.ConfigError | Settings.InvalidSettings, HttpClient.HttpClient> => layer(config)

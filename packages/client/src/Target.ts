@@ -11,13 +11,15 @@
  * `config` reads a target from environment variables under a prefix and validates it when the
  * layer is built, so a misconfigured deployment fails before any socket opens.
  */
-import { Classifier, ConfigDuration, Resilient } from "@resilient-ai/policy"
-import * as Config from "effect/Config"
-import * as ConfigError from "effect/ConfigError"
+import { Backoff, Classifier, Resilient, Settings } from "@resilient-ai/policy"
+import type * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
-import * as Either from "effect/Either"
+import type * as Effect from "effect/Effect"
+import type * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
 import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
 
 /** Which kind of capacity is behind the target. */
 export type Kind = "managed" | "self-hosted"
@@ -141,143 +143,44 @@ export const selfHostedDefaults: Defaults = {
 
 const defaultsOf = (kind: Kind): Defaults => kind === "managed" ? managedDefaults : selfHostedDefaults
 
-/** A setting of a target, as `problems` names it. */
-export type Setting =
-  | "name"
-  | "baseUrl"
-  | "model"
-  | "apiKey"
-  | "attemptTimeout"
-  | "attemptTimeoutByModel"
-  | "maxAttempts"
-  | "baseDelay"
-  | "maxDelay"
-  | "hintSpread"
-  | "maxRetryAfter"
-  | "minAttemptTime"
-  | "replaySafe"
-  | "propagateTrace"
-  | "budgetRatio"
-  | "budgetMinPerSecond"
-  | "concurrency"
-  | "idempotencyHeader"
-  | "maxResponseBytes"
-  | "connectTimeout"
-
 /** The environment variable of each setting, after the prefix and `_`. */
-const variables: Readonly<Record<Exclude<Setting, "name">, string>> = {
-  baseUrl: "BASE_URL",
-  model: "MODEL",
-  apiKey: "API_KEY",
-  attemptTimeout: "ATTEMPT_TIMEOUT",
-  attemptTimeoutByModel: "ATTEMPT_TIMEOUTS",
-  maxAttempts: "MAX_ATTEMPTS",
-  baseDelay: "BASE_DELAY",
-  maxDelay: "MAX_DELAY",
-  hintSpread: "HINT_SPREAD",
-  maxRetryAfter: "MAX_RETRY_AFTER",
-  minAttemptTime: "MIN_ATTEMPT_TIME",
-  replaySafe: "REPLAY_SAFE",
-  propagateTrace: "PROPAGATE_TRACE",
-  budgetRatio: "BUDGET_RATIO",
-  budgetMinPerSecond: "BUDGET_MIN_PER_SECOND",
-  concurrency: "CONCURRENCY",
-  idempotencyHeader: "IDEMPOTENCY_HEADER",
-  maxResponseBytes: "MAX_RESPONSE_BYTES",
-  connectTimeout: "CONNECT_TIMEOUT"
-}
-
-/** The option that holds each setting: its own name, but for the two fields of `budget`. */
-const optionName = (setting: Setting): string =>
-  setting === "budgetRatio" ? "budget ratio" : setting === "budgetMinPerSecond" ? "budget minPerSecond" : setting
+const variables: Settings.Variables = [
+  [["baseUrl"], "BASE_URL"],
+  [["model"], "MODEL"],
+  [["apiKey"], "API_KEY"],
+  [["attemptTimeout"], "ATTEMPT_TIMEOUT"],
+  [["attemptTimeoutByModel"], "ATTEMPT_TIMEOUTS"],
+  [["maxAttempts"], "MAX_ATTEMPTS"],
+  [["baseDelay"], "BASE_DELAY"],
+  [["maxDelay"], "MAX_DELAY"],
+  [["hintSpread"], "HINT_SPREAD"],
+  [["maxRetryAfter"], "MAX_RETRY_AFTER"],
+  [["minAttemptTime"], "MIN_ATTEMPT_TIME"],
+  [["replaySafe"], "REPLAY_SAFE"],
+  [["propagateTrace"], "PROPAGATE_TRACE"],
+  [["budget", "ratio"], "BUDGET_RATIO"],
+  [["budget", "minPerSecond"], "BUDGET_MIN_PER_SECOND"],
+  [["concurrency"], "CONCURRENCY"],
+  [["idempotencyHeader"], "IDEMPOTENCY_HEADER"],
+  [["maxResponseBytes"], "MAX_RESPONSE_BYTES"],
+  [["connectTimeout"], "CONNECT_TIMEOUT"]
+]
 
 /** Headers the transport sets itself: an idempotency header by one of these names would replace them. */
 const reservedHeaders = ["accept", "authorization", "content-type", "content-length", "host", "transfer-encoding"]
 
-/**
- * Why a target's settings cannot work, one message per setting, each naming it `label(setting)`
- * (the option's name by default; `config` names the environment variable). The API key is never shown.
- */
-export const problems = (
-  target: Target,
-  label: (setting: Setting) => string = optionName
-): ReadonlyArray<string> => {
-  const found: Array<string> = []
-  const positive = (name: string, value: Duration.Duration) => {
-    if (!(Duration.toMillis(value) > 0)) found.push(`${name} must be positive, got ${Duration.format(value)}`)
-  }
-  const atLeastOne = (setting: Setting, value: number) => {
-    if (!Number.isInteger(value) || value < 1) found.push(`${label(setting)} must be an integer >= 1, got ${value}`)
-  }
-  if (target.name.trim() === "") found.push(`${label("name")} must not be empty`)
-  const badUrl = baseUrlProblem(target.baseUrl)
-  if (badUrl !== undefined) found.push(`${label("baseUrl")} ${badUrl}`)
-  if (target.model.trim() === "") found.push(`${label("model")} must not be empty`)
-  if (target.apiKey === undefined) {
-    if (target.kind === "managed") found.push(`${label("apiKey")} is required for a managed target`)
-  } else if (Redacted.value(target.apiKey) === "") {
-    found.push(`${label("apiKey")} must not be empty`)
-  } else if (!/^[\x21-\x7e]+$/.test(Redacted.value(target.apiKey))) {
-    // Shown in no message: a key with a stray newline is still a key.
-    found.push(`${label("apiKey")} must not contain spaces, control or non-ASCII characters (its value is not shown)`)
-  }
-  positive(label("attemptTimeout"), target.attemptTimeout)
-  for (const [model, timeout] of Object.entries(target.attemptTimeoutByModel)) {
-    positive(`${label("attemptTimeoutByModel")} (${model})`, timeout)
-  }
-  // Checked here, not by the policy of the first call to a model: a bad pair fails the layer.
-  const minAttemptTime = target.minAttemptTime
-  if (minAttemptTime !== undefined) {
-    const timeouts: Array<readonly [string, Duration.Duration]> = [
-      [label("attemptTimeout"), target.attemptTimeout],
-      ...Object.entries(target.attemptTimeoutByModel).map(([model, timeout]) =>
-        [`${label("attemptTimeoutByModel")} (${model})`, timeout] as const
-      )
-    ]
-    for (const [name, timeout] of timeouts) {
-      if (Duration.toMillis(timeout) > 0 && !Duration.lessThan(minAttemptTime, timeout)) {
-        found.push(
-          `${label("minAttemptTime")} (${Duration.format(minAttemptTime)}) must be shorter than ${name} (${
-            Duration.format(timeout)
-          })`
-        )
-      }
-    }
-  }
-  atLeastOne("maxAttempts", target.maxAttempts)
-  // A zero base makes every retry immediate, whatever the cap says.
-  positive(label("baseDelay"), target.baseDelay)
-  if (Duration.greaterThan(target.baseDelay, target.maxDelay)) {
-    found.push(
-      `${label("baseDelay")} (${Duration.format(target.baseDelay)}) must not exceed ${label("maxDelay")} (${
-        Duration.format(target.maxDelay)
-      })`
-    )
-  }
-  if (!(target.budget.ratio >= 0 && target.budget.ratio <= 1)) {
-    found.push(`${label("budgetRatio")} must be between 0 and 1 (0.1 allows 10% retries), got ${target.budget.ratio}`)
-  }
-  if (!(target.budget.minPerSecond >= 0 && Number.isFinite(target.budget.minPerSecond))) {
-    found.push(`${label("budgetMinPerSecond")} must be a finite number >= 0, got ${target.budget.minPerSecond}`)
-  }
-  atLeastOne("concurrency", target.concurrency)
-  if (!/^[A-Za-z0-9-]+$/.test(target.idempotencyHeader)) {
-    found.push(
-      `${label("idempotencyHeader")} must be a header name (letters, digits and -), got ${
-        JSON.stringify(target.idempotencyHeader)
-      }`
-    )
-  } else if (reservedHeaders.includes(target.idempotencyHeader.toLowerCase())) {
-    found.push(
-      `${label("idempotencyHeader")} must not be a header the client sets itself (${reservedHeaders.join(", ")}), got ${
-        JSON.stringify(target.idempotencyHeader)
-      }`
-    )
-  }
-  atLeastOne("maxResponseBytes", target.maxResponseBytes)
-  positive(label("connectTimeout"), target.connectTimeout)
-  return found
-}
+/** A rule on text: `check` says what is wrong with it, if anything. */
+const text = (check: (value: string) => string | undefined): Schema.Schema<string, unknown> =>
+  Schema.transformOrFail(Schema.Unknown, Schema.String, {
+    strict: true,
+    decode: (input, _, ast) => {
+      const problem = typeof input === "string" ? check(input) : "must be text"
+      return problem === undefined
+        ? ParseResult.succeed(input as string)
+        : ParseResult.fail(new ParseResult.Type(ast, input, problem))
+    },
+    encode: ParseResult.succeed
+  })
 
 /** What is wrong with a base URL, if anything; any credentials in it are not shown. */
 const baseUrlProblem = (value: string): string | undefined => {
@@ -303,70 +206,195 @@ export const isHttpUrl = (value: string): boolean => {
   }
 }
 
-const durationOf = (input: Duration.DurationInput | undefined, fallback: Duration.Duration): Duration.Duration =>
-  input === undefined ? fallback : Option.getOrElse(Duration.decodeUnknown(input), () => Duration.zero)
-
-const make = (kind: Kind, options: Options): Target => {
-  const defaults = defaultsOf(kind)
-  const target: Target = {
-    name: options.name,
-    kind,
-    baseUrl: options.baseUrl,
-    model: options.model,
-    apiKey: options.apiKey,
-    attemptTimeout: durationOf(options.attemptTimeout, defaults.attemptTimeout),
-    attemptTimeoutByModel: Object.fromEntries(
-      Object.entries(options.attemptTimeoutByModel ?? {}).map((
-        [model, timeout]
-      ) => [model, durationOf(timeout, Duration.zero)])
-    ),
-    maxAttempts: options.maxAttempts ?? defaults.maxAttempts,
-    baseDelay: durationOf(options.baseDelay, defaults.baseDelay),
-    maxDelay: durationOf(options.maxDelay, defaults.maxDelay),
-    hintSpread: durationOf(options.hintSpread, defaults.hintSpread),
-    maxRetryAfter: durationOf(options.maxRetryAfter, defaults.maxRetryAfter),
-    minAttemptTime: options.minAttemptTime === undefined
-      ? undefined
-      : durationOf(options.minAttemptTime, Duration.zero),
-    replaySafe: options.replaySafe ?? defaults.replaySafe,
-    propagateTrace: options.propagateTrace ?? defaults.propagateTrace,
-    budget: {
-      ratio: options.budget?.ratio ?? defaults.budget.ratio,
-      minPerSecond: options.budget?.minPerSecond ?? defaults.budget.minPerSecond
+/** An API key, given redacted or (from the environment) as text; its value is never shown. */
+const ApiKey: Schema.Schema<Redacted.Redacted, unknown> = Schema.transformOrFail(
+  Schema.Unknown,
+  Schema.RedactedFromSelf(Schema.String),
+  {
+    strict: true,
+    decode: (input, _, ast) => {
+      const key = Redacted.isRedacted(input) ? input : typeof input === "string" ? Redacted.make(input) : undefined
+      const value = key === undefined ? undefined : Redacted.value(key)
+      const problem = typeof value !== "string"
+        ? "must be a Redacted string"
+        : value === ""
+        ? "must not be empty"
+        // Shown in no message: a key with a stray newline is still a key.
+        : /^[\x21-\x7e]+$/.test(value)
+        ? undefined
+        : "must not contain spaces, control or non-ASCII characters (its value is not shown)"
+      return problem === undefined
+        ? ParseResult.succeed(key as Redacted.Redacted<string>)
+        : ParseResult.fail(new ParseResult.Type(ast, "(not shown)", problem))
     },
-    concurrency: options.concurrency ?? defaults.concurrency,
-    idempotencyHeader: options.idempotencyHeader ?? defaults.idempotencyHeader,
-    maxResponseBytes: options.maxResponseBytes ?? defaults.maxResponseBytes,
-    connectTimeout: durationOf(options.connectTimeout, defaults.connectTimeout)
+    encode: ParseResult.succeed
   }
-  const found = problems(target)
-  if (found.length > 0) throw new RangeError(`target ${options.name}: ${found.join("; ")}`)
-  return target
+)
+
+/**
+ * Per-model timeouts: a record, or (from the environment) `model=duration` pairs separated by
+ * commas. Each timeout follows the rules of `attemptTimeout`.
+ */
+const TimeoutsByModel = Schema.compose(
+  Schema.transformOrFail(Schema.Unknown, Schema.Record({ key: Schema.String, value: Schema.Unknown }), {
+    strict: true,
+    decode: (input, _, ast) => {
+      const refuse = (message: string) => ParseResult.fail(new ParseResult.Type(ast, input, message))
+      if (typeof input !== "string") {
+        return typeof input === "object" && input !== null && !Array.isArray(input)
+          ? ParseResult.succeed(input as Record<string, unknown>)
+          : refuse("must be a record of model => duration")
+      }
+      const result: Record<string, unknown> = {}
+      for (const pair of input.split(",").map((part) => part.trim()).filter((part) => part !== "")) {
+        const [model, timeout, ...extra] = pair.split("=").map((part) => part.trim())
+        if (model === undefined || model === "" || timeout === undefined || extra.length > 0) {
+          return refuse(`must read model=duration,…, got ${JSON.stringify(pair)}`)
+        }
+        if (Object.hasOwn(result, model)) return refuse(`must name each model once, got ${model} twice`)
+        result[model] = timeout
+      }
+      return ParseResult.succeed(result)
+    },
+    encode: ParseResult.succeed
+  }),
+  Schema.Record({ key: Schema.String, value: Settings.positiveDuration })
+)
+
+const settingsFor = (kind: Kind) => {
+  const defaults = defaultsOf(kind)
+  const { withDefault } = Settings
+  return Schema.Struct({
+    name: Settings.nonEmpty,
+    baseUrl: text(baseUrlProblem),
+    model: Settings.nonEmpty,
+    // Required of a managed API, which bills per key; a self-hosted pool may take none.
+    apiKey: kind === "managed" ? ApiKey : Settings.optional(ApiKey),
+    attemptTimeout: withDefault(Settings.positiveDuration, defaults.attemptTimeout),
+    attemptTimeoutByModel: withDefault(TimeoutsByModel, {}),
+    maxAttempts: withDefault(Settings.integerAtLeast(1), defaults.maxAttempts),
+    // A zero base makes every retry immediate, whatever the cap says.
+    baseDelay: withDefault(Settings.positiveDuration, defaults.baseDelay),
+    maxDelay: withDefault(Settings.duration, defaults.maxDelay),
+    hintSpread: withDefault(Settings.duration, defaults.hintSpread),
+    maxRetryAfter: withDefault(Settings.duration, defaults.maxRetryAfter),
+    minAttemptTime: Settings.optional(Settings.duration),
+    replaySafe: withDefault(Settings.flag, defaults.replaySafe),
+    propagateTrace: withDefault(Settings.flag, defaults.propagateTrace),
+    budget: withDefault(
+      Schema.Struct({
+        ratio: withDefault(
+          Settings.number.pipe(
+            Schema.filter((ratio) =>
+              (ratio >= 0 && ratio <= 1) || `must be between 0 and 1 (0.1 allows 10% retries), got ${ratio}`
+            )
+          ),
+          defaults.budget.ratio
+        ),
+        minPerSecond: withDefault(Settings.finiteAtLeastZero, defaults.budget.minPerSecond)
+      }),
+      defaults.budget
+    ),
+    concurrency: withDefault(Settings.integerAtLeast(1), defaults.concurrency),
+    idempotencyHeader: withDefault(
+      text((value) =>
+        !/^[A-Za-z0-9-]+$/.test(value)
+          ? `must be a header name (letters, digits and -), got ${JSON.stringify(value)}`
+          : reservedHeaders.includes(value.toLowerCase())
+          ? `must not be a header the client sets itself (${reservedHeaders.join(", ")}), got ${JSON.stringify(value)}`
+          : undefined
+      ),
+      defaults.idempotencyHeader
+    ),
+    maxResponseBytes: withDefault(Settings.integerAtLeast(1), defaults.maxResponseBytes),
+    connectTimeout: withDefault(Settings.positiveDuration, defaults.connectTimeout)
+  }).pipe(
+    Schema.filter((target) => {
+      const minAttemptTime = target.minAttemptTime
+      return [
+        Settings.notLongerThan(["baseDelay"], target.baseDelay, ["maxDelay"], target.maxDelay),
+        // Checked here, not by the policy of the first call to a model: a bad pair fails the layer.
+        ...(minAttemptTime === undefined ? [] : [
+          Settings.shorterThan(["minAttemptTime"], minAttemptTime, ["attemptTimeout"], target.attemptTimeout),
+          ...Object.entries(target.attemptTimeoutByModel).map(([model, timeout]) =>
+            Settings.shorterThan(["minAttemptTime"], minAttemptTime, ["attemptTimeoutByModel", model], timeout)
+          )
+        ])
+      ]
+    }),
+    Schema.transform(Schema.Any, {
+      strict: false,
+      decode: (settings): Target => ({
+        ...settings,
+        kind,
+        apiKey: settings.apiKey,
+        minAttemptTime: settings.minAttemptTime
+      }),
+      encode: (target) => target
+    })
+  ) as unknown as Schema.Schema<Target, unknown>
 }
 
-/** A managed, elastic target. Bad settings throw a `RangeError` naming them. */
-export const managed = (options: Options): Target => make("managed", options)
+/** The rules of each kind's settings, defaults included: what `managed`, `selfHosted` and `config` check. */
+export const settings: Readonly<Record<Kind, Schema.Schema<Target, unknown>>> = {
+  managed: settingsFor("managed"),
+  "self-hosted": settingsFor("self-hosted")
+}
 
-/** A fixed-capacity, self-hosted target. Bad settings throw a `RangeError` naming them. */
-export const selfHosted = (options: Options): Target => make("self-hosted", options)
+const subjectOf = (input: unknown): string => {
+  const name = (input as { readonly name?: unknown } | undefined)?.name
+  return typeof name === "string" && name.trim() !== "" ? `target ${name}` : "target"
+}
+
+/**
+ * Checks a target's settings, naming each bad one with `label` (the option's name by default):
+ * for a program that checks one setting given another way, as the CLI checks its flags.
+ */
+export const decode = (
+  kind: Kind,
+  options: Options,
+  label?: (path: Settings.Path) => string
+): Either.Either<Target, Settings.InvalidSettings> => Settings.decoder(settings[kind], subjectOf, label)(options)
+
+const managedDecoder = Settings.validate(settings.managed, subjectOf)
+const selfHostedDecoder = Settings.validate(settings["self-hosted"], subjectOf)
+
+/**
+ * A managed, elastic target; bad settings fail with one `InvalidSettings` naming each.
+ *
+ * ```ts
+ * const target = yield* Target.managed({
+ *   name: "mistral", baseUrl: "https://api.mistral.ai/v1", model: "mistral-small-latest",
+ *   apiKey: Redacted.make(process.env.MISTRAL_API_KEY!)
+ * })
+ * ```
+ */
+export const managed = (options: Options): Effect.Effect<Target, Settings.InvalidSettings> => managedDecoder(options)
+
+/** A fixed-capacity, self-hosted target; bad settings fail with one `InvalidSettings` naming each. */
+export const selfHosted = (options: Options): Effect.Effect<Target, Settings.InvalidSettings> =>
+  selfHostedDecoder(options)
 
 /** The policy of requests for `model` (the target's own model unless named). */
 export const policyFor = (target: Target, model: string = target.model): Resilient.Policy => {
   const attemptTimeout = target.attemptTimeoutByModel[model] ?? target.attemptTimeout
-  return Resilient.policy({
+  // Built as data: the target's settings were checked, the pair of timeouts included.
+  return {
     target: target.name,
     model,
     maxAttempts: target.maxAttempts,
-    baseDelay: target.baseDelay,
-    maxDelay: target.maxDelay,
-    hintSpread: target.hintSpread,
+    schedule: Backoff.fullJitterWithRetryAfter({
+      base: target.baseDelay,
+      cap: target.maxDelay,
+      spread: target.hintSpread
+    }),
     maxRetryAfter: target.maxRetryAfter,
     replaySafe: target.replaySafe,
     attemptTimeout,
     // From the model's own timeout: a model allowed 90 ms must not need 100 ms left to start.
     minAttemptTime: target.minAttemptTime ??
       Duration.min(Duration.millis(100), Duration.divide(attemptTimeout, 2).pipe(Option.getOrThrow))
-  })
+  }
 }
 
 /** How a full gate behaves: managed targets queue (bounded by the deadline), self-hosted ones shed. */
@@ -395,116 +423,17 @@ export const selfHostedClassifier: Classifier.Service = {
 export const classifierFor = (target: Target): Classifier.Service =>
   target.kind === "managed" ? { classify: Classifier.classifyDefault } : selfHostedClassifier
 
-/** Reads `model=duration` pairs, separated by commas, naming the variable `label` in failures. */
-const timeoutsByModel = (name: string, label: string): Config.Config<Record<string, Duration.Duration>> =>
-  Config.mapOrFail(Config.string(name), (text) => {
-    const result = new Map<string, Duration.Duration>()
-    for (const pair of text.split(",").map((part) => part.trim()).filter((part) => part !== "")) {
-      const [model, timeout, ...extra] = pair.split("=").map((part) => part.trim())
-      const decoded = timeout === undefined ? Either.left("unreadable" as const) : ConfigDuration.parse(timeout)
-      if (Either.isLeft(decoded) && decoded.left === "negative") {
-        return Either.left(ConfigError.InvalidData([], `${label} must not be negative, got ${JSON.stringify(pair)}`))
-      }
-      if (model === undefined || model === "" || extra.length > 0 || Either.isLeft(decoded)) {
-        return Either.left(
-          ConfigError.InvalidData([], `${label} must read model=duration,…, got ${JSON.stringify(pair)}`)
-        )
-      }
-      if (result.has(model)) {
-        return Either.left(ConfigError.InvalidData([], `${label} must name each model once, got ${model} twice`))
-      }
-      result.set(model, decoded.right)
-    }
-    return Either.right(Object.fromEntries(result))
-  })
-
-/** The words `flag` reads, as Effect's `Config.boolean` reads them. */
-const flagWords: Readonly<Record<string, boolean>> = {
-  true: true,
-  yes: true,
-  on: true,
-  "1": true,
-  false: false,
-  no: false,
-  off: false,
-  "0": false
-}
-
-/** Reads true or false (`yes`/`no`, `on`/`off`, `1`/`0`), naming the variable `label` when the text is neither. */
-const flag = (name: string, label: string): Config.Config<boolean> =>
-  Config.mapOrFail(Config.string(name), (text) => {
-    const value = flagWords[text.trim().toLowerCase()]
-    return value === undefined
-      ? Either.left(ConfigError.InvalidData([], `${label} must be true or false, got ${JSON.stringify(text)}`))
-      : Either.right(value)
-  })
-
-/** Reads a number, naming the variable `label` when the text is not one; its range is `problems`' to check. */
-const number = (name: string, label: string): Config.Config<number> =>
-  Config.mapOrFail(Config.string(name), (text) => {
-    const value = text.trim() === "" ? Number.NaN : Number(text)
-    return Number.isNaN(value)
-      ? Either.left(ConfigError.InvalidData([], `${label} must be a number, got ${JSON.stringify(text)}`))
-      : Either.right(value)
-  })
-
 /**
  * A target read from environment variables under `prefix` (with the default `ConfigProvider`):
  * `{prefix}_BASE_URL`, `_MODEL`, `_API_KEY` (required for a managed target), `_ATTEMPT_TIMEOUT`,
  * `_ATTEMPT_TIMEOUTS` (`model=duration,…`), `_MAX_ATTEMPTS`, `_BASE_DELAY`, `_MAX_DELAY`,
  * `_HINT_SPREAD`, `_MAX_RETRY_AFTER`, `_MIN_ATTEMPT_TIME`, `_REPLAY_SAFE`, `_PROPAGATE_TRACE`,
  * `_BUDGET_RATIO`, `_BUDGET_MIN_PER_SECOND`, `_CONCURRENCY`, `_IDEMPOTENCY_HEADER`,
- * `_MAX_RESPONSE_BYTES`, `_CONNECT_TIMEOUT`. Anything invalid is a `ConfigError` naming the
- * variable and the rule it breaks.
+ * `_MAX_RESPONSE_BYTES`, `_CONNECT_TIMEOUT`. The rules are those of the options object (`settings`);
+ * anything invalid is one `ConfigError` naming every bad variable and the rule it breaks.
  */
-export const config = (kind: Kind, prefix: string, name: string = prefix.toLowerCase()): Config.Config<Target> => {
-  const defaults = defaultsOf(kind)
-  const label = (setting: Setting) => setting === "name" ? "name" : `${prefix}_${variables[setting]}`
-  const duration = (setting: Exclude<Setting, "name">, fallback: Duration.Duration) =>
-    Config.withDefault(ConfigDuration.duration(variables[setting], label(setting)), fallback)
-  const numeric = (setting: Exclude<Setting, "name">, fallback: number) =>
-    Config.withDefault(number(variables[setting], label(setting)), fallback)
-  const boolean = (setting: Exclude<Setting, "name">, fallback: boolean) =>
-    Config.withDefault(flag(variables[setting], label(setting)), fallback)
-  // Read as a string and wrapped at once: `Config.redacted` would also redact the message saying
-  // the variable is missing, which is no secret and is what the operator needs to see.
-  const key = Config.map(Config.string(variables.apiKey), Redacted.make)
-  const apiKey = kind === "managed" ? key : Config.map(Config.option(key), Option.getOrUndefined)
-  const settings = Config.all({
-    baseUrl: Config.string(variables.baseUrl),
-    model: Config.string(variables.model),
-    apiKey,
-    attemptTimeout: duration("attemptTimeout", defaults.attemptTimeout),
-    attemptTimeoutByModel: Config.withDefault(
-      timeoutsByModel(variables.attemptTimeoutByModel, label("attemptTimeoutByModel")),
-      {}
-    ),
-    maxAttempts: numeric("maxAttempts", defaults.maxAttempts),
-    baseDelay: duration("baseDelay", defaults.baseDelay),
-    maxDelay: duration("maxDelay", defaults.maxDelay),
-    hintSpread: duration("hintSpread", defaults.hintSpread),
-    maxRetryAfter: duration("maxRetryAfter", defaults.maxRetryAfter),
-    minAttemptTime: Config.map(
-      Config.option(ConfigDuration.duration(variables.minAttemptTime, label("minAttemptTime"))),
-      Option.getOrUndefined
-    ),
-    replaySafe: boolean("replaySafe", defaults.replaySafe),
-    propagateTrace: boolean("propagateTrace", defaults.propagateTrace),
-    ratio: numeric("budgetRatio", defaults.budget.ratio),
-    minPerSecond: numeric("budgetMinPerSecond", defaults.budget.minPerSecond),
-    concurrency: numeric("concurrency", defaults.concurrency),
-    idempotencyHeader: Config.withDefault(Config.string(variables.idempotencyHeader), defaults.idempotencyHeader),
-    maxResponseBytes: numeric("maxResponseBytes", defaults.maxResponseBytes),
-    connectTimeout: duration("connectTimeout", defaults.connectTimeout)
-  }).pipe(Config.nested(prefix))
-  return Config.mapOrFail(settings, ({ minPerSecond, ratio, ...rest }) => {
-    const target: Target = { ...rest, name, kind, budget: { ratio, minPerSecond } }
-    const found = problems(target, label)
-    return found.length === 0
-      ? Either.right(target)
-      : Either.left(ConfigError.InvalidData([], `target ${name} (${prefix}_*): ${found.join("; ")}`))
-  })
-}
+export const config = (kind: Kind, prefix: string, name: string = prefix.toLowerCase()): Config.Config<Target> =>
+  Settings.config(settings[kind], { prefix, variables, subject: `target ${name}`, fixed: { name } })
 
 /** `config("managed", prefix)`. */
 export const managedConfig = (prefix: string, name?: string): Config.Config<Target> => config("managed", prefix, name)

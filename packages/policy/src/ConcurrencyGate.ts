@@ -19,13 +19,16 @@ import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import { CurrentDeadline } from "./Deadline.js"
 import * as Failure from "./Failure.js"
 import { wakeOrTimeout } from "./internal/timer.js"
+import * as Checked from "./Settings.js"
 
 /** What the gate does when it is full. */
 export type Mode = "queue" | "shed"
@@ -103,49 +106,37 @@ export interface Settings {
   readonly maxWaiting: number
 }
 
-/** Fills in the defaults and checks the values, throwing a `RangeError` that names the bad one. */
-export const settings = (options: Options): Settings => {
-  const result: Settings = {
-    target: options.target,
-    limit: options.limit,
-    mode: options.mode ?? "queue",
-    rampStart: options.rampStart ?? 0.1,
-    rampFactor: options.rampFactor ?? 1.5,
-    rampStepMillis: Duration.toMillis(options.rampStep ?? Duration.seconds(5)),
-    degradeAfter: options.degradeAfter ?? 5,
-    maxWaiting: options.maxWaiting ?? Number.POSITIVE_INFINITY
-  }
-  const check = (ok: boolean, what: string, value: unknown) => {
-    if (!ok) throw new RangeError(`concurrency gate for ${result.target}: ${what}, got ${String(value)}`)
-  }
-  check(
-    result.limit >= 1 && (Number.isInteger(result.limit) || result.limit === Infinity),
-    "limit must be an integer >= 1",
-    result.limit
-  )
-  check(result.rampStart > 0 && result.rampStart <= 1, "rampStart must be in (0, 1]", result.rampStart)
-  check(
-    result.rampFactor > 1 && Number.isFinite(result.rampFactor),
-    "rampFactor must be a finite number > 1",
-    result.rampFactor
-  )
-  check(
-    result.rampStepMillis > 0 && Number.isFinite(result.rampStepMillis),
-    "rampStep must be positive",
-    result.rampStepMillis
-  )
-  check(
-    Number.isInteger(result.degradeAfter) && result.degradeAfter >= 1,
-    "degradeAfter must be an integer >= 1",
-    result.degradeAfter
-  )
-  check(
-    result.maxWaiting >= 0 && (Number.isInteger(result.maxWaiting) || result.maxWaiting === Infinity),
-    "maxWaiting must be an integer >= 0",
-    result.maxWaiting
-  )
-  return result
-}
+/** The rules of a gate's settings, defaults included. */
+const GateSettings = Schema.Struct({
+  target: Checked.nonEmpty,
+  limit: Checked.integerAtLeast(1, { orInfinite: true }),
+  mode: Checked.withDefault(Schema.Literal("queue", "shed"), "queue"),
+  rampStart: Checked.withDefault(
+    Checked.number.pipe(Schema.filter((share) => (share > 0 && share <= 1) || `must be in (0, 1], got ${share}`)),
+    0.1
+  ),
+  rampFactor: Checked.withDefault(
+    Checked.number.pipe(
+      Schema.filter((factor) => (factor > 1 && Number.isFinite(factor)) || `must be a finite number > 1, got ${factor}`)
+    ),
+    1.5
+  ),
+  rampStep: Checked.withDefault(Checked.finitePositiveDuration, Duration.seconds(5)),
+  degradeAfter: Checked.withDefault(Checked.integerAtLeast(1), 5),
+  maxWaiting: Checked.withDefault(Checked.integerAtLeast(0, { orInfinite: true }), Number.POSITIVE_INFINITY)
+})
+
+const decodeSettings = Checked.decoder(GateSettings, (input) => {
+  const target = (input as { readonly target?: unknown } | undefined)?.target
+  return typeof target === "string" && target !== "" ? `concurrency gate for ${target}` : "concurrency gate"
+})
+
+/** Fills in the defaults and checks the values; bad ones are one `InvalidSettings` naming each. */
+export const settings = (options: Options): Either.Either<Settings, Checked.InvalidSettings> =>
+  Either.map(decodeSettings(options), ({ rampStep, ...rest }) => ({
+    ...rest,
+    rampStepMillis: Duration.toMillis(rampStep)
+  }))
 
 /** The limit right after a degraded period: `rampStart` of steady state, at least one. */
 export const rampFloor = (settings: Settings): number => Math.max(1, Math.floor(settings.limit * settings.rampStart))
@@ -362,140 +353,143 @@ class Line<A> {
  * steady, newest first while it is degraded or recovering (adaptive LIFO); a waiter that is
  * interrupted after being granted a permit gives it back, so no permit is lost. `share` makes it
  * one process's part of a larger limit (see `Limiter`).
- * Bad options throw a `RangeError` here, when the program is assembled.
+ * Bad options fail with `InvalidSettings`, when the program is assembled.
  */
-export const make = (options: Options, share?: () => number): Effect.Effect<Service> => {
-  const checked = settings(options)
-  return Effect.map(Effect.clock, (clock) => {
-    const limiter = new Limiter(checked, share)
-    const waiters = new Line<Waiter>()
-    const now = () => clock.unsafeCurrentTimeMillis()
+export const make = (
+  options: Options,
+  share?: () => number
+): Effect.Effect<Service, Checked.InvalidSettings> =>
+  Effect.flatMap(Effect.suspend(() => settings(options)), (checked) =>
+    Effect.map(Effect.clock, (clock) => {
+      const limiter = new Limiter(checked, share)
+      const waiters = new Line<Waiter>()
+      const now = () => clock.unsafeCurrentTimeMillis()
 
-    const grantWaiting = (at: number) => {
-      while (waiters.length > 0 && limiter.tryAcquire(at)) {
-        // Adaptive LIFO: while the target struggles, the callers that have waited longest are the
-        // likeliest to run out of time before an attempt can finish; a permit spent on one of them
-        // is a request the provider serves for nobody. Healthy, the line is first come, first served.
-        const waiter = limiter.health(at) === "steady" ? waiters.takeOldest()! : waiters.takeNewest()!
-        waiter.granted = true
-        waiter.wake()
-      }
-    }
-
-    /** Lets every waiter look again at the clock: the health changed, and with it when the limit next rises. */
-    const afterHealthChange = (at: number) => {
-      grantWaiting(at)
-      waiters.forEach((waiter) => waiter.wake())
-    }
-
-    const shed = () =>
-      new Failure.Shed({ target: checked.target, limit: limiter.limit(now()), inFlight: limiter.inFlight })
-
-    /**
-     * Waits in line until granted, until `deadline`, or until interrupted; the place in line is
-     * kept throughout. The ramp raises the limit with time alone, so the waiter also wakes at the
-     * next raise and serves the head of the line.
-     */
-    const waitForPermit = (deadline: number): Effect.Effect<void, Failure.DeadlineExceeded> => {
-      const waiter: Waiter = { granted: false, wake: noWake }
-      const listen = (wake: () => void) => {
-        waiter.wake = wake
-        return () => {
-          waiter.wake = noWake
+      const grantWaiting = (at: number) => {
+        while (waiters.length > 0 && limiter.tryAcquire(at)) {
+          // Adaptive LIFO: while the target struggles, the callers that have waited longest are the
+          // likeliest to run out of time before an attempt can finish; a permit spent on one of them
+          // is a request the provider serves for nobody. Healthy, the line is first come, first served.
+          const waiter = limiter.health(at) === "steady" ? waiters.takeOldest()! : waiters.takeNewest()!
+          waiter.granted = true
+          waiter.wake()
         }
       }
-      const lookAgain = Effect.suspend(() => {
-        grantWaiting(now())
-        return wait
-      })
-      const wait: Effect.Effect<void, Failure.DeadlineExceeded> = Effect.suspend(() => {
-        if (waiter.granted) return Effect.void
-        const at = now()
-        if (at >= deadline) {
-          waiters.remove(waiter)
-          return Effect.fail(new Failure.DeadlineExceeded({ deadline, phase: "queue" }))
+
+      /** Lets every waiter look again at the clock: the health changed, and with it when the limit next rises. */
+      const afterHealthChange = (at: number) => {
+        grantWaiting(at)
+        waiters.forEach((waiter) => waiter.wake())
+      }
+
+      const shed = () =>
+        new Failure.Shed({ target: checked.target, limit: limiter.limit(now()), inFlight: limiter.inFlight })
+
+      /**
+       * Waits in line until granted, until `deadline`, or until interrupted; the place in line is
+       * kept throughout. The ramp raises the limit with time alone, so the waiter also wakes at the
+       * next raise and serves the head of the line.
+       */
+      const waitForPermit = (deadline: number): Effect.Effect<void, Failure.DeadlineExceeded> => {
+        const waiter: Waiter = { granted: false, wake: noWake }
+        const listen = (wake: () => void) => {
+          waiter.wake = wake
+          return () => {
+            waiter.wake = noWake
+          }
         }
-        const wakeAt = Math.min(deadline, limiter.nextRaiseAt(at) ?? Number.POSITIVE_INFINITY)
-        // Whole milliseconds: `Duration` rounds a sliver of a millisecond to zero, and a wait of
-        // zero would wake at the same instant, forever.
-        return Effect.zipRight(wakeOrTimeout(listen, Math.ceil(wakeAt - at), clock), lookAgain)
-      })
-      return Effect.suspend(() => {
-        waiters.push(waiter)
-        return wait
-      }).pipe(
-        Effect.onInterrupt(() =>
-          Effect.sync(() => {
-            if (waiter.granted) {
-              limiter.release(now(), "neutral")
-              grantWaiting(now())
-            } else {
-              waiters.remove(waiter)
-            }
-          })
+        const lookAgain = Effect.suspend(() => {
+          grantWaiting(now())
+          return wait
+        })
+        const wait: Effect.Effect<void, Failure.DeadlineExceeded> = Effect.suspend(() => {
+          if (waiter.granted) return Effect.void
+          const at = now()
+          if (at >= deadline) {
+            waiters.remove(waiter)
+            return Effect.fail(new Failure.DeadlineExceeded({ deadline, phase: "queue" }))
+          }
+          const wakeAt = Math.min(deadline, limiter.nextRaiseAt(at) ?? Number.POSITIVE_INFINITY)
+          // Whole milliseconds: `Duration` rounds a sliver of a millisecond to zero, and a wait of
+          // zero would wake at the same instant, forever.
+          return Effect.zipRight(wakeOrTimeout(listen, Math.ceil(wakeAt - at), clock), lookAgain)
+        })
+        return Effect.suspend(() => {
+          waiters.push(waiter)
+          return wait
+        }).pipe(
+          Effect.onInterrupt(() =>
+            Effect.sync(() => {
+              if (waiter.granted) {
+                limiter.release(now(), "neutral")
+                grantWaiting(now())
+              } else {
+                waiters.remove(waiter)
+              }
+            })
+          )
         )
-      )
-    }
+      }
 
-    const tryAcquireNow = (): boolean => {
-      const at = now()
-      grantWaiting(at)
-      return waiters.length === 0 && limiter.tryAcquire(at)
-    }
-    const releaseNow = (outcome: Outcome): void => {
-      const at = now()
-      const before = limiter.health(at)
-      limiter.release(at, outcome)
-      if (limiter.health(at) === before) grantWaiting(at)
-      else afterHealthChange(at)
-    }
-
-    const service: Service = {
-      acquire: (deadline) =>
-        Effect.suspend((): Effect.Effect<void, Failure.Shed | Failure.DeadlineExceeded> => {
-          if (tryAcquireNow()) return Effect.void
-          const at = now()
-          if (checked.mode === "shed" || waiters.length >= checked.maxWaiting) return Effect.fail(shed())
-          if (at >= deadline) return Effect.fail(new Failure.DeadlineExceeded({ deadline, phase: "queue" }))
-          return waitForPermit(deadline)
-        }),
-      release: (outcome) => Effect.sync(() => releaseNow(outcome)),
-      tryAcquireNow,
-      releaseNow,
-      observe: (outcome) =>
-        Effect.sync(() => {
-          const at = now()
-          const before = limiter.health(at)
-          limiter.observe(at, outcome)
-          if (limiter.health(at) !== before) afterHealthChange(at)
-        }),
-      markDegraded: Effect.sync(() => {
-        limiter.markDegraded()
-        afterHealthChange(now())
-      }),
-      markRecovered: Effect.sync(() => {
-        limiter.markRecovered(now())
-        afterHealthChange(now())
-      }),
-      snapshot: Effect.sync(() => {
+      const tryAcquireNow = (): boolean => {
         const at = now()
-        return {
-          limit: limiter.limit(at),
-          inFlight: limiter.inFlight,
-          waiting: waiters.length,
-          health: limiter.health(at)
-        }
-      })
-    }
-    return service
-  })
-}
+        grantWaiting(at)
+        return waiters.length === 0 && limiter.tryAcquire(at)
+      }
+      const releaseNow = (outcome: Outcome): void => {
+        const at = now()
+        const before = limiter.health(at)
+        limiter.release(at, outcome)
+        if (limiter.health(at) === before) grantWaiting(at)
+        else afterHealthChange(at)
+      }
+
+      const service: Service = {
+        acquire: (deadline) =>
+          Effect.suspend((): Effect.Effect<void, Failure.Shed | Failure.DeadlineExceeded> => {
+            if (tryAcquireNow()) return Effect.void
+            const at = now()
+            if (checked.mode === "shed" || waiters.length >= checked.maxWaiting) return Effect.fail(shed())
+            if (at >= deadline) return Effect.fail(new Failure.DeadlineExceeded({ deadline, phase: "queue" }))
+            return waitForPermit(deadline)
+          }),
+        release: (outcome) => Effect.sync(() => releaseNow(outcome)),
+        tryAcquireNow,
+        releaseNow,
+        observe: (outcome) =>
+          Effect.sync(() => {
+            const at = now()
+            const before = limiter.health(at)
+            limiter.observe(at, outcome)
+            if (limiter.health(at) !== before) afterHealthChange(at)
+          }),
+        markDegraded: Effect.sync(() => {
+          limiter.markDegraded()
+          afterHealthChange(now())
+        }),
+        markRecovered: Effect.sync(() => {
+          limiter.markRecovered(now())
+          afterHealthChange(now())
+        }),
+        snapshot: Effect.sync(() => {
+          const at = now()
+          return {
+            limit: limiter.limit(at),
+            inFlight: limiter.inFlight,
+            waiting: waiters.length,
+            health: limiter.health(at)
+          }
+        })
+      }
+      return service
+    }))
 
 /** A gate for one process. */
-export const layer = (options: Options): Layer.Layer<ConcurrencyGate> => Layer.effect(ConcurrencyGate, make(options))
+export const layer = (options: Options): Layer.Layer<ConcurrencyGate, Checked.InvalidSettings> =>
+  Layer.effect(ConcurrencyGate, make(options))
 
 /** A gate with no limit that still tracks health: for callers that want no concurrency bound. */
-export const layerUnbounded = (target: string): Layer.Layer<ConcurrencyGate> =>
+export const layerUnbounded = (target: string): Layer.Layer<ConcurrencyGate, Checked.InvalidSettings> =>
   layer({ target, limit: Number.POSITIVE_INFINITY })
 
 /**

@@ -14,6 +14,7 @@ import * as Option from "effect/Option"
 import type * as Redacted from "effect/Redacted"
 import * as ConcurrencyGate from "./ConcurrencyGate.js"
 import * as RetryBudget from "./RetryBudget.js"
+import type { InvalidSettings } from "./Settings.js"
 
 /** The budget of one target, called with one API key. */
 export interface BudgetOptions extends RetryBudget.Options {
@@ -26,10 +27,10 @@ export interface GateOptions extends ConcurrencyGate.Options {
   readonly apiKey?: Redacted.Redacted | undefined
 }
 
-/** Builds budgets and gates. Bad options throw a `RangeError` naming them, as `RetryBudget.make` does. */
+/** Builds budgets and gates. Bad options fail with `InvalidSettings` naming them, as `RetryBudget.make` does. */
 export interface Service {
-  readonly budget: (options: BudgetOptions) => Effect.Effect<RetryBudget.Service>
-  readonly gate: (options: GateOptions) => Effect.Effect<ConcurrencyGate.Service>
+  readonly budget: (options: BudgetOptions) => Effect.Effect<RetryBudget.Service, InvalidSettings>
+  readonly gate: (options: GateOptions) => Effect.Effect<ConcurrencyGate.Service, InvalidSettings>
 }
 
 /** Where budgets and gates live. Optional: without it, they live in the process. */

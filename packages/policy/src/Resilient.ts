@@ -35,6 +35,7 @@ import type * as MetricLabel from "effect/MetricLabel"
 import * as Option from "effect/Option"
 import type * as RuntimeFlags from "effect/RuntimeFlags"
 import type * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
 import * as Backoff from "./Backoff.js"
 import { Classifier } from "./Classifier.js"
 import type { Service as ClassifierService } from "./Classifier.js"
@@ -44,6 +45,7 @@ import * as Failure from "./Failure.js"
 import { startBounded, timedOut } from "./internal/boundedRun.js"
 import * as Metrics from "./Metrics.js"
 import * as RetryBudget from "./RetryBudget.js"
+import * as Settings from "./Settings.js"
 
 /** The services a resilient call needs: the target's retry budget and concurrency gate. */
 export type Services = RetryBudget.RetryBudget | ConcurrencyGate.ConcurrencyGate
@@ -141,55 +143,60 @@ export interface PolicyOptions {
   readonly replaySafe?: boolean | undefined
 }
 
+/** Whether `schedule` is a `Schedule`, so a settings object cannot pass anything else for one. */
+const ScheduleSetting = Schema.declare(
+  (input: unknown): input is Schedule.Schedule<unknown, Failure.Failure> =>
+    typeof input === "object" && input !== null && "step" in input && "initial" in input,
+  { message: () => "must be a Schedule" }
+)
+
+/** The rules of a policy's settings, its defaults included: what `policy` checks. */
+export const PolicySettings = Schema.Struct({
+  target: Settings.nonEmpty,
+  model: Settings.optional(Schema.String),
+  maxAttempts: Settings.withDefault(Settings.integerAtLeast(1), 3),
+  baseDelay: Settings.withDefault(Settings.duration, Duration.millis(500)),
+  maxDelay: Settings.withDefault(Settings.duration, Duration.seconds(8)),
+  hintSpread: Settings.withDefault(Settings.duration, Duration.seconds(1)),
+  schedule: Settings.optional(ScheduleSetting),
+  attemptTimeout: Settings.withDefault(Settings.positiveDuration, Duration.seconds(60)),
+  minAttemptTime: Settings.withDefault(Settings.duration, Duration.millis(100)),
+  maxRetryAfter: Settings.withDefault(Settings.duration, Duration.seconds(60)),
+  replaySafe: Settings.withDefault(Settings.flag, false)
+}).pipe(Schema.filter((settings) => [
+  Settings.notLongerThan(["baseDelay"], settings.baseDelay, ["maxDelay"], settings.maxDelay),
+  Settings.shorterThan(["minAttemptTime"], settings.minAttemptTime, ["attemptTimeout"], settings.attemptTimeout)
+]))
+
+const decodePolicy = Settings.validate(PolicySettings, (input) => {
+  const target = (input as { readonly target?: unknown } | undefined)?.target
+  return typeof target === "string" && target !== "" ? `policy for ${target}` : "policy"
+})
+
 /**
- * Builds a policy, filling in defaults. Bad values throw a `RangeError` that names them, when the
- * program is assembled rather than on the first failure.
+ * Builds a policy, filling in defaults. Bad values fail with one `InvalidSettings` naming each,
+ * when the program is assembled rather than on the first failure.
+ *
+ * ```ts
+ * const policy = yield* Resilient.policy({ target: "mistral", maxAttempts: 4, attemptTimeout: "30 seconds" })
+ * ```
  */
-export const policy = (options: PolicyOptions): Policy => {
-  const check = (ok: boolean, what: string, value: unknown) => {
-    if (!ok) throw new RangeError(`policy for ${options.target}: ${what}, got ${String(value)}`)
-  }
-  const duration = (name: string, input: Duration.DurationInput | undefined, fallback: Duration.Duration) => {
-    const value = input === undefined ? fallback : Duration.decodeUnknown(input).pipe(Option.getOrUndefined)
-    check(value !== undefined, `${name} must be a duration`, input)
-    return value!
-  }
-  check(
-    typeof options.target === "string" && options.target.length > 0,
-    "target must be a non-empty string",
-    options.target
-  )
-  const maxAttempts = options.maxAttempts ?? 3
-  check(Number.isInteger(maxAttempts) && maxAttempts >= 1, "maxAttempts must be an integer >= 1", maxAttempts)
-  const baseDelay = duration("baseDelay", options.baseDelay, Duration.millis(500))
-  const maxDelay = duration("maxDelay", options.maxDelay, Duration.seconds(8))
-  const hintSpread = duration("hintSpread", options.hintSpread, Duration.seconds(1))
-  const attemptTimeout = duration("attemptTimeout", options.attemptTimeout, Duration.seconds(60))
-  const minAttemptTime = duration("minAttemptTime", options.minAttemptTime, Duration.millis(100))
-  const maxRetryAfter = duration("maxRetryAfter", options.maxRetryAfter, Duration.seconds(60))
-  check(Duration.toMillis(attemptTimeout) > 0, "attemptTimeout must be positive", Duration.format(attemptTimeout))
-  check(
-    Duration.lessThanOrEqualTo(baseDelay, maxDelay),
-    "baseDelay must not exceed maxDelay",
-    Duration.format(baseDelay)
-  )
-  check(
-    Duration.lessThan(minAttemptTime, attemptTimeout),
-    "minAttemptTime must be shorter than attemptTimeout",
-    Duration.format(minAttemptTime)
-  )
-  return {
-    target: options.target,
-    model: options.model,
-    maxAttempts,
-    schedule: options.schedule ??
-      Backoff.fullJitterWithRetryAfter({ base: baseDelay, cap: maxDelay, spread: hintSpread }),
-    attemptTimeout,
-    minAttemptTime,
-    maxRetryAfter,
-    replaySafe: options.replaySafe ?? false
-  }
-}
+export const policy = (options: PolicyOptions): Effect.Effect<Policy, Settings.InvalidSettings> =>
+  Effect.map(decodePolicy(options), (settings) => ({
+    target: settings.target,
+    model: settings.model,
+    maxAttempts: settings.maxAttempts,
+    schedule: settings.schedule ??
+      Backoff.fullJitterWithRetryAfter({
+        base: settings.baseDelay,
+        cap: settings.maxDelay,
+        spread: settings.hintSpread
+      }),
+    attemptTimeout: settings.attemptTimeout,
+    minAttemptTime: settings.minAttemptTime,
+    maxRetryAfter: settings.maxRetryAfter,
+    replaySafe: settings.replaySafe
+  }))
 
 /** Settings of one call. */
 export interface CallOptions {
@@ -782,7 +789,7 @@ export interface ServicesOptions {
 /** The budget and gate of one target, in memory: what a single process needs to run `retry`. */
 export const layerMemory = (
   options: ServicesOptions
-): Layer.Layer<Services> =>
+): Layer.Layer<Services, Settings.InvalidSettings> =>
   Layer.merge(
     RetryBudget.layerMemory(options.budget),
     ConcurrencyGate.layer({ limit: Number.POSITIVE_INFINITY, ...options.gate, target: options.target })

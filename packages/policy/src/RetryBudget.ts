@@ -15,9 +15,12 @@
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import type { Failure } from "./Failure.js"
 import { SlidingCounts } from "./internal/slidingWindow.js"
+import * as Checked from "./Settings.js"
 
 /** What the budget holds right now. */
 export interface Snapshot {
@@ -72,33 +75,22 @@ export interface Settings {
   readonly buckets: number
 }
 
-/** Fills in the defaults and checks the values, throwing a `RangeError` that names the bad one. */
-export const settings = (options: Options = {}): Settings => {
-  const result: Settings = {
-    ratio: options.ratio ?? 0.1,
-    windowMillis: Duration.toMillis(options.window ?? Duration.seconds(60)),
-    minPerSecond: options.minPerSecond ?? 5,
-    buckets: options.buckets ?? 60
-  }
-  if (!(result.ratio >= 0) || !Number.isFinite(result.ratio)) {
-    throw new RangeError(`retry budget ratio must be a finite number >= 0, got ${result.ratio}`)
-  }
-  if (!(result.windowMillis > 0) || !Number.isFinite(result.windowMillis)) {
-    const given = typeof options.window === "string"
-      ? options.window
-      : typeof options.window === "number"
-      ? `${options.window} ms`
-      : `${result.windowMillis} ms`
-    throw new RangeError(`retry budget window must be positive, got ${given}`)
-  }
-  if (!(result.minPerSecond >= 0) || !Number.isFinite(result.minPerSecond)) {
-    throw new RangeError(`retry budget minPerSecond must be a finite number >= 0, got ${result.minPerSecond}`)
-  }
-  if (!Number.isInteger(result.buckets) || result.buckets < 1) {
-    throw new RangeError(`retry budget buckets must be a positive integer, got ${result.buckets}`)
-  }
-  return result
-}
+/** The rules of a budget's settings, defaults included. */
+const BudgetSettings = Schema.Struct({
+  ratio: Checked.withDefault(Checked.finiteAtLeastZero, 0.1),
+  window: Checked.withDefault(Checked.finitePositiveDuration, Duration.seconds(60)),
+  minPerSecond: Checked.withDefault(Checked.finiteAtLeastZero, 5),
+  buckets: Checked.withDefault(Checked.integerAtLeast(1), 60)
+})
+
+const decodeSettings = Checked.decoder(BudgetSettings, () => "retry budget")
+
+/** Fills in the defaults and checks the values; bad ones are one `InvalidSettings` naming each. */
+export const settings = (options: Options = {}): Either.Either<Settings, Checked.InvalidSettings> =>
+  Either.map(decodeSettings(options), ({ window, ...rest }) => ({ ...rest, windowMillis: Duration.toMillis(window) }))
+
+/** The settings with every default: a ratio of 0.1 over 60 seconds in 60 buckets, a floor of 5 per second. */
+export const defaults: Settings = { ratio: 0.1, windowMillis: 60_000, minPerSecond: 5, buckets: 60 }
 
 /**
  * `max(floor, ratio × successes)`: the retries a window with `successes` allows. With a
@@ -143,26 +135,26 @@ export class Window {
 
 /**
  * Builds an in-memory budget whose time is Effect's `Clock`, so `TestClock` drives it.
- * Bad options throw a `RangeError` here, when the program is assembled, not on the first retry.
+ * Bad options fail with `InvalidSettings`, when the program is assembled, not on the first retry.
  */
-export const make = (options?: Options): Effect.Effect<Service> => {
-  const checked = settings(options)
-  return Effect.map(Effect.clock, (clock) => {
-    const window = new Window(checked)
-    const tryAcquire = Effect.sync(() => window.tryAcquire(clock.unsafeCurrentTimeMillis()))
-    const recordSuccessNow = () => window.recordSuccess(clock.unsafeCurrentTimeMillis())
-    const recordSuccess = Effect.sync(recordSuccessNow)
-    return {
-      tryAcquire: () => tryAcquire,
-      recordSuccess: () => recordSuccess,
-      recordSuccessNow,
-      snapshot: Effect.sync(() => window.snapshot(clock.unsafeCurrentTimeMillis()))
-    }
-  })
-}
+export const make = (options?: Options): Effect.Effect<Service, Checked.InvalidSettings> =>
+  Effect.flatMap(Effect.suspend(() => settings(options)), (checked) =>
+    Effect.map(Effect.clock, (clock) => {
+      const window = new Window(checked)
+      const tryAcquire = Effect.sync(() => window.tryAcquire(clock.unsafeCurrentTimeMillis()))
+      const recordSuccessNow = () => window.recordSuccess(clock.unsafeCurrentTimeMillis())
+      const recordSuccess = Effect.sync(recordSuccessNow)
+      return {
+        tryAcquire: () => tryAcquire,
+        recordSuccess: () => recordSuccess,
+        recordSuccessNow,
+        snapshot: Effect.sync(() => window.snapshot(clock.unsafeCurrentTimeMillis()))
+      }
+    }))
 
 /** A budget for one process, in memory. */
-export const layerMemory = (options?: Options): Layer.Layer<RetryBudget> => Layer.effect(RetryBudget, make(options))
+export const layerMemory = (options?: Options): Layer.Layer<RetryBudget, Checked.InvalidSettings> =>
+  Layer.effect(RetryBudget, make(options))
 
 /** A budget that never grants a retry: for fixed-capacity targets, which shed rather than retry. */
 export const disabled: Service = {

@@ -12,7 +12,7 @@
  * timeout, the process decides alone within its share of the fleet's floor (see `make` and
  * `RedisConnection`).
  */
-import { type Coordination, RetryBudget } from "@resilient-ai/policy"
+import { type Coordination, RetryBudget, Settings } from "@resilient-ai/policy"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type { Redis } from "ioredis"
@@ -111,13 +111,28 @@ export interface Options extends Coordination.BudgetOptions {}
  * connection's `fleetSize`, whichever is larger) and `ratio` of its own successes, counting the
  * retries Redis granted it in the window: N processes deciding alone together spend about one
  * floor, not N. What it granted alone is added to the fleet's window when Redis answers again.
- * Bad settings throw a `RangeError` naming them.
+ * Bad settings fail with `InvalidSettings` naming them.
  */
-export const make = (options: Options): Effect.Effect<RetryBudget.Service, never, RedisConnection> => {
-  const settings = RetryBudget.settings(options)
-  if (settings.buckets > maxBuckets) {
-    throw new RangeError(`redis retry budget buckets must be at most ${maxBuckets}, got ${settings.buckets}`)
-  }
+export const make = (
+  options: Options
+): Effect.Effect<RetryBudget.Service, Settings.InvalidSettings, RedisConnection> =>
+  Effect.flatMap(
+    Effect.suspend(() => RetryBudget.settings(options)),
+    (settings) =>
+      settings.buckets > maxBuckets
+        ? Effect.fail(
+          new Settings.InvalidSettings({
+            subject: "redis retry budget",
+            problems: [`buckets must be at most ${maxBuckets} (one Lua call sweeps them all), got ${settings.buckets}`]
+          })
+        )
+        : makeChecked(options, settings)
+  )
+
+const makeChecked = (
+  options: Options,
+  settings: RetryBudget.Settings
+): Effect.Effect<RetryBudget.Service, never, RedisConnection> => {
   const bucketMillis = settings.windowMillis / settings.buckets
   // The floor: what a window without successes allows.
   const floor = RetryBudget.allowance(settings, 0)
@@ -212,5 +227,7 @@ export const make = (options: Options): Effect.Effect<RetryBudget.Service, never
 }
 
 /** Provides `RetryBudget` on the fleet's Redis. */
-export const layer = (options: Options): Layer.Layer<RetryBudget.RetryBudget, never, RedisConnection> =>
+export const layer = (
+  options: Options
+): Layer.Layer<RetryBudget.RetryBudget, Settings.InvalidSettings, RedisConnection> =>
   Layer.effect(RetryBudget.RetryBudget, make(options))

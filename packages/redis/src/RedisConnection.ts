@@ -10,9 +10,9 @@
  * until a probe a little later finds Redis back. Fallbacks are counted in a metric, and logged once
  * per transition, not once per call.
  */
-import { ConfigDuration } from "@resilient-ai/policy"
-import * as Config from "effect/Config"
-import * as ConfigError from "effect/ConfigError"
+import { Settings } from "@resilient-ai/policy"
+import type * as Config from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -20,8 +20,9 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as MetricLabel from "effect/MetricLabel"
-import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
 import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import { Redis } from "ioredis"
 import { hostname } from "node:os"
@@ -148,53 +149,76 @@ type Asked<A> =
   /** The connection refused or failed the command. */
   | { readonly _tag: "failed"; readonly error: unknown }
 
-/**
- * Why connection settings cannot work, one message per setting, each naming it `label(setting)`
- * (the option's name by default; `config` names the environment variable). The URL is never shown.
- */
-export const problems = (
-  options: Options,
-  label: (setting: keyof Options) => string = (setting) => setting
-): ReadonlyArray<string> => {
-  const found: Array<string> = []
-  const url = Redacted.value(options.url)
+/** What is wrong with a Redis URL, if anything; the URL is never shown (it may hold a password). */
+const urlProblem = (url: string): string | undefined => {
   try {
     const parsed = new URL(url)
-    if (parsed.protocol !== "redis:" && parsed.protocol !== "rediss:") {
-      found.push(`${label("url")} must start with redis:// or rediss://`)
-    } else if (parsed.hostname === "") {
-      found.push(`${label("url")} must name a host`)
-    } else if (!/^\/?\d*$/.test(parsed.pathname)) {
-      found.push(`${label("url")} must name its database by number (redis://host:6379/2), if at all`)
-    }
+    if (parsed.protocol !== "redis:" && parsed.protocol !== "rediss:") return "must start with redis:// or rediss://"
+    if (parsed.hostname === "") return "must name a host"
+    if (!/^\/?\d*$/.test(parsed.pathname)) return "must name its database by number (redis://host:6379/2), if at all"
+    return undefined
   } catch {
-    found.push(`${label("url")} must be a redis:// URL`)
+    return "must be a redis:// URL"
   }
-  const positive = (setting: "commandTimeout" | "retryAfter", input: Duration.DurationInput | undefined) => {
-    if (input === undefined) return
-    const decoded = Duration.decodeUnknown(input)
-    const millis = Option.map(decoded, Duration.toMillis)
-    if (Option.isNone(millis) || !(millis.value > 0) || !Number.isFinite(millis.value)) {
-      const shown = Option.match(decoded, { onNone: () => String(input), onSome: Duration.format })
-      found.push(`${label(setting)} must be a positive duration, got ${shown}`)
-    }
-  }
-  positive("commandTimeout", options.commandTimeout)
-  positive("retryAfter", options.retryAfter)
-  if (options.fleetSize !== undefined && !(Number.isInteger(options.fleetSize) && options.fleetSize >= 1)) {
-    const given = Number.isNaN(options.fleetSize) ? "no number" : options.fleetSize
-    found.push(`${label("fleetSize")} must be a whole number of at least 1, got ${given}`)
-  }
-  if (options.keyPrefix !== undefined && !/^[A-Za-z0-9:_.-]+$/.test(options.keyPrefix)) {
-    found.push(`${label("keyPrefix")} must be letters, digits and : _ . -, got ${JSON.stringify(options.keyPrefix)}`)
-  }
-  return found
 }
+
+/** A rule on a setting, read from what a program or an operator wrote: `check` returns the value or what is wrong. */
+const rule = <A>(to: Schema.Schema<A>, check: (input: unknown) => Either.Either<A, string>) =>
+  Schema.transformOrFail(Schema.Unknown, to, {
+    strict: true,
+    decode: (input, _, ast) =>
+      Either.match(check(input), {
+        onLeft: (message) => ParseResult.fail(new ParseResult.Type(ast, "(not shown)", message)),
+        onRight: ParseResult.succeed
+      }),
+    encode: ParseResult.succeed
+  })
+
+const Url = rule(Schema.RedactedFromSelf(Schema.String), (input) => {
+  const url = Redacted.isRedacted(input) ? input : typeof input === "string" ? Redacted.make(input) : undefined
+  if (url === undefined || typeof Redacted.value(url) !== "string") return Either.left("must be a redis:// URL")
+  const problem = urlProblem(Redacted.value(url) as string)
+  return problem === undefined ? Either.right(url as Redacted.Redacted<string>) : Either.left(problem)
+})
+
+const PositiveDuration = Settings.duration.pipe(
+  Schema.filter((value) =>
+    (Duration.toMillis(value) > 0 && Duration.isFinite(value)) ||
+    `must be a positive duration, got ${Duration.format(value)}`
+  )
+)
+
+const FleetSize = rule(Schema.Number, (input) => {
+  const value = typeof input === "number" ? input : typeof input === "string" && input.trim() !== ""
+    ? Number(input)
+    : Number.NaN
+  return Number.isInteger(value) && value >= 1
+    ? Either.right(value)
+    : Either.left(`must be a whole number of at least 1, got ${Number.isNaN(value) ? "no number" : value}`)
+})
+
+const KeyPrefix = rule(Schema.String, (input) =>
+  typeof input === "string" && /^[A-Za-z0-9:_.-]+$/.test(input)
+    ? Either.right(input)
+    : Either.left(`must be letters, digits and : _ . -, got ${JSON.stringify(input)}`))
+
+/** The rules of the connection's settings, defaults included. */
+const ConnectionSettings = Schema.Struct({
+  url: Url,
+  keyPrefix: Settings.withDefault(KeyPrefix, "resilient-ai"),
+  commandTimeout: Settings.withDefault(PositiveDuration, Duration.millis(50)),
+  retryAfter: Settings.withDefault(PositiveDuration, Duration.seconds(1)),
+  fleetSize: Settings.withDefault(FleetSize, 1)
+})
+
+type Checked = typeof ConnectionSettings.Type
+
+const decodeSettings = Settings.validate(ConnectionSettings, () => "redis")
 
 /**
  * Opens the connection (closed with the scope), waiting for it a bounded time (four command timeouts,
  * at least 500 ms). Redis being unreachable now is not an error: the connection starts down and
- * keeps reconnecting in the background. Bad settings throw a `RangeError` naming them.
+ * keeps reconnecting in the background. Bad settings fail with `InvalidSettings` naming them.
  *
  * Falling back is a judgement about the connection, not about one slow reply. A reply that is late
  * makes that one decision in process; Redis is marked down (and not asked again for `retryAfter`)
@@ -202,11 +226,12 @@ export const problems = (
  * timeouts while commands waited. Before giving up on a command, the connection reads what the
  * socket already holds: a process whose own event loop was busy does not blame Redis for it.
  */
-export const make = (options: Options): Effect.Effect<Service, never, Scope.Scope> => {
-  const found = problems(options)
-  if (found.length > 0) throw new RangeError(`redis: ${found.join("; ")}`)
-  const commandTimeoutMillis = Duration.toMillis(options.commandTimeout ?? Duration.millis(50))
-  const retryAfterMillis = Duration.toMillis(options.retryAfter ?? Duration.seconds(1))
+export const make = (options: Options): Effect.Effect<Service, Settings.InvalidSettings, Scope.Scope> =>
+  Effect.flatMap(decodeSettings(options), makeChecked)
+
+const makeChecked = (options: Checked): Effect.Effect<Service, never, Scope.Scope> => {
+  const commandTimeoutMillis = Duration.toMillis(options.commandTimeout)
+  const retryAfterMillis = Duration.toMillis(options.retryAfter)
   const connectTimeoutMillis = Math.max(500, commandTimeoutMillis * 4)
   const silenceMillis = 2 * commandTimeoutMillis
   return Effect.gen(function*() {
@@ -386,8 +411,8 @@ export const make = (options: Options): Effect.Effect<Service, never, Scope.Scop
 
     return {
       client,
-      keyPrefix: options.keyPrefix ?? "resilient-ai",
-      fleetSize: options.fleetSize ?? 1,
+      keyPrefix: options.keyPrefix,
+      fleetSize: options.fleetSize,
       member: `${hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 10)}`,
       decide,
       tell,
@@ -397,51 +422,27 @@ export const make = (options: Options): Effect.Effect<Service, never, Scope.Scop
 }
 
 /** Provides `RedisConnection`. */
-export const layer = (options: Options): Layer.Layer<RedisConnection> => Layer.scoped(RedisConnection, make(options))
+export const layer = (options: Options): Layer.Layer<RedisConnection, Settings.InvalidSettings> =>
+  Layer.scoped(RedisConnection, make(options))
 
 /** The environment variable of each setting, after the prefix and `_`. */
-const variables = {
-  url: "URL",
-  keyPrefix: "KEY_PREFIX",
-  commandTimeout: "COMMAND_TIMEOUT",
-  retryAfter: "RETRY_AFTER",
-  fleetSize: "FLEET_SIZE"
-}
+const variables: Settings.Variables = [
+  [["url"], "URL"],
+  [["keyPrefix"], "KEY_PREFIX"],
+  [["commandTimeout"], "COMMAND_TIMEOUT"],
+  [["retryAfter"], "RETRY_AFTER"],
+  [["fleetSize"], "FLEET_SIZE"]
+]
 
 /**
  * Settings read under `prefix` (default `REDIS`): `{prefix}_URL` (required), `_KEY_PREFIX`,
  * `_COMMAND_TIMEOUT` and `_RETRY_AFTER` (milliseconds, or a duration such as "50 millis"),
- * `_FLEET_SIZE` (a whole number). Bad
- * values are a `ConfigError` naming the variable and the rule, when the layer is built.
+ * `_FLEET_SIZE` (a whole number), with the rules of the options object. Bad values are one
+ * `ConfigError` naming each variable and its rule, when the layer is built.
  */
-export const config = (prefix = "REDIS"): Config.Config<Options> => {
-  const duration = (name: string) => ConfigDuration.duration(name, `${prefix}_${name}`)
-  const settings = Config.all({
-    // Read as a string and wrapped at once: a missing URL must be named, not shown as "<redacted>".
-    url: Config.map(Config.string("URL"), Redacted.make),
-    keyPrefix: Config.option(Config.string("KEY_PREFIX")),
-    commandTimeout: Config.option(duration("COMMAND_TIMEOUT")),
-    retryAfter: Config.option(duration("RETRY_AFTER")),
-    // Read as text: a value that is no number is named with the rule, as a fractional one is.
-    fleetSize: Config.option(
-      Config.map(Config.string("FLEET_SIZE"), (text) => text.trim() === "" ? Number.NaN : Number(text))
-    )
-  }).pipe(Config.nested(prefix))
-  return Config.mapOrFail(settings, (read) => {
-    const options: Options = {
-      url: read.url,
-      keyPrefix: Option.getOrUndefined(read.keyPrefix),
-      commandTimeout: Option.getOrUndefined(read.commandTimeout),
-      retryAfter: Option.getOrUndefined(read.retryAfter),
-      fleetSize: Option.getOrUndefined(read.fleetSize)
-    }
-    const found = problems(options, (setting) => `${prefix}_${variables[setting]}`)
-    return found.length === 0
-      ? Either.right(options)
-      : Either.left(ConfigError.InvalidData([], `redis (${prefix}_*): ${found.join("; ")}`))
-  })
-}
+export const config = (prefix = "REDIS"): Config.Config<Options> =>
+  Settings.config(ConnectionSettings, { prefix, variables, subject: "redis" })
 
 /** Provides `RedisConnection` from `config(prefix)`. */
 export const layerConfig = (prefix?: string): Layer.Layer<RedisConnection, ConfigError.ConfigError> =>
-  Layer.scoped(RedisConnection, Effect.flatMap(config(prefix), make))
+  Layer.scoped(RedisConnection, Effect.flatMap(config(prefix), (options) => Effect.orDie(make(options))))

@@ -13,11 +13,13 @@
  * polling, bounded by the deadline; in `"shed"` mode it refuses at once. When Redis cannot answer
  * in time, an in-process gate with the same settings decides (see `RedisConnection`).
  */
-import { ConcurrencyGate, type Coordination, Failure } from "@resilient-ai/policy"
+import { ConcurrencyGate, type Coordination, Failure, Settings } from "@resilient-ai/policy"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Random from "effect/Random"
+import * as Schema from "effect/Schema"
 import type { Redis } from "ioredis"
 import { keyFor } from "./internal/keys.js"
 import { answered, isVoid, memberTtlMillis, never, register, type Void } from "./internal/script.js"
@@ -151,24 +153,41 @@ let leases = 0
  * fleet's size, learned from Redis or the connection's `fleetSize`, at least one permit).
  * A lease Redis grants to an acquire the caller stopped waiting for is given back at once, and a
  * release Redis could not take is sent again when it is back, so after a stall the leases on Redis
- * are the permits callers hold. Bad settings throw a `RangeError` naming them.
+ * are the permits callers hold. Bad settings fail with `InvalidSettings` naming them.
  */
 export const make = (
   options: Options
+): Effect.Effect<ConcurrencyGate.Service, Settings.InvalidSettings, RedisConnection> =>
+  Effect.flatMap(
+    Effect.suspend(() => Either.all([ConcurrencyGate.settings(options), decodeLeases(options)])),
+    ([settings, leases]) =>
+      makeChecked(options, settings, Duration.toMillis(leases.leaseTime), Duration.toMillis(leases.pollInterval))
+  )
+
+/** The rules of the lease settings a fleet gate adds to a gate's. */
+const LeaseSettings = Schema.Struct({
+  leaseTime: Settings.withDefault(Settings.positiveDuration, Duration.minutes(2)),
+  pollInterval: Settings.withDefault(Settings.positiveDuration, Duration.millis(100))
+})
+
+const decodeLeases = Settings.decoder(LeaseSettings, (input) => {
+  const target = (input as { readonly target?: unknown } | undefined)?.target
+  return `redis gate for ${String(target)}`
+})
+
+const makeChecked = (
+  options: Options,
+  settings: ConcurrencyGate.Settings,
+  leaseMillis: number,
+  pollMillis: number
 ): Effect.Effect<ConcurrencyGate.Service, never, RedisConnection> => {
-  const settings = ConcurrencyGate.settings(options)
-  const leaseMillis = Duration.toMillis(options.leaseTime ?? Duration.minutes(2))
-  const pollMillis = Duration.toMillis(options.pollInterval ?? Duration.millis(100))
-  if (!(leaseMillis > 0) || !(pollMillis > 0)) {
-    throw new RangeError(`redis gate for ${settings.target}: leaseTime and pollInterval must be positive`)
-  }
   // Redis numbers are finite: an unbounded gate is one whose limit no fleet reaches.
   const finiteLimit = Number.isFinite(settings.limit) ? settings.limit : Number.MAX_SAFE_INTEGER
   const rampFloor = ConcurrencyGate.rampFloor({ ...settings, limit: finiteLimit })
   return Effect.gen(function*() {
     const connection = yield* RedisConnection
     let fleet = connection.fleetSize
-    const fallback = yield* ConcurrencyGate.make(options, () => 1 / fleet)
+    const fallback = yield* Effect.orDie(ConcurrencyGate.make(options, () => 1 / fleet))
     const clock = yield* Effect.clock
     const client = connection.client as Scripted
     register(client, "resilientAiGate", 2, script)
@@ -342,5 +361,7 @@ export const make = (
 }
 
 /** Provides `ConcurrencyGate` on the fleet's Redis. */
-export const layer = (options: Options): Layer.Layer<ConcurrencyGate.ConcurrencyGate, never, RedisConnection> =>
+export const layer = (
+  options: Options
+): Layer.Layer<ConcurrencyGate.ConcurrencyGate, Settings.InvalidSettings, RedisConnection> =>
   Layer.effect(ConcurrencyGate.ConcurrencyGate, make(options))

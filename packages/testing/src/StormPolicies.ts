@@ -58,11 +58,12 @@ const reference = (
   name,
   description,
   ours: false,
+  // The contenders' settings are the simulator's own: one it cannot build is a defect of the simulator.
   make: (setting) =>
-    Effect.gen(function*() {
+    Effect.orDie(Effect.gen(function*() {
       const budget = yield* options.budget
       const gate = yield* unboundedGate(name)
-      const policy = Resilient.policy({
+      const policy = yield* Resilient.policy({
         target: name,
         maxAttempts: options.maxAttempts,
         schedule: options.schedule,
@@ -76,7 +77,7 @@ const reference = (
           Resilient.retryWith(policy, { budget, gate }, { replaySafe: true }),
           Effect.timeoutFail({ duration: Duration.millis(deadlineMillis), onTimeout: () => "deadline" as const })
         )
-    })
+    }))
 })
 
 /** Exponential without jitter: `base · 2^n`, capped. */
@@ -285,8 +286,8 @@ const ours = (
   description,
   ours: true,
   make: (setting) =>
-    Effect.gen(function*() {
-      const target = simulatedTarget(kind, name, setting, overrides(setting))
+    Effect.orDie(Effect.gen(function*() {
+      const target = yield* simulatedTarget(kind, name, setting, overrides(setting))
       const budget = yield* RetryBudget.make(target.budget)
       const gate = yield* ConcurrencyGate.make({
         target: name,
@@ -301,7 +302,7 @@ const ours = (
           Resilient.retryWith(policy, services, { replaySafe: true, timeout: Duration.millis(deadlineMillis) }),
           Effect.timeoutFail({ duration: Duration.millis(deadlineMillis), onTimeout: () => "deadline" as const })
         )
-    })
+    }))
 })
 
 /** Ours, managed preset: 3 attempts, full jitter 500 ms–8 s with hints winning, 10% budget (floor 5/s), gate of 64 with ramp. */
