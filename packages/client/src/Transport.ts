@@ -552,6 +552,8 @@ const readEventStream = (idleTimeout: Duration.Duration) =>
     }),
     Stream.timeoutFail(() => new Failure.ReadTimeout({ timeout: idleTimeout, phase: "body" }), idleTimeout)
   )
+  // Split by hand rather than with `Stream.peel`, which runs the stream on a fiber of its own and
+  // hands every chunk across to the reader: about twice the CPU per stream, and a read ahead.
   return Effect.flatMap(Stream.toPull(chunks), (next) => {
     const firstChunk = (): Effect.Effect<Opened<A>, Failure.Failure> =>
       Effect.matchEffect(next, {
