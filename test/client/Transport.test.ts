@@ -1,7 +1,8 @@
+import { HttpClient, type HttpClientRequest, HttpClientResponse } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
 import { ChatCompletion, Embeddings, ProviderError, Transport } from "@resilient-ai/client"
 import { Failure } from "@resilient-ai/policy"
-import { Chunk, Duration, Effect, Schema, Stream } from "effect"
+import { Chunk, Duration, Effect, Redacted, Schema, Stream } from "effect"
 
 const endpoint: Transport.Endpoint = {
   target: "t",
@@ -78,6 +79,53 @@ describe("Transport.contractViolation", () => {
       "usage.prompt_tokens"
     ])
   })
+})
+
+describe("Transport requests", () => {
+  const Ok = Schema.Struct({ ok: Schema.Boolean })
+
+  it.effect("each endpoint's calls go to its own URL with its own key; a stream asks for events", () =>
+    Effect.gen(function*() {
+      const sent: Array<HttpClientRequest.HttpClientRequest> = []
+      const client = HttpClient.make((request) => {
+        sent.push(request)
+        const events = request.headers.accept === "text/event-stream"
+        const body = events ? "data: {\"ok\":true}\n\n" : "{\"ok\":true}"
+        return Effect.succeed(HttpClientResponse.fromWeb(request, new Response(body)))
+      })
+      // The request of an endpoint and path is prepared once: neither may take the other's.
+      const one: Transport.Endpoint = { ...endpoint, baseUrl: "http://one.test/v1//", apiKey: Redacted.make("sk-one") }
+      const two: Transport.Endpoint = { ...endpoint, baseUrl: "http://two.test/v1" }
+      const post = (to: Transport.Endpoint, model: string) =>
+        Transport.postJsonWith(client, to, "/embeddings", { model }, Ok, () => undefined)
+      yield* post(one, "a")
+      yield* post(two, "b")
+      yield* post(one, "c")
+      yield* Effect.scoped(
+        Transport.postStream(one, "/embeddings", { model: "d" }, Ok, () => undefined, Duration.seconds(5)).pipe(
+          Effect.provideService(HttpClient.HttpClient, client)
+        )
+      )
+      const json = "application/json"
+      assert.deepStrictEqual(
+        sent.map((request) => [request.url, request.headers.authorization, request.headers.accept]),
+        [
+          ["http://one.test/v1/embeddings", "Bearer sk-one", json],
+          ["http://two.test/v1/embeddings", undefined, json],
+          ["http://one.test/v1/embeddings", "Bearer sk-one", json],
+          ["http://one.test/v1/embeddings", "Bearer sk-one", "text/event-stream"]
+        ]
+      )
+      const bodies = sent.map((request) =>
+        request.body._tag === "Uint8Array" ? new TextDecoder().decode(request.body.body) : request.body._tag
+      )
+      assert.deepStrictEqual(bodies, [
+        "{\"model\":\"a\"}",
+        "{\"model\":\"b\"}",
+        "{\"model\":\"c\"}",
+        "{\"model\":\"d\"}"
+      ])
+    }))
 })
 
 describe("Transport.serverSentEvents", () => {

@@ -23,7 +23,7 @@ import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
-import * as Redacted from "effect/Redacted"
+import type * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -264,46 +264,111 @@ const senderInContext: Sender<HttpClient.HttpClient> = Effect.zip(
 )
 
 /**
+ * `make`, called once per key and kept in `cache`: for what is made from a value that lives as long
+ * as the client (the client, an endpoint, a schema) and is looked up on every call.
+ */
+const memo = <K, V>(
+  cache: { get(key: K): V | undefined; set(key: K, value: V): unknown },
+  make: (key: K) => V
+) =>
+(key: K): V => {
+  let value = cache.get(key)
+  if (value === undefined) {
+    value = make(key)
+    cache.set(key, value)
+  }
+  return value
+}
+
+/**
  * A client given as a value: a caller that holds one spares every call the providing of a
  * context, which costs an interruptible region and a restore per call.
  */
-const senderGiven = (client: HttpClient.HttpClient): Sender<never> => {
-  let sender = sendersGiven.get(client)
-  if (sender === undefined) {
-    sender = Effect.map(FiberRef.get(Resilient.CurrentAttempt), (info) => [client, info] as const)
-    sendersGiven.set(client, sender)
-  }
-  return sender
-}
+const senderGiven = memo(
+  new WeakMap<HttpClient.HttpClient, Sender<never>>(),
+  (client): Sender<never> => Effect.map(FiberRef.get(Resilient.CurrentAttempt), (info) => [client, info] as const)
+)
 
-// One per client: a client is made once and sends every call.
-const sendersGiven = new WeakMap<HttpClient.HttpClient, Sender<never>>()
+/** The request every call to a path of an endpoint starts from, before its body. */
+type Prepared = (endpoint: Endpoint) => (path: string) => HttpClientRequest.HttpClientRequest
 
 /**
- * Sends the request and returns the response once its headers arrive, or the failure of getting them.
- * The request is built on the first attempt and sent again by every retry with its attempt's
- * idempotency key, so a retry does not serialize the body again.
+ * The requests of the calls that accept `accept`, with URL, key and `Accept` set once per endpoint
+ * and path: a call only adds its body, an attempt its idempotency key.
  */
-const open = <R>(
-  sender: Sender<R>,
+const preparedAccepting = (accept: string): Prepared =>
+  memo(new WeakMap(), (endpoint: Endpoint) =>
+    memo(new Map(), (path: string) => {
+      const unsigned = HttpClientRequest.post(path).pipe(
+        HttpClientRequest.prependUrl(endpoint.baseUrl.replace(/\/+$/, "")),
+        HttpClientRequest.accept(accept)
+      )
+      return endpoint.apiKey === undefined ? unsigned : HttpClientRequest.bearerToken(unsigned, endpoint.apiKey)
+    }))
+
+/** One decoder per schema: a schema is a module constant, a call is made for every request. */
+const decoderOf: <A, I>(schema: Schema.Schema<A, I>) => (u: unknown) => Effect.Effect<A, ParseResult.ParseError> = memo(
+  new WeakMap(),
+  (schema: Schema.Schema<any, any>) => Schema.decodeUnknown(schema, { errors: "all" })
+)
+
+/** One logical call, which every attempt of it sends again: where, what, and how a value is decoded. */
+interface Call<A> {
+  readonly endpoint: Endpoint
+  readonly path: string
+  readonly body: Record<string, unknown>
+  readonly model: string
+  readonly decode: (u: unknown) => Effect.Effect<A, ParseResult.ParseError>
+  readonly usageOf: (value: A) => Usage
+}
+
+const callOf = <A, I>(
   endpoint: Endpoint,
   path: string,
-  body: unknown,
-  model: string,
-  accept: string
-) => {
+  body: Record<string, unknown>,
+  schema: Schema.Schema<A, I>,
+  usageOf: (value: A) => Usage
+): Call<A> => ({ endpoint, path, body, model: String(body.model), decode: decoderOf(schema), usageOf })
+
+/**
+ * Decodes one parsed JSON value of a success with the call's schema and records its token usage:
+ * `notJsonMarker` (text that is not JSON, or bytes that are not UTF-8) is the `NotJson` of
+ * `notJson()`, JSON that breaks the schema a `ContractViolation`.
+ */
+const decodeValue = <A>(
+  call: Call<A>,
+  parsed: unknown,
+  notJson: () => Failure.NotJson,
+  info: Resilient.AttemptInfo | undefined
+): Effect.Effect<A, Failure.Failure> => {
+  if (parsed === notJsonMarker) return Effect.fail(notJson())
+  return call.decode(parsed).pipe(
+    Effect.mapError(contractViolation),
+    Effect.tap((value) => recordUsage(call.endpoint, call.model, call.usageOf(value), info))
+  )
+}
+
+/**
+ * Sends one attempt of `call` and reads its success with `read`; every other outcome is its failure
+ * (no response, an error status with the provider's error decoded), with the API key scrubbed from
+ * it. The request is built on the first attempt and sent again by every retry with its attempt's
+ * idempotency key, so a retry does not serialize the body again.
+ */
+const send = <A, B, R, RR>(
+  sender: Sender<R>,
+  call: Call<A>,
+  prepared: Prepared,
+  read: (
+    call: Call<A>,
+    response: HttpClientResponse.HttpClientResponse,
+    info: Resilient.AttemptInfo | undefined
+  ) => Effect.Effect<B, Failure.Failure, RR>
+): Effect.Effect<B, Failure.Failure, R | RR> => {
+  const { endpoint } = call
   let built: HttpClientRequest.HttpClientRequest | undefined
-  const build = () => {
-    const headers: Record<string, string> = { accept }
-    if (endpoint.apiKey !== undefined) headers.authorization = `Bearer ${Redacted.value(endpoint.apiKey)}`
-    return HttpClientRequest.post(`${endpoint.baseUrl.replace(/\/+$/, "")}${path}`).pipe(
-      HttpClientRequest.setHeaders(headers),
-      HttpClientRequest.bodyUnsafeJson(body)
-    )
-  }
-  return Effect.flatMap(sender, ([client, info]) => {
+  const attempt = Effect.flatMap(sender, ([client, info]) => {
     info?.enter("headers")
-    built ??= build()
+    built ??= HttpClientRequest.bodyUnsafeJson(prepared(endpoint)(call.path), call.body)
     const request = info === undefined
       ? built
       : HttpClientRequest.setHeader(built, endpoint.idempotencyHeader, info.requestId)
@@ -312,49 +377,32 @@ const open = <R>(
       Effect.flatMap((response) => {
         info?.enter("body")
         return response.status >= 400
-          ? errorResponse(response, endpoint, model)
-          : Effect.succeed({ response, info } as const)
+          ? errorResponse(response, endpoint, call.model)
+          : read(call, response, info)
       })
     )
   })
+  return Effect.mapError(attempt, (failure) => scrubFailure(failure, endpoint.apiKey))
 }
 
-/**
- * Decodes a success's parsed JSON with `schema` and records its token usage: `notJsonMarker` (text
- * that is not JSON, or bytes that are not UTF-8) is the `NotJson` of `notJson()`, JSON that breaks
- * the schema a `ContractViolation`.
- */
-// One decoder per schema: a schema is a module constant, a reader is made for every call.
-const decoders = new WeakMap<Schema.Schema<any, any>, (u: unknown) => Effect.Effect<any, ParseResult.ParseError>>()
+const jsonRequests = preparedAccepting("application/json")
 
-const decoderOf = <A, I>(schema: Schema.Schema<A, I>): (u: unknown) => Effect.Effect<A, ParseResult.ParseError> => {
-  let decode = decoders.get(schema)
-  if (decode === undefined) {
-    decode = Schema.decodeUnknown(schema, { errors: "all" })
-    decoders.set(schema, decode)
-  }
-  return decode
-}
-
-const jsonReader = <A, I>(
-  endpoint: Endpoint,
-  model: string,
-  schema: Schema.Schema<A, I>,
-  usageOf: (value: A) => Usage
-) => {
-  const decode = decoderOf(schema)
-  return (
-    parsed: unknown,
-    notJson: () => Failure.NotJson,
-    info: Resilient.AttemptInfo | undefined
-  ): Effect.Effect<A, Failure.Failure> => {
-    if (parsed === notJsonMarker) return Effect.fail(notJson())
-    return decode(parsed).pipe(
-      Effect.mapError(contractViolation),
-      Effect.tap((value) => recordUsage(endpoint, model, usageOf(value), info))
-    )
-  }
-}
+/** A success that is one JSON value: the whole body (at most `maxResponseBytes`), decoded. */
+const readJson = <A>(
+  call: Call<A>,
+  response: HttpClientResponse.HttpClientResponse,
+  info: Resilient.AttemptInfo | undefined
+): Effect.Effect<A, Failure.Failure> =>
+  Effect.flatMap(readBody(response, call.endpoint.maxResponseBytes), (bytes) => {
+    const text = utf8(bytes)
+    const notJson = () =>
+      new Failure.NotJson({
+        status: response.status,
+        contentType: response.headers["content-type"],
+        excerpt: ProviderError.excerpt(text ?? textDecoder.decode(bytes))
+      })
+    return decodeValue(call, text === undefined ? notJsonMarker : parseJson(text), notJson, info)
+  })
 
 /**
  * One JSON request: a success is the body decoded with `schema`; a body that is not JSON or breaks
@@ -367,7 +415,7 @@ export const postJson = <A, I>(
   schema: Schema.Schema<A, I>,
   usageOf: (value: A) => Usage
 ): Effect.Effect<A, Failure.Failure, HttpClient.HttpClient> =>
-  sendJson(senderInContext, endpoint, path, body, schema, usageOf)
+  send(senderInContext, callOf(endpoint, path, body, schema, usageOf), jsonRequests, readJson)
 
 /** `postJson` with the HTTP client given rather than read from the context. */
 export const postJsonWith = <A, I>(
@@ -377,36 +425,8 @@ export const postJsonWith = <A, I>(
   body: Record<string, unknown>,
   schema: Schema.Schema<A, I>,
   usageOf: (value: A) => Usage
-): Effect.Effect<A, Failure.Failure> => sendJson(senderGiven(client), endpoint, path, body, schema, usageOf)
-
-const sendJson = <A, I, R>(
-  sender: Sender<R>,
-  endpoint: Endpoint,
-  path: string,
-  body: Record<string, unknown>,
-  schema: Schema.Schema<A, I>,
-  usageOf: (value: A) => Usage
-): Effect.Effect<A, Failure.Failure, R> => {
-  const model = String(body.model)
-  const read = jsonReader(endpoint, model, schema, usageOf)
-  return Effect.mapError(
-    Effect.flatMap(
-      open(sender, endpoint, path, body, model, "application/json"),
-      ({ info, response }) =>
-        Effect.flatMap(readBody(response, endpoint.maxResponseBytes), (bytes) => {
-          const text = utf8(bytes)
-          const notJson = () =>
-            new Failure.NotJson({
-              status: response.status,
-              contentType: response.headers["content-type"],
-              excerpt: ProviderError.excerpt(text ?? textDecoder.decode(bytes))
-            })
-          return read(text === undefined ? notJsonMarker : parseJson(text), notJson, info)
-        })
-    ),
-    (failure) => scrubFailure(failure, endpoint.apiKey)
-  )
-}
+): Effect.Effect<A, Failure.Failure> =>
+  send(senderGiven(client), callOf(endpoint, path, body, schema, usageOf), jsonRequests, readJson)
 
 /**
  * The text of a UTF-8 byte stream, whatever the chunk boundaries. Bytes that are not UTF-8 fail the
@@ -483,6 +503,84 @@ export interface Opened<A> {
   readonly rest: Stream.Stream<A, Failure.Failure>
 }
 
+const eventStreamRequests = preparedAccepting("text/event-stream")
+
+/**
+ * A success that is a stream of server-sent events, each a value, read up to its first chunk. The
+ * rest is pulled from the same read, in the caller's `Scope`.
+ */
+const readEventStream = (idleTimeout: Duration.Duration) =>
+<A>(
+  call: Call<A>,
+  response: HttpClientResponse.HttpClientResponse,
+  info: Resilient.AttemptInfo | undefined
+): Effect.Effect<Opened<A>, Failure.Failure, Scope.Scope> => {
+  const { endpoint } = call
+  let seen = 0
+  const chunks: Stream.Stream<A, Failure.Failure> = serverSentEvents(
+    response.stream.pipe(Stream.mapError(fromBodyError)),
+    response.status
+  ).pipe(
+    Stream.takeWhile(({ data }) => data.trim() !== "[DONE]"),
+    Stream.mapEffect(({ data, event }): Effect.Effect<A, Failure.Failure> => {
+      seen += data.length
+      if (seen > endpoint.maxResponseBytes) {
+        return Effect.fail(
+          new Failure.ResponseTooLarge({ status: response.status, limitBytes: endpoint.maxResponseBytes })
+        )
+      }
+      const parsed = parseJson(data)
+      const payload = parsed === notJsonMarker ? data : parsed
+      // The provider failed after accepting the request: the same error as in a status response,
+      // so before the first chunk the policy retries or stops on it as it would on that response.
+      if (ProviderError.isErrorEvent(event, payload)) {
+        return Effect.flatMap(
+          Clock.currentTimeMillis,
+          (now) =>
+            Effect.fail(
+              ProviderError.fromErrorEvent({ headers: response.headers, body: payload, model: call.model }, now)
+            )
+        )
+      }
+      const notJson = () =>
+        new Failure.NotJson({
+          status: response.status,
+          contentType: "text/event-stream",
+          excerpt: ProviderError.excerpt(data)
+        })
+      return decodeValue(call, parsed, notJson, info)
+    }),
+    Stream.timeoutFail(() => new Failure.ReadTimeout({ timeout: idleTimeout, phase: "body" }), idleTimeout)
+  )
+  // Split by hand rather than with `Stream.peel`, which runs the stream on a fiber of its own and
+  // hands every chunk across to the reader: about twice the CPU per stream, and a read ahead.
+  return Effect.flatMap(Stream.toPull(chunks), (next) => {
+    const firstChunk = (): Effect.Effect<Opened<A>, Failure.Failure> =>
+      Effect.matchEffect(next, {
+        onFailure: Option.match({
+          onNone: () =>
+            Effect.fail(
+              new Failure.ContractViolation({
+                issues: [{ path: "", message: "the stream ended before its first chunk" }]
+              })
+            ),
+          onSome: Effect.fail
+        }),
+        onSuccess: (chunk) => {
+          if (Chunk.isEmpty(chunk)) return firstChunk()
+          const [first, ...buffered] = Chunk.toReadonlyArray(chunk)
+          return Effect.succeed({
+            first: first!,
+            rest: Stream.concat(Stream.fromIterable(buffered), Stream.repeatEffectChunkOption(next)).pipe(
+              Stream.mapError((failure) => scrubFailure(failure, endpoint.apiKey))
+            )
+          })
+        }
+      })
+    return firstChunk()
+  })
+}
+
 /**
  * One streaming request, read up to its first chunk: that is where retrying must stop, since a
  * replay after a chunk reached the caller would duplicate content. The rest of the stream lives
@@ -497,70 +595,10 @@ export const postStream = <A, I>(
   schema: Schema.Schema<A, I>,
   usageOf: (value: A) => Usage,
   idleTimeout: Duration.Duration
-): Effect.Effect<Opened<A>, Failure.Failure, HttpClient.HttpClient | Scope.Scope> => {
-  const model = String(body.model)
-  const read = jsonReader(endpoint, model, schema, usageOf)
-  const scrub = (failure: Failure.Failure) => scrubFailure(failure, endpoint.apiKey)
-  const opening = open(senderInContext, endpoint, path, body, model, "text/event-stream")
-  const opened = Effect.flatMap(opening, ({ info, response }) => {
-    let seen = 0
-    const chunks: Stream.Stream<A, Failure.Failure> = serverSentEvents(
-      response.stream.pipe(Stream.mapError(fromBodyError)),
-      response.status
-    ).pipe(
-      Stream.takeWhile(({ data }) => data.trim() !== "[DONE]"),
-      Stream.mapEffect(({ data, event }): Effect.Effect<A, Failure.Failure> => {
-        seen += data.length
-        if (seen > endpoint.maxResponseBytes) {
-          return Effect.fail(
-            new Failure.ResponseTooLarge({ status: response.status, limitBytes: endpoint.maxResponseBytes })
-          )
-        }
-        const parsed = parseJson(data)
-        const payload = parsed === notJsonMarker ? data : parsed
-        // The provider failed after accepting the request: the same error as in a status response,
-        // so before the first chunk the policy retries or stops on it as it would on that response.
-        if (ProviderError.isErrorEvent(event, payload)) {
-          return Effect.flatMap(
-            Clock.currentTimeMillis,
-            (now) => Effect.fail(ProviderError.fromErrorEvent({ headers: response.headers, body: payload, model }, now))
-          )
-        }
-        const notJson = () =>
-          new Failure.NotJson({
-            status: response.status,
-            contentType: "text/event-stream",
-            excerpt: ProviderError.excerpt(data)
-          })
-        return read(parsed, notJson, info)
-      }),
-      Stream.timeoutFail(() => new Failure.ReadTimeout({ timeout: idleTimeout, phase: "body" }), idleTimeout)
-    )
-    return Effect.flatMap(Stream.toPull(chunks), (next) => {
-      const firstChunk = (): Effect.Effect<Opened<A>, Failure.Failure> =>
-        Effect.matchEffect(next, {
-          onFailure: Option.match({
-            onNone: () =>
-              Effect.fail(
-                new Failure.ContractViolation({
-                  issues: [{ path: "", message: "the stream ended before its first chunk" }]
-                })
-              ),
-            onSome: Effect.fail
-          }),
-          onSuccess: (chunk) => {
-            if (Chunk.isEmpty(chunk)) return firstChunk()
-            const [first, ...buffered] = Chunk.toReadonlyArray(chunk)
-            return Effect.succeed({
-              first: first!,
-              rest: Stream.concat(Stream.fromIterable(buffered), Stream.repeatEffectChunkOption(next)).pipe(
-                Stream.mapError(scrub)
-              )
-            })
-          }
-        })
-      return firstChunk()
-    })
-  })
-  return Effect.mapError(opened, scrub)
-}
+): Effect.Effect<Opened<A>, Failure.Failure, HttpClient.HttpClient | Scope.Scope> =>
+  send(
+    senderInContext,
+    callOf(endpoint, path, body, schema, usageOf),
+    eventStreamRequests,
+    readEventStream(idleTimeout)
+  )
