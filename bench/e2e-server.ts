@@ -8,6 +8,7 @@
  * count, CPU time and event-loop time (for the check that it is not the bottleneck), and exits when
  * the channel closes, so it never outlives the bench, however the bench ends.
  */
+import * as FaultServerBody from "@resilient-ai/testing/FaultServerBody"
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import { performance } from "node:perf_hooks"
@@ -37,32 +38,12 @@ export type ServerMessage =
 const answer = "Hello! How can I help you today?"
 const chatPath = "/v1/chat/completions"
 
-const completion = Buffer.from(JSON.stringify({
-  id: "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG",
-  object: "chat.completion",
-  created: 1764460800,
-  model: "gpt-4o-mini-2024-07-18",
-  choices: [{
-    index: 0,
-    message: { role: "assistant", content: answer, refusal: null, annotations: [] },
-    logprobs: null,
-    finish_reason: "stop"
-  }],
-  usage: {
-    prompt_tokens: 11,
-    completion_tokens: 9,
-    total_tokens: 20,
-    prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
-    completion_tokens_details: {
-      reasoning_tokens: 0,
-      audio_tokens: 0,
-      accepted_prediction_tokens: 0,
-      rejected_prediction_tokens: 0
-    }
-  },
-  service_tier: "default",
-  system_fingerprint: "fp_e2e0bench"
-}))
+const completion = Buffer.from(JSON.stringify(FaultServerBody.openAiChatCompletion(
+  { id: "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG", created: 1764460800, model: "gpt-4o-mini-2024-07-18" },
+  answer,
+  FaultServerBody.usage(11, 9),
+  "fp_e2e0bench"
+)))
 const completionHeaders = {
   "content-type": "application/json",
   "content-length": completion.length,

@@ -955,6 +955,29 @@ describe("Fixtures", () => {
       "model_not_found"
     ])
     assert.deepStrictEqual(body("chatSuccess").usage.total_tokens, 22)
+    // The fields OpenAI sends today, in its order, beyond those of the generated reply.
+    assert.deepStrictEqual(Object.keys(body("chatSuccess")), [
+      "id",
+      "object",
+      "created",
+      "model",
+      "choices",
+      "usage",
+      "service_tier",
+      "system_fingerprint"
+    ])
+    assert.deepStrictEqual(body("chatSuccess").choices[0].message, {
+      role: "assistant",
+      content: "Paris is the capital of France.",
+      refusal: null,
+      annotations: []
+    })
+    // OpenAI's error bodies: four spaces, its key order, a final newline (the fault server formats its own alike).
+    assert.strictEqual(
+      Fixtures.fixtures.serverError.body,
+      `{\n    "error": {\n        "message": "The server had an error while processing your request. Sorry about that!",` +
+        `\n        "type": "server_error",\n        "param": null,\n        "code": null\n    }\n}\n`
+    )
     assert.deepStrictEqual(body("embeddingsSuccess").data[0].embedding.length, 8)
     assert.strictEqual(Fixtures.fixtures.malformedJson.status, 200)
     assert.throws(() => body("malformedJson"), SyntaxError)

@@ -6,7 +6,9 @@
  * `FaultPlan` to each request: error statuses with provider bodies and retry hints, stalls before
  * or inside the body, connection resets, truncated or contract-breaking bodies, proxy HTML pages,
  * recorded fixtures, broken streams and a concurrency limit. Every arrival is recorded, so a test
- * counts attempts and reads the headers a client sent.
+ * counts attempts and reads the headers a client sent. The bodies are `FaultServerBody`'s; which
+ * fault a request gets is decided apart from the sockets (`internal/faultEngine`); this module holds
+ * the sockets, the timers and the writing.
  *
  * It is built on `node:http` rather than a framework because the interesting faults live below
  * HTTP: a reset must be a TCP reset, a stall must hold a real socket. For the same reason time is
@@ -22,7 +24,9 @@ import * as Http from "node:http"
 import type * as Net from "node:net"
 import { performance } from "node:perf_hooks"
 import type * as FaultPlan from "./FaultPlan.js"
+import * as FaultServerBody from "./FaultServerBody.js"
 import { fixtures } from "./Fixtures.js"
+import { type ChatRequest, FaultEngine, type ModelRequest } from "./internal/faultEngine.js"
 
 /** One request the server received, and what it did with it. */
 export interface Arrival {
@@ -72,65 +76,8 @@ export class FaultServer extends Context.Tag("@resilient-ai/testing/FaultServer"
 /** A stall of this many milliseconds or more never ends. */
 export const never = 1e9
 
-/** The content of every generated chat reply. */
-export const replyText = "The fault server answered."
-
-// How a generated reply is streamed: one content delta per piece, so `completion_tokens` is 4.
-const replyPieces = ["The", " fault", " server", " answered."] as const
-
-/** The dimension of generated embeddings when the request does not ask for one. */
-export const defaultDimensions = 8
-
-/** A rough token count (four characters a token), so usage figures are plausible and deterministic. */
-export const tokenCount = (text: string): number => Math.max(1, Math.ceil(text.length / 4))
-
-const fnv1a = (text: string): number => {
-  let hash = 0x811c9dc5
-  for (let i = 0; i < text.length; i++) {
-    hash ^= text.charCodeAt(i)
-    hash = Math.imul(hash, 0x01000193)
-  }
-  return hash >>> 0
-}
-
-// mulberry32: small, fast and the same on every machine, which is all a fault plan needs.
-const prng = (seed: number): () => number => {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
-
-/**
- * The embedding served for an input: unit length and deterministic. The values are float32, so the
- * JSON numbers and the base64 encoding carry exactly the same vector.
- */
-export const embedding = (input: string, dimensions: number = defaultDimensions): ReadonlyArray<number> => {
-  const random = prng(fnv1a(input))
-  const raw = Array.from({ length: dimensions }, () => random() * 2 - 1)
-  const norm = Math.sqrt(raw.reduce((sum, x) => sum + x * x, 0)) || 1
-  return raw.map((x) => Math.fround(x / norm))
-}
-
-/** Little-endian float32 bytes in base64, as OpenAI answers `encoding_format: "base64"`. */
-export const toBase64 = (vector: ReadonlyArray<number>): string => {
-  const bytes = Buffer.alloc(vector.length * 4)
-  vector.forEach((x, i) => bytes.writeFloatLE(x, i * 4))
-  return bytes.toString("base64")
-}
-
-type Endpoint = "chat" | "embeddings"
-
-const endpoints: Readonly<Record<string, Endpoint>> = {
-  "/v1/chat/completions": "chat",
-  "/v1/embeddings": "embeddings"
-}
-
-type Body = Readonly<Record<string, unknown>>
+// What the generated bodies contain, where the server's users have always read it.
+export { defaultDimensions, embedding, replyText, toBase64, tokenCount } from "./FaultServerBody.js"
 
 /** A response before it is written: JSON is one part, a stream one part per event. */
 interface Reply {
@@ -140,134 +87,11 @@ interface Reply {
   readonly stream: boolean
 }
 
-interface ProviderError {
-  readonly message: string
-  readonly type: string
-  readonly param?: string | null | undefined
-  readonly code: string | null
-}
-
-const errorBody = (style: "openai" | "mistral", error: ProviderError): string =>
-  style === "mistral"
-    ? JSON.stringify({ object: "error", message: error.message, type: error.type, param: null, code: error.code })
-    : JSON.stringify({ error: { ...error, param: error.param ?? null } }, null, 4) + "\n"
-
-const statusDefaults = (status: number, style: "openai" | "mistral"): ProviderError => {
-  if (status === 429) {
-    return style === "mistral"
-      ? { message: "Requests rate limit exceeded", type: "rate_limited", code: "1300" }
-      : {
-        message: "Rate limit reached for requests. Please try again later.",
-        type: "requests",
-        code: "rate_limit_exceeded"
-      }
-  }
-  if (status === 401 && style === "openai") {
-    return {
-      message: "Incorrect API key provided: sk-test. You can find your API key at " +
-        "https://platform.openai.com/account/api-keys.",
-      type: "invalid_request_error",
-      code: "invalid_api_key"
-    }
-  }
-  if (status === 500) {
-    return {
-      message: "The server had an error while processing your request. Sorry about that!",
-      type: "server_error",
-      code: null
-    }
-  }
-  if (status === 503) {
-    return { message: "The engine is currently overloaded, please try again later.", type: "server_error", code: null }
-  }
-  return {
-    message: Http.STATUS_CODES[status] ?? `HTTP ${status}`,
-    type: status >= 500 ? "server_error" : "invalid_request_error",
-    code: null
-  }
-}
-
-const invalidRequest = (message: string, param: string | null, code: string | null): ProviderError => ({
-  message,
-  type: "invalid_request_error",
-  param,
-  code
-})
-
-const unparsable = invalidRequest(
-  "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP " +
-    "library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON. If you have " +
-    "trouble figuring out how to fix this, please contact us through our help center at help.openai.com.)",
-  null,
-  null
-)
-
-/** The inputs of an embeddings request, one string each, or undefined when `input` is not valid. */
-const embeddingInputs = (input: unknown): ReadonlyArray<string> | undefined => {
-  if (typeof input === "string") return [input]
-  if (!Array.isArray(input) || input.length === 0) return undefined
-  // An array of numbers is one input of token ids; an array of arrays is several.
-  if (input.every((x) => typeof x === "number")) return [input.join(" ")]
-  if (input.every((x) => typeof x === "string" || (Array.isArray(x) && x.every((n) => typeof n === "number")))) {
-    return input.map((x: string | ReadonlyArray<number>) => typeof x === "string" ? x : x.join(" "))
-  }
-  return undefined
-}
-
-/** The request's problem, as the API would word it, or undefined when the request is well formed. */
-const validate = (endpoint: Endpoint, body: Body): ProviderError | undefined => {
-  if (typeof body["model"] !== "string") return invalidRequest("you must provide a model parameter", null, null)
-  if (endpoint === "chat") {
-    if (body["messages"] === undefined) {
-      return invalidRequest("Missing required parameter: 'messages'.", "messages", "missing_required_parameter")
-    }
-    if (!Array.isArray(body["messages"])) {
-      return invalidRequest("Invalid type for 'messages': expected an array.", "messages", "invalid_type")
-    }
-    return undefined
-  }
-  if (body["input"] === undefined) {
-    return invalidRequest("Missing required parameter: 'input'.", "input", "missing_required_parameter")
-  }
-  if (embeddingInputs(body["input"]) === undefined) {
-    return invalidRequest(
-      "Invalid 'input': expected a string, an array of strings, or an array of token arrays.",
-      "input",
-      "invalid_value"
-    )
-  }
-  return undefined
-}
-
-const messageText = (messages: unknown): string => {
-  if (!Array.isArray(messages)) return ""
-  return messages.map((message: unknown) => {
-    const content = typeof message === "object" && message !== null
-      ? (message as { readonly content?: unknown }).content
-      : undefined
-    if (typeof content === "string") return content
-    if (Array.isArray(content)) {
-      return content.map((part: unknown) =>
-        typeof part === "object" && part !== null && typeof (part as { text?: unknown }).text === "string"
-          ? (part as { text: string }).text
-          : ""
-      ).join("")
-    }
-    return ""
-  }).join("\n")
-}
-
-const htmlPage = (status: number): string => {
-  const title = `${status} ${Http.STATUS_CODES[status] ?? "Error"}`
-  return `<html>\r\n<head><title>${title}</title></head>\r\n<body>\r\n<center><h1>${title}</h1></center>\r\n` +
-    `<hr><center>cloudflare</center>\r\n</body>\r\n</html>\r\n`
-}
-
 /** One request being answered. */
 interface Exchange {
   readonly res: Http.ServerResponse
-  readonly endpoint: Endpoint
-  readonly body: Body
+  readonly request: ModelRequest
+  /** A chat request that asked for a stream. */
   readonly stream: boolean
   readonly requestId: string
   readonly timers: Set<NodeJS.Timeout>
@@ -278,16 +102,13 @@ interface Exchange {
 
 type MutableArrival = { -readonly [K in keyof Arrival]: Arrival[K] }
 
-/** The server's state and request handling. Plain callbacks: `node:http` drives it, not a fiber. */
-class Engine {
-  readonly server = Http.createServer()
+/** The sockets, timers and arrivals, and the writing of each answer. Plain callbacks: `node:http` drives it, not a fiber. */
+class Server {
+  readonly http = Http.createServer()
   private readonly sockets = new Set<Net.Socket>()
   private readonly timers = new Set<NodeJS.Timeout>()
   private readonly startedAt = performance.now()
-  private plan: FaultPlan.Plan
-  private planStartedAt = 0
-  private stepsTaken = 0
-  private random: () => number
+  private readonly engine: FaultEngine
   private records: Array<MutableArrival> = []
   private open = 0
   private accepted = 0
@@ -296,18 +117,17 @@ class Engine {
   private closing = false
 
   constructor(plan: FaultPlan.Plan) {
-    this.plan = plan
-    this.random = prng(plan.seed ?? 1)
-    this.server.on("connection", (socket) => {
+    this.engine = new FaultEngine(plan)
+    this.http.on("connection", (socket) => {
       this.accepted++
       this.sockets.add(socket)
       socket.on("close", () => this.sockets.delete(socket))
     })
-    this.server.on("request", (req, res) => this.handle(req, res))
+    this.http.on("request", (req, res) => this.handle(req, res))
   }
 
   get port(): number {
-    const address = this.server.address()
+    const address = this.http.address()
     return typeof address === "object" && address !== null ? address.port : 0
   }
 
@@ -332,10 +152,7 @@ class Engine {
   }
 
   setPlan(plan: FaultPlan.Plan): void {
-    this.plan = plan
-    this.planStartedAt = this.now()
-    this.stepsTaken = 0
-    this.random = prng(plan.seed ?? 1)
+    this.engine.setPlan(plan, this.now())
   }
 
   readonly close: Effect.Effect<void> = Effect.async<void>((resume) => {
@@ -343,7 +160,7 @@ class Engine {
     for (const timer of this.timers) clearTimeout(timer)
     this.timers.clear()
     for (const socket of this.sockets) socket.destroy()
-    this.server.close(() => resume(Effect.void))
+    this.http.close(() => resume(Effect.void))
   })
 
   now(): number {
@@ -379,10 +196,8 @@ class Engine {
       const method = req.method ?? "GET"
       const path = (req.url ?? "/").split("?")[0] ?? "/"
       let body: unknown = text
-      let parsed = false
       try {
         body = JSON.parse(text)
-        parsed = true
       } catch {
         // recorded as text
       }
@@ -390,52 +205,34 @@ class Engine {
       for (const [name, value] of Object.entries(req.headers)) {
         if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(", ") : value
       }
-      const record = (fault: FaultPlan.FaultTag) => {
-        arrival = { index: this.records.length, at, method, path, headers, body, fault, aborted: false }
-        this.records.push(arrival)
+      const decision = this.engine.decide({ method, path, body, at }, this.admitted)
+      arrival = {
+        index: this.records.length,
+        at,
+        method,
+        path,
+        headers,
+        body,
+        fault: decision._tag === "Refuse" ? "Status" : decision.fault._tag,
+        aborted: false
       }
+      this.records.push(arrival)
       const requestId = `req_fault${String(++this.served).padStart(6, "0")}`
-      const refuse = (status: number, error: ProviderError, extra: Readonly<Record<string, string>> = {}) => {
-        record("Status")
-        this.write(res, {
-          status,
-          headers: { "content-type": "application/json", "x-request-id": requestId, ...extra },
-          parts: [errorBody("openai", error)],
+      if (decision._tag === "Refuse") {
+        return this.write(res, {
+          status: decision.status,
+          headers: { "content-type": "application/json", "x-request-id": requestId, ...decision.headers },
+          parts: [FaultServerBody.errorBody("openai", decision.error)],
           stream: false
         })
       }
-
-      const endpoint = endpoints[path]
-      if (endpoint === undefined) return refuse(404, invalidRequest(`Invalid URL (${method} ${path})`, null, null))
-      if (method !== "POST") {
-        return refuse(405, invalidRequest(`Invalid method for URL (${method} ${path})`, null, null), { allow: "POST" })
-      }
-      if (!parsed || typeof body !== "object" || body === null || Array.isArray(body)) return refuse(400, unparsable)
-      const json = body as Body
-      const invalid = validate(endpoint, json)
-      if (invalid !== undefined) return refuse(400, invalid)
-      const capacity = this.plan.capacity
-      if (capacity !== undefined && this.admitted >= capacity.concurrent) {
-        const status = capacity.status ?? 503
-        return refuse(
-          status,
-          {
-            message: `The server is at capacity (${this.admitted} requests in flight). Please try again later.`,
-            type: status === 429 ? "rate_limited" : "overloaded",
-            code: null
-          },
-          capacity.retryAfter === undefined ? {} : { "retry-after": capacity.retryAfter }
-        )
-      }
       admitted = true
       this.admitted++
-      const fault = this.choose(at)
-      record(fault._tag)
+      const { fault, request } = decision
       exchange = {
         res,
-        endpoint,
-        body: json,
-        stream: endpoint === "chat" && json["stream"] === true,
+        request,
+        stream: request.endpoint === "chat" && request.stream,
         requestId,
         timers: new Set(),
         closed: false,
@@ -445,24 +242,10 @@ class Engine {
     })
   }
 
-  /** The next step, else the first window that covers the arrival and wins its draw, else `otherwise`. */
-  private choose(at: number): FaultPlan.Fault {
-    const step = this.plan.steps?.[this.stepsTaken++]
-    if (step !== undefined) return step
-    const since = at - this.planStartedAt
-    for (const window of this.plan.windows ?? []) {
-      if (since >= window.fromMs && since < window.toMs) {
-        const share = window.share ?? 1
-        if (share >= 1 || this.random() < share) return window.fault
-      }
-    }
-    return this.plan.otherwise ?? { _tag: "Ok" }
-  }
-
   private serve(ex: Exchange, fault: FaultPlan.Fault): void {
     switch (fault._tag) {
       case "Ok":
-        return this.later(ex, fault.delayMs ?? this.plan.latencyMs ?? 0, () => this.write(ex.res, this.ok(ex)))
+        return this.later(ex, fault.delayMs ?? this.engine.plan.latencyMs ?? 0, () => this.write(ex.res, this.ok(ex)))
       case "Status":
         return this.write(ex.res, this.status(ex, fault))
       case "StallHeaders":
@@ -492,7 +275,7 @@ class Engine {
         const reply = this.ok(ex)
         this.writeHead(ex.res, reply)
         ex.res.flushHeaders()
-        const events = reply.parts.filter((part) => part !== "data: [DONE]\n\n").slice(0, fault.afterChunks)
+        const events = reply.parts.filter((part) => part !== FaultServerBody.sseDone).slice(0, fault.afterChunks)
         for (const part of events) ex.res.write(part)
         return this.cutSoon(ex)
       }
@@ -512,7 +295,7 @@ class Engine {
         return this.write(ex.res, {
           status,
           headers: { "content-type": "text/html", "server": "cloudflare" },
-          parts: [htmlPage(status)],
+          parts: [FaultServerBody.htmlErrorPage(status)],
           stream: false
         })
       }
@@ -602,17 +385,13 @@ class Engine {
     ]
   }
 
-  private model(ex: Exchange): string {
-    return typeof ex.body["model"] === "string" ? ex.body["model"] : "unknown"
-  }
-
   private json(ex: Exchange, value: unknown): Reply {
     return {
       status: 200,
       headers: {
         "content-type": "application/json",
         "x-request-id": ex.requestId,
-        "openai-processing-ms": String(this.plan.latencyMs ?? 0)
+        "openai-processing-ms": String(this.engine.plan.latencyMs ?? 0)
       },
       parts: [JSON.stringify(value)],
       stream: false
@@ -627,111 +406,51 @@ class Engine {
         "cache-control": "no-cache",
         "x-request-id": ex.requestId
       },
-      parts: [...chunks.map((chunk) => `data: ${JSON.stringify(chunk)}\n\n`), "data: [DONE]\n\n"],
+      parts: [...chunks.map(FaultServerBody.sseEvent), FaultServerBody.sseDone],
       stream: true
     }
   }
 
+  private completion(ex: Exchange): FaultServerBody.Completion {
+    return {
+      id: `chatcmpl-${ex.requestId.slice(4)}`,
+      created: Math.floor(Date.now() / 1000),
+      model: ex.request.model
+    }
+  }
+
   private ok(ex: Exchange): Reply {
-    return ex.stream ? this.sse(ex, this.chunks(ex)) : this.json(ex, this.okBody(ex))
-  }
-
-  private usage(ex: Exchange) {
-    const promptTokens = tokenCount(messageText(ex.body["messages"]))
-    return {
-      prompt_tokens: promptTokens,
-      completion_tokens: replyPieces.length,
-      total_tokens: promptTokens + replyPieces.length
+    if (ex.request.endpoint === "chat" && ex.stream) {
+      const tokens = ex.request.includeUsage ? this.replyUsage(ex.request) : undefined
+      return this.sse(
+        ex,
+        FaultServerBody.chatCompletionChunks(this.completion(ex), FaultServerBody.replyPieces, tokens)
+      )
     }
+    return this.json(ex, this.okBody(ex))
   }
 
-  /** The success body of a non-streamed request: a chat completion or an embeddings list. */
+  private replyUsage(request: ChatRequest): FaultServerBody.Usage {
+    return FaultServerBody.usage(request.promptTokens, FaultServerBody.replyPieces.length)
+  }
+
+  /** The success body of a request as if it had not asked to stream: a chat completion or an embeddings list. */
   private okBody(ex: Exchange): unknown {
-    if (ex.endpoint === "embeddings") {
-      const inputs = embeddingInputs(ex.body["input"]) ?? []
-      const requested = ex.body["dimensions"]
-      const dimensions = typeof requested === "number" && Number.isInteger(requested) && requested > 0
-        ? requested
-        : defaultDimensions
-      const base64 = ex.body["encoding_format"] === "base64"
-      const promptTokens = inputs.reduce((sum, input) => sum + tokenCount(input), 0)
-      return {
-        object: "list",
-        data: inputs.map((input, index) => {
-          const vector = embedding(input, dimensions)
-          return { object: "embedding", index, embedding: base64 ? toBase64(vector) : vector }
-        }),
-        model: this.model(ex),
-        usage: { prompt_tokens: promptTokens, total_tokens: promptTokens }
-      }
-    }
-    return {
-      id: this.completionId(ex),
-      object: "chat.completion",
-      created: Math.floor(Date.now() / 1000),
-      model: this.model(ex),
-      choices: [
-        {
-          index: 0,
-          message: { role: "assistant", content: replyText, refusal: null },
-          logprobs: null,
-          finish_reason: "stop"
-        }
-      ],
-      usage: this.usage(ex)
-    }
-  }
-
-  private completionId(ex: Exchange): string {
-    return `chatcmpl-${ex.requestId.slice(4)}`
-  }
-
-  /**
-   * The chunks of a streamed reply, as OpenAI sends them: the role first, one content delta per
-   * piece, an empty delta with `finish_reason: "stop"`, and with `stream_options.include_usage`
-   * `usage: null` on each of those and a last chunk with empty `choices` carrying the usage.
-   */
-  private chunks(ex: Exchange): ReadonlyArray<unknown> {
-    const options = ex.body["stream_options"]
-    const includeUsage = typeof options === "object" && options !== null &&
-      (options as { readonly include_usage?: unknown }).include_usage === true
-    const base = {
-      id: this.completionId(ex),
-      object: "chat.completion.chunk",
-      created: Math.floor(Date.now() / 1000),
-      model: this.model(ex)
-    }
-    const chunk = (delta: Readonly<Record<string, unknown>>, finishReason: string | null) => ({
-      ...base,
-      choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
-      ...(includeUsage ? { usage: null } : {})
-    })
-    return [
-      chunk({ role: "assistant", content: "" }, null),
-      ...replyPieces.map((piece) => chunk({ content: piece }, null)),
-      chunk({}, "stop"),
-      ...(includeUsage ? [{ ...base, choices: [], usage: this.usage(ex) }] : [])
-    ]
+    if (ex.request.endpoint === "embeddings") return FaultServerBody.embeddingList(ex.request)
+    return FaultServerBody.chatCompletion(this.completion(ex), FaultServerBody.replyText, this.replyUsage(ex.request))
   }
 
   private schemaBreak(ex: Exchange): Reply {
-    const created = Math.floor(Date.now() / 1000)
-    if (ex.endpoint === "embeddings") {
-      return this.json(ex, { object: "list", model: this.model(ex), usage: { prompt_tokens: "3", total_tokens: 3 } })
+    if (ex.request.endpoint === "embeddings") {
+      return this.json(ex, FaultServerBody.brokenEmbeddingList(ex.request.model))
     }
-    const broken = {
-      id: this.completionId(ex),
-      object: ex.stream ? "chat.completion.chunk" : "chat.completion",
-      created,
-      model: this.model(ex),
-      usage: { prompt_tokens: "12", completion_tokens: 4, total_tokens: 16 }
-    }
+    const broken = FaultServerBody.brokenChatCompletion(this.completion(ex), ex.stream)
     return ex.stream ? this.sse(ex, [broken]) : this.json(ex, broken)
   }
 
   private status(ex: Exchange, fault: Extract<FaultPlan.Fault, { readonly _tag: "Status" }>): Reply {
     const style = fault.style ?? "openai"
-    const defaults = statusDefaults(fault.status, style)
+    const defaults = FaultServerBody.defaultError(fault.status, style)
     const headers: Record<string, string> = { "content-type": "application/json", "x-request-id": ex.requestId }
     if (fault.retryAfter !== undefined) headers["retry-after"] = fault.retryAfter
     if (fault.retryAfterMs !== undefined) headers["retry-after-ms"] = fault.retryAfterMs
@@ -739,7 +458,7 @@ class Engine {
     return {
       status: fault.status,
       headers: { ...headers, ...fault.headers },
-      parts: [errorBody(style, {
+      parts: [FaultServerBody.errorBody(style, {
         message: fault.message ?? defaults.message,
         type: fault.type ?? defaults.type,
         code: fault.code ?? defaults.code
@@ -760,14 +479,14 @@ export class ListenError extends Data.TaggedError("ListenError")<{
   }
 }
 
-const listen = (plan: FaultPlan.Plan, port: number): Effect.Effect<Engine, ListenError> =>
-  Effect.async<Engine, ListenError>((resume) => {
-    const engine = new Engine(plan)
+const listen = (plan: FaultPlan.Plan, port: number): Effect.Effect<Server, ListenError> =>
+  Effect.async<Server, ListenError>((resume) => {
+    const server = new Server(plan)
     const failed = (cause: Error) => resume(Effect.fail(new ListenError({ port, cause })))
-    engine.server.once("error", failed)
-    engine.server.listen(port, "127.0.0.1", () => {
-      engine.server.off("error", failed)
-      resume(Effect.succeed(engine))
+    server.http.once("error", failed)
+    server.http.listen(port, "127.0.0.1", () => {
+      server.http.off("error", failed)
+      resume(Effect.succeed(server))
     })
   })
 
@@ -777,17 +496,17 @@ const listen = (plan: FaultPlan.Plan, port: number): Effect.Effect<Engine, Liste
  */
 export const serve = (plan: FaultPlan.Plan, port: number): Effect.Effect<Service, ListenError, Scope.Scope> =>
   Effect.map(
-    Effect.acquireRelease(listen(plan, port), (engine) => engine.close),
-    (engine): Service => ({
-      url: `http://127.0.0.1:${engine.port}/v1`,
-      port: engine.port,
-      arrivals: Effect.sync(() => engine.arrivals()),
-      setPlan: (plan) => Effect.sync(() => engine.setPlan(plan)),
-      clearArrivals: Effect.sync(() => engine.clearArrivals()),
-      inFlight: Effect.sync(() => engine.inFlight),
-      openConnections: Effect.sync(() => engine.openConnections),
-      connectionsAccepted: Effect.sync(() => engine.connectionsAccepted),
-      elapsed: Effect.sync(() => engine.now())
+    Effect.acquireRelease(listen(plan, port), (server) => server.close),
+    (server): Service => ({
+      url: `http://127.0.0.1:${server.port}/v1`,
+      port: server.port,
+      arrivals: Effect.sync(() => server.arrivals()),
+      setPlan: (plan) => Effect.sync(() => server.setPlan(plan)),
+      clearArrivals: Effect.sync(() => server.clearArrivals()),
+      inFlight: Effect.sync(() => server.inFlight),
+      openConnections: Effect.sync(() => server.openConnections),
+      connectionsAccepted: Effect.sync(() => server.connectionsAccepted),
+      elapsed: Effect.sync(() => server.now())
     })
   )
 

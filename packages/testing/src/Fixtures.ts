@@ -6,6 +6,7 @@
  * our idea of it. Identifiers, organisations and timestamps are made up; shapes, types, codes,
  * messages and headers are the providers'.
  */
+import * as FaultServerBody from "./FaultServerBody.js"
 
 /** The names of every recorded response, in a stable order. */
 export const fixtureNames = [
@@ -41,14 +42,8 @@ export interface Fixture {
   readonly description: string
 }
 
-// OpenAI pretty-prints success bodies with two spaces and error bodies with four, ending in a newline.
+// OpenAI pretty-prints success bodies with two spaces, ending in a newline (error bodies with four).
 const openAiJson = (value: unknown): string => JSON.stringify(value, null, 2) + "\n"
-const openAiError = (error: {
-  readonly message: string
-  readonly type: string
-  readonly param: string | null
-  readonly code: string | null
-}): string => JSON.stringify({ error }, null, 4) + "\n"
 
 const jsonHeaders = (requestId: string, extra: Readonly<Record<string, string>> = {}): Record<string, string> => ({
   "content-type": "application/json",
@@ -58,34 +53,12 @@ const jsonHeaders = (requestId: string, extra: Readonly<Record<string, string>> 
   ...extra
 })
 
-const chatSuccessBody = openAiJson({
-  id: "chatcmpl-CfAUl2x6TzPbX0v4nD9kQe7HrYw3s",
-  object: "chat.completion",
-  created: 1764450120,
-  model: "gpt-4o-mini-2024-07-18",
-  choices: [
-    {
-      index: 0,
-      message: { role: "assistant", content: "Paris is the capital of France.", refusal: null, annotations: [] },
-      logprobs: null,
-      finish_reason: "stop"
-    }
-  ],
-  usage: {
-    prompt_tokens: 14,
-    completion_tokens: 8,
-    total_tokens: 22,
-    prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
-    completion_tokens_details: {
-      reasoning_tokens: 0,
-      audio_tokens: 0,
-      accepted_prediction_tokens: 0,
-      rejected_prediction_tokens: 0
-    }
-  },
-  service_tier: "default",
-  system_fingerprint: "fp_560af6e559"
-})
+const chatSuccessBody = openAiJson(FaultServerBody.openAiChatCompletion(
+  { id: "chatcmpl-CfAUl2x6TzPbX0v4nD9kQe7HrYw3s", created: 1764450120, model: "gpt-4o-mini-2024-07-18" },
+  "Paris is the capital of France.",
+  FaultServerBody.usage(14, 8),
+  "fp_560af6e559"
+))
 
 const streamChunk = (
   delta: Readonly<Record<string, unknown>>,
@@ -103,7 +76,7 @@ const streamChunk = (
   const value = choices
     ? { ...base, choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }], usage: null }
     : { ...base, choices: [], usage: { prompt_tokens: 14, completion_tokens: 3, total_tokens: 17 } }
-  return `data: ${JSON.stringify(value)}\n\n`
+  return FaultServerBody.sseEvent(value)
 }
 
 /** Every recorded response, by name. */
@@ -153,7 +126,7 @@ export const fixtures: Readonly<Record<FixtureName, Fixture>> = {
       streamChunk({ content: "." }, null) +
       streamChunk({}, "stop") +
       streamChunk({}, null, false) +
-      "data: [DONE]\n\n",
+      FaultServerBody.sseDone,
     description: "OpenAI streamed chat completion with `stream_options.include_usage`: every chunk has " +
       "`usage: null` until a last chunk with empty `choices` carries it, then `data: [DONE]`; a success"
   },
@@ -184,7 +157,7 @@ export const fixtures: Readonly<Record<FixtureName, Fixture>> = {
       "x-ratelimit-remaining-requests": "0",
       "x-ratelimit-reset-requests": "2s"
     }),
-    body: openAiError({
+    body: FaultServerBody.errorBody("openai", {
       message: "Rate limit reached for gpt-4o-mini in organization org-FaultServer0000000000000 on requests per " +
         "min (RPM): Limit 500, Used 500, Requested 1. Please try again in 2s. Visit " +
         "https://platform.openai.com/account/rate-limits to learn more.",
@@ -198,11 +171,9 @@ export const fixtures: Readonly<Record<FixtureName, Fixture>> = {
   rateLimitedMistral: {
     status: 429,
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      object: "error",
+    body: FaultServerBody.errorBody("mistral", {
       message: "Requests rate limit exceeded",
       type: "rate_limited",
-      param: null,
       code: "1300"
     }),
     description: "Mistral 429: a top-level error object (no `error` wrapper), code \"1300\" as a string, no " +
@@ -211,7 +182,7 @@ export const fixtures: Readonly<Record<FixtureName, Fixture>> = {
   quotaExhausted: {
     status: 429,
     headers: jsonHeaders("req_3f2e1d0c9b8a7f6e5d4c3b2a1f0e9d8c"),
-    body: openAiError({
+    body: FaultServerBody.errorBody("openai", {
       message: "You exceeded your current quota, please check your plan and billing details. For more " +
         "information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.",
       type: "insufficient_quota",
@@ -223,7 +194,7 @@ export const fixtures: Readonly<Record<FixtureName, Fixture>> = {
   serverError: {
     status: 500,
     headers: jsonHeaders("req_0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e"),
-    body: openAiError({
+    body: FaultServerBody.errorBody("openai", {
       message: "The server had an error while processing your request. Sorry about that!",
       type: "server_error",
       param: null,
@@ -234,7 +205,7 @@ export const fixtures: Readonly<Record<FixtureName, Fixture>> = {
   overloaded: {
     status: 503,
     headers: jsonHeaders("req_6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d"),
-    body: openAiError({
+    body: FaultServerBody.errorBody("openai", {
       message: "That model is currently overloaded with other requests. You can retry your request, or contact " +
         "us through our help center at help.openai.com if the error persists. (Please include the request ID " +
         "req_6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d in your message.)",
@@ -248,11 +219,9 @@ export const fixtures: Readonly<Record<FixtureName, Fixture>> = {
   overloadedMistral: {
     status: 503,
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      object: "error",
+    body: FaultServerBody.errorBody("mistral", {
       message: "Service tier capacity exceeded for this model.",
       type: "invalid_request_error",
-      param: null,
       code: null
     }),
     description: "Mistral 503 \"service tier capacity exceeded\": note `type: invalid_request_error` on a " +
@@ -261,7 +230,7 @@ export const fixtures: Readonly<Record<FixtureName, Fixture>> = {
   auth: {
     status: 401,
     headers: jsonHeaders("req_2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f"),
-    body: openAiError({
+    body: FaultServerBody.errorBody("openai", {
       message: "Incorrect API key provided: sk-test. You can find your API key at " +
         "https://platform.openai.com/account/api-keys.",
       type: "invalid_request_error",
@@ -273,7 +242,7 @@ export const fixtures: Readonly<Record<FixtureName, Fixture>> = {
   badRequest: {
     status: 400,
     headers: jsonHeaders("req_8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a"),
-    body: openAiError({
+    body: FaultServerBody.errorBody("openai", {
       message: "Invalid type for 'temperature': expected a decimal, but got a string instead.",
       type: "invalid_request_error",
       param: "temperature",
@@ -284,7 +253,7 @@ export const fixtures: Readonly<Record<FixtureName, Fixture>> = {
   modelNotFound: {
     status: 404,
     headers: jsonHeaders("req_4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9b"),
-    body: openAiError({
+    body: FaultServerBody.errorBody("openai", {
       message: "The model `gpt-5-turbo` does not exist or you do not have access to it.",
       type: "invalid_request_error",
       param: null,
@@ -309,8 +278,7 @@ export const fixtures: Readonly<Record<FixtureName, Fixture>> = {
   badGatewayHtml: {
     status: 502,
     headers: { "content-type": "text/html", "server": "cloudflare" },
-    body: "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n" +
-      "<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>cloudflare</center>\r\n</body>\r\n</html>\r\n",
+    body: FaultServerBody.htmlErrorPage(502),
     description: "A proxy's HTML 502 page in front of the API: ServerError by status, the body is not JSON"
   },
   malformedJson: {

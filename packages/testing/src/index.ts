@@ -6,6 +6,7 @@
 export * as Contention from "./Contention.js"
 export * as FaultPlan from "./FaultPlan.js"
 export * as FaultServer from "./FaultServer.js"
+export * as FaultServerBody from "./FaultServerBody.js"
 export * as Fixtures from "./Fixtures.js"
 export * as SimulatedProvider from "./SimulatedProvider.js"
 export * as Simulation from "./Simulation.js"
