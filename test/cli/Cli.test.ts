@@ -1,8 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Cli, Load } from "@resilient-ai/cli"
+import { Load } from "@resilient-ai/cli"
 import { FaultServer } from "@resilient-ai/testing"
 import { Effect } from "effect"
 import { createServer } from "node:net"
+import { colours, withoutEscapes } from "../../packages/cli/src/internal/colour.js"
 import { runCli } from "./support.js"
 
 /** `load` against `url` with every required flag, as in `flags` where it says, and `extra` after them. */
@@ -93,7 +94,11 @@ describe("resilient-ai flags", () => {
 
   it("the largest --requests is the largest load Load.run makes", () => {
     assert.strictEqual(Load.maxRequests, 10_000_000)
-    assert.throws(() => Load.run({} as never, { requests: Load.maxRequests + 1, concurrency: 1 }), RangeError)
+    assert.deepStrictEqual(Load.problems({ requests: Load.maxRequests, concurrency: 1 }), [])
+    assert.deepStrictEqual(
+      Load.problems({ requests: Load.maxRequests + 1, concurrency: 1 }).map((problem) => problem.setting),
+      ["requests"]
+    )
   })
 })
 
@@ -182,15 +187,15 @@ describe("resilient-ai colour", () => {
 
   it("colour only on a terminal that has it, never with NO_COLOR", () => {
     const terminal = { isTTY: true, hasColors: () => true }
-    assert.isTrue(Cli.colours(terminal, {}))
-    assert.isFalse(Cli.colours(terminal, { NO_COLOR: "1" }))
+    assert.isTrue(colours(terminal, {}))
+    assert.isFalse(colours(terminal, { NO_COLOR: "1" }))
     // no-color.org: an empty NO_COLOR does not count.
-    assert.isTrue(Cli.colours(terminal, { NO_COLOR: "" }))
-    assert.isFalse(Cli.colours({ isTTY: true, hasColors: () => false }, {}))
-    assert.isFalse(Cli.colours({ isTTY: false }, {}))
-    assert.isFalse(Cli.colours({}, {}))
+    assert.isTrue(colours(terminal, { NO_COLOR: "" }))
+    assert.isFalse(colours({ isTTY: true, hasColors: () => false }, {}))
+    assert.isFalse(colours({ isTTY: false }, {}))
+    assert.isFalse(colours({}, {}))
     assert.strictEqual(
-      Cli.withoutEscapes("\u001b[0;1mUSAGE\u001b[0m and \u001b[2K\u001b[36mcyan\u001b[39m"),
+      withoutEscapes("\u001b[0;1mUSAGE\u001b[0m and \u001b[2K\u001b[36mcyan\u001b[39m"),
       "USAGE and cyan"
     )
   })

@@ -1,8 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Demo, Load, Summary } from "@resilient-ai/cli"
 import { ModelClient } from "@resilient-ai/client"
+import { Metrics } from "@resilient-ai/policy"
 import { FaultServer } from "@resilient-ai/testing"
-import { Deferred, Effect, Exit, Fiber } from "effect"
+import { Deferred, type Duration, Effect, Exit, Fiber } from "effect"
 import { performance } from "node:perf_hooks"
 import { eventually, HttpLive, managedAt, selfHostedAt } from "./support.js"
 
@@ -295,21 +296,45 @@ describe("Load.run against the fault server", () => {
       assert.strictEqual((yield* slow.arrivals).length, 6)
     }).pipe(Effect.provide(HttpLive)))
 
-  it("bad settings are refused when the load is built", () => {
-    const client = {} as ModelClient.Service
-    assert.throws(() => Load.run(client, { requests: 0, concurrency: 1 }), RangeError, /requests/)
-    assert.throws(() => Load.run(client, { requests: Load.maxRequests + 1, concurrency: 1 }), RangeError, /requests/)
-    assert.throws(() => Load.run(client, { requests: 1, concurrency: 0 }), RangeError, /concurrency/)
-    assert.throws(() => Load.run(client, { requests: 1, concurrency: 1, ratePerSecond: 0 }), RangeError, /rate/)
-  })
-
-  it("quantiles are nearest-rank", () => {
-    assert.isNull(Load.quantile([], 0.5))
-    assert.strictEqual(Load.quantile([5], 0.99), 5)
-    const hundred = Array.from({ length: 100 }, (_, i) => i + 1)
-    assert.strictEqual(Load.quantile(hundred, 0.5), 50)
-    assert.strictEqual(Load.quantile(hundred, 0.99), 99)
-  })
+  it.scopedLive("bad settings fail the load with LoadSettingsError, each one named, and send nothing", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({})
+      const client = yield* ModelClient.make(managedAt(server.url))
+      const refused = (options: Load.Options) => Effect.flip(Load.run(client, options))
+      const cases: ReadonlyArray<readonly [Load.Options, Load.Setting]> = [
+        [{ requests: 0, concurrency: 1 }, "requests"],
+        [{ requests: Load.maxRequests + 1, concurrency: 1 }, "requests"],
+        [{ requests: 1.5, concurrency: 1 }, "requests"],
+        [{ requests: 1, concurrency: 0 }, "concurrency"],
+        [{ requests: 1, concurrency: 1, ratePerSecond: 0 }, "ratePerSecond"],
+        [{ requests: 1, concurrency: 1, ratePerSecond: Number.POSITIVE_INFINITY }, "ratePerSecond"],
+        [{ requests: 1, concurrency: 1, deadline: "soon" as Duration.DurationInput }, "deadline"]
+      ]
+      for (const [options, setting] of cases) {
+        const error = yield* refused(options)
+        assert.strictEqual(error._tag, "LoadSettingsError")
+        assert.deepStrictEqual(error.problems.map((problem) => problem.setting), [setting])
+        assert.match(error.message, new RegExp(`^${setting} must be `))
+      }
+      // Every problem at once, not only the first.
+      const all = yield* refused({
+        requests: 0,
+        concurrency: 0,
+        ratePerSecond: -1,
+        deadline: "soon" as Duration.DurationInput
+      })
+      assert.strictEqual(
+        all.message,
+        "requests must be a whole number from 1 to 10,000,000, got 0; concurrency must be a whole number of at " +
+          "least 1, got 0; ratePerSecond must be a positive, finite number of calls, got -1; deadline must be a " +
+          `duration (milliseconds, or text such as "3 seconds"), got soon`
+      )
+      assert.strictEqual((yield* server.arrivals).length, 0)
+      assert.strictEqual((yield* Metrics.summary(client.target.name, client.target.model)).attempts, 0)
+      // The same client with settings it can run with is seen at the server.
+      yield* Load.run(client, { requests: 1, concurrency: 1 })
+      assert.strictEqual((yield* server.arrivals).length, 1)
+    }).pipe(Effect.provide(HttpLive)))
 })
 
 describe("Summary", () => {

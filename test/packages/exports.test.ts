@@ -43,7 +43,12 @@ describe("the packages' exports maps", () => {
       "@resilient-ai/policy/internal/timer",
       "@resilient-ai/policy/internal/boundedRun",
       "@resilient-ai/client/internal/secrets",
-      "@resilient-ai/redis/internal/script"
+      "@resilient-ai/redis/internal/script",
+      "@resilient-ai/cli/internal/flags",
+      "@resilient-ai/cli/internal/colour",
+      // Internal helpers that used to be public modules.
+      "@resilient-ai/cli/Flags",
+      "@resilient-ai/cli/Progress"
     ]
     for (const specifier of internal) {
       assert.strictEqual(resolves(specifier), "ERR_PACKAGE_PATH_NOT_EXPORTED", specifier)

@@ -12,6 +12,9 @@
  * A load in which no call succeeded prints its report, says why on stderr and exits with 1, as
  * does anything unexpected. Ctrl-C interrupts any command (closing servers and connections) and
  * exits with 130; `load` first prints what it did so far.
+ *
+ * From code: `run` runs a command line as the bin does, `exitCode` is the code it exits with, and
+ * `command` is the command itself, for a program of one's own.
  */
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
@@ -21,7 +24,6 @@ import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import type * as PlatformError from "@effect/platform/Error"
 import * as FileSystem from "@effect/platform/FileSystem"
 import type * as HttpClient from "@effect/platform/HttpClient"
-import type * as Runtime from "@effect/platform/Runtime"
 import { ModelClient, Target } from "@resilient-ai/client"
 import { FaultPlan, FaultServer, StormReport } from "@resilient-ai/testing"
 import * as Cause from "effect/Cause"
@@ -41,38 +43,40 @@ import * as ParseResult from "effect/ParseResult"
 import * as Redacted from "effect/Redacted"
 import { constants } from "node:os"
 import * as Demo from "./Demo.js"
-import * as Flags from "./Flags.js"
+import { colours, uncoloured } from "./internal/colour.js"
+import * as Flags from "./internal/flags.js"
+import * as Progress from "./internal/progress.js"
+import { refusal } from "./internal/wording.js"
 import * as Load from "./Load.js"
-import * as Progress from "./Progress.js"
 import * as Storm from "./Storm.js"
 import * as Summary from "./Summary.js"
 
 /** The command's version, as `--version` prints it. */
-export const version = "0.1.0"
+const version = "0.1.0"
 
 /** The environment variable the API key is read from; a key is never taken from a flag, where `ps` would show it. */
-export const apiKeyVariable = "RESILIENT_AI_API_KEY"
+const apiKeyVariable = "RESILIENT_AI_API_KEY"
 
 /** Sets the demo's size (calls; default 400) without a flag, so tests can run a short demo. */
-export const demoRequestsVariable = "RESILIENT_AI_DEMO_REQUESTS"
+const demoRequestsVariable = "RESILIENT_AI_DEMO_REQUESTS"
 
 /** A usage mistake the command reports in one sentence, exiting with code 2. */
-export class CliError extends Data.TaggedError("CliError")<{ readonly message: string }> {}
+class CliError extends Data.TaggedError("CliError")<{ readonly message: string }> {}
 
 /** A load that ran but in which no call succeeded: its report is printed, and this says why (exit 1). */
-export class NoCallSucceeded extends Data.TaggedError("NoCallSucceeded")<{ readonly message: string }> {}
+class NoCallSucceeded extends Data.TaggedError("NoCallSucceeded")<{ readonly message: string }> {}
 
 /** The most calls `--concurrency` asks for; only typos go beyond it, since the target's gate caps it far lower. */
-export const maxConcurrency = 1_000_000
+const maxConcurrency = 1_000_000
 
 /**
  * The longest `--deadline-ms`: a day. Longer is a typo, and past 2^31 ms (24.8 days) Node's timers
  * overflow and fire at once.
  */
-export const maxDeadlineMs = 86_400_000
+const maxDeadlineMs = 86_400_000
 
 /** The highest `--rate`: calls are paced on the real clock, and past this the spacing is below 10 µs. */
-export const maxRate = 100_000
+const maxRate = 100_000
 
 /**
  * The most `--clients` of `storm`: S3 simulates each caller (about 130 kB and 5 ms of CPU each, so
@@ -134,13 +138,13 @@ const makeTarget = (
 }
 
 /** `host:port` of a base URL, the port filled in from the scheme when the URL has none. */
-export const address = (baseUrl: string): string => {
+const address = (baseUrl: string): string => {
   const url = new URL(baseUrl)
   return `${url.hostname}:${url.port === "" ? (url.protocol === "https:" ? "443" : "80") : url.port}`
 }
 
 /** Why no call of a load succeeded: where it was sent, and each kind of failure in its own words. */
-export const noCallSucceeded = (summary: Load.Summary, baseUrl: string): NoCallSucceeded =>
+const noCallSucceeded = (summary: Load.Summary, baseUrl: string): NoCallSucceeded =>
   new NoCallSucceeded({
     message: [
       `no call succeeded against ${address(baseUrl)}:`,
@@ -159,7 +163,7 @@ const runLoad = (
   client: ModelClient.Service,
   options: Load.Options,
   render: (summary: Load.Summary) => string
-): Effect.Effect<void, NoCallSucceeded> =>
+): Effect.Effect<void, NoCallSucceeded | CliError> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.gen(function*() {
       let partial: Load.Summary | undefined
@@ -174,6 +178,9 @@ const runLoad = (
       if (Exit.isFailure(exit)) return yield* Effect.failCause(exit.cause)
       if (exit.value.successes === 0) return yield* Effect.fail(noCallSucceeded(exit.value, client.target.baseUrl))
     })
+  ).pipe(
+    // The flags keep every setting within the load's rules; a refusal all the same is a usage mistake.
+    Effect.catchTag("LoadSettingsError", (error) => Effect.fail(new CliError({ message: error.message })))
   )
 
 // Valid settings, to try one setting given on the command line against the target's own rules.
@@ -184,17 +191,15 @@ const template = { name: "template", baseUrl: "http://127.0.0.1/v1", model: "mod
  * named after the flag: `--base-url must not hold credentials (…)`. A refused URL is shown masked.
  */
 const targetSetting = (setting: "baseUrl" | "model", flag: string, pseudoName: string): Options.Options<string> =>
-  Options.text(flag).pipe(
-    Options.withPseudoName(pseudoName),
-    Options.mapEffect((text) => {
-      const checked = Target.decode(
+  Flags.checked(flag, pseudoName, (text) =>
+    Either.mapLeft(
+      Target.decode(
         "self-hosted",
         { ...template, [setting]: text },
         (path) => path[0] === setting ? `--${flag}` : path.join(".")
-      )
-      return Either.isRight(checked) ? Effect.succeed(text) : Flags.refuse(checked.left.problems[0]!)
-    })
-  )
+      ),
+      (invalid) => invalid.problems[0]!
+    ).pipe(Either.map(() => text)))
 
 const load = Command.make(
   "load",
@@ -255,7 +260,7 @@ const load = Command.make(
 )
 
 /** The instructions `faults` prints once the server listens. */
-export const faultsInstructions = (url: string, planPath: string): string =>
+const faultsInstructions = (url: string, planPath: string): string =>
   [
     `fault server listening on ${url} (plan: ${planPath})`,
     ``,
@@ -280,7 +285,7 @@ const pathText = (path: ReadonlyArray<PropertyKey>): string =>
  * is not an object at all is told the keys instead, and "Expected undefined" (the other side of
  * every optional field) is left out.
  */
-export const planProblems = (error: ParseResult.ParseError): string => {
+const planProblems = (error: ParseResult.ParseError): string => {
   const keys = Object.keys(FaultPlan.Plan.fields).join(", ")
   const lines = ParseResult.ArrayFormatter.formatErrorSync(error)
     .filter((issue) => !issue.message.startsWith("Expected undefined,"))
@@ -300,7 +305,7 @@ const unreadable = (error: PlatformError.PlatformError): string => {
 }
 
 /** Reads and decodes a fault plan file, failing with a message that names the flag, the file and the problem. */
-export const readPlan = (path: string): Effect.Effect<FaultPlan.Plan, CliError, FileSystem.FileSystem> =>
+const readPlan = (path: string): Effect.Effect<FaultPlan.Plan, CliError, FileSystem.FileSystem> =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const text = yield* fs.readFileString(path).pipe(
@@ -340,34 +345,35 @@ const faults = Command.make(
 
 const demoRequests: Effect.Effect<number | undefined, CliError> = Config.option(Config.integer(demoRequestsVariable))
   .pipe(
-    Effect.mapError((error) => new CliError({ message: `${demoRequestsVariable}: ${error.message}` })),
-    Effect.flatMap(Option.match({
-      onNone: () => Effect.succeed(undefined),
-      // The load's own bounds, so a count it would refuse is a usage error here, not a crash there.
-      onSome: (requests) =>
-        requests >= 1 && requests <= Load.maxRequests
-          ? Effect.succeed(requests)
-          : Effect.fail(
-            new CliError({
-              message: `${demoRequestsVariable} must be ${Flags.range(1, Load.maxRequests)}, got ${requests}`
-            })
-          )
-    }))
+    Effect.map(Option.getOrUndefined),
+    Effect.mapError((error) => new CliError({ message: `${demoRequestsVariable}: ${error.message}` }))
   )
 
+/** Settings of the demo the load refused: a usage error, naming the variable the call count comes from. */
+const demoRefused = (error: Load.LoadSettingsError): CliError =>
+  new CliError({
+    message: error.problems.map((problem) =>
+      refusal(
+        problem.setting === "requests" ? demoRequestsVariable : problem.setting,
+        problem.rule,
+        String(problem.value)
+      )
+    ).join("; ")
+  })
+
 /** Runs the demo and prints its introduction, summary table and explanation. */
-export const demo: Effect.Effect<void, CliError, HttpClient.HttpClient> = Effect.gen(function*() {
+const demo: Effect.Effect<void, CliError, HttpClient.HttpClient> = Effect.gen(function*() {
   const options: Demo.Options = { requests: yield* demoRequests }
+  const settings = Demo.settings(options)
+  // Checked by the load's own rules before the introduction is printed, so a refused count runs nothing.
+  const refused = Load.problems(settings)
+  if (refused.length > 0) return yield* new Load.LoadSettingsError({ problems: refused })
   yield* Console.log([...Demo.introduction(options), ""].join("\n"))
-  const result = yield* withProgress(
-    "demo",
-    Demo.settings(options).requests,
-    (onProgress) => Demo.run({ ...options, onProgress })
-  )
+  const result = yield* withProgress("demo", settings.requests, (onProgress) => Demo.run({ ...options, onProgress }))
   yield* Console.log(
     [Summary.table(result.summary), "", "What it means", ...Demo.explanation(result)].join("\n")
   )
-})
+}).pipe(Effect.catchTag("LoadSettingsError", (error) => Effect.fail(demoRefused(error))))
 
 const demoCommand = Command.make("demo", { verbose }, (args) => demo.pipe(logging(args.verbose))).pipe(
   Command.withDescription(
@@ -437,7 +443,7 @@ export const command = Command.make("resilient-ai", {}, () =>
 const cli = Command.run(command, { name: "resilient-ai", version })
 
 /** What the command needs on Node: file system, terminal, the undici HTTP client, and log lines on stderr. */
-export const layer: Layer.Layer<NodeContext.NodeContext | HttpClient.HttpClient> = Layer.mergeAll(
+const layer: Layer.Layer<NodeContext.NodeContext | HttpClient.HttpClient> = Layer.mergeAll(
   NodeContext.layer,
   NodeHttpClient.layerUndici,
   // Stdout carries the report (with --json, only one object), so log lines go to stderr.
@@ -460,8 +466,12 @@ const report = (cause: Cause.Cause<unknown>): Effect.Effect<void> => {
 
 const logLevelNames = LogLevel.allLevels.map((level) => level._tag.toLowerCase())
 
+const logLevels = Flags.oneOf(logLevelNames)
+
+const readLogLevel = Flags.accepting("log-level", logLevels, (text) => LogLevel.allLevels[logLevelNames.indexOf(text)])
+
 /** A command line with `--log-level` taken out, and the level it set, if any. */
-export interface Leveled {
+interface Leveled {
   readonly level: LogLevel.LogLevel | undefined
   readonly args: ReadonlyArray<string>
 }
@@ -471,16 +481,7 @@ export interface Leveled {
  * `--`. @effect/cli lists it on every help page but reads it only before the subcommand, and
  * refuses it after; read here, it works in both places, and a bad level is named like any flag.
  */
-export const logLevelOf = (args: ReadonlyArray<string>): Effect.Effect<Leveled, CliError> => {
-  const accepts = Flags.oneOf(logLevelNames)
-  const refuse = (text: string | undefined) =>
-    Effect.fail(
-      new CliError({
-        message: text === undefined
-          ? `--log-level needs a value, ${accepts}`
-          : Flags.refusal("log-level", accepts, text)
-      })
-    )
+const logLevelOf = (args: ReadonlyArray<string>): Effect.Effect<Leveled, CliError> => {
   let level: LogLevel.LogLevel | undefined
   const rest: Array<string> = []
   for (let index = 0; index < args.length; index++) {
@@ -498,43 +499,11 @@ export const logLevelOf = (args: ReadonlyArray<string>): Effect.Effect<Leveled, 
       rest.push(arg)
       continue
     }
-    const found = value === undefined ? undefined : LogLevel.allLevels[logLevelNames.indexOf(value)]
-    if (found === undefined) return refuse(value)
-    level = found
+    const read = value === undefined ? Either.left(`--log-level needs a value, ${logLevels}`) : readLogLevel(value)
+    if (Either.isLeft(read)) return Effect.fail(new CliError({ message: read.left }))
+    level = read.right
   }
   return Effect.succeed({ level, args: rest })
-}
-
-/** What `colours` needs of a stream: whether it is a terminal, and (on one) how many colours it has. */
-export interface ColourStream {
-  readonly isTTY?: boolean | undefined
-  readonly hasColors?: ((env?: object) => boolean) | undefined
-}
-
-/**
- * Whether text written to `stream` may keep its colour: only on a terminal that has colours, and
- * not when `NO_COLOR` is set to anything but the empty string (https://no-color.org).
- */
-export const colours = (stream: ColourStream, env: Readonly<Record<string, string | undefined>> = process.env) =>
-  stream.isTTY === true && (env["NO_COLOR"] ?? "") === "" && (stream.hasColors?.(env) ?? true)
-
-// Control Sequence Introducer sequences: colours and styles (SGR), and cursor moves.
-const escapes = /\u001b\[[0-?]*[ -/]*[@-~]/g
-
-/** `text` without terminal escape sequences. */
-export const withoutEscapes = (text: string): string => text.replace(escapes, "")
-
-/**
- * `console` with escape sequences taken out of what `log` (stdout) and `error` (stderr) print
- * where colour is not wanted: @effect/cli renders help and its errors in colour wherever they go.
- */
-export const uncoloured = (console: Console.Console, stdout: boolean, stderr: boolean): Console.Console => {
-  const plain = (args: ReadonlyArray<unknown>) => args.map((arg) => typeof arg === "string" ? withoutEscapes(arg) : arg)
-  return {
-    ...console,
-    log: stdout ? console.log : (...args) => console.log(...plain(args)),
-    error: stderr ? console.error : (...args) => console.error(...plain(args))
-  }
 }
 
 /** `--wizard` asks its questions on stdin: without a terminal there, it would wait for ever. */
@@ -577,7 +546,3 @@ export const exitCode = (exit: Exit.Exit<unknown, unknown>, signal: NodeJS.Signa
   }
   return 1
 }
-
-/** `NodeRuntime.runMain`'s teardown with `exitCode`, told which signal (if any) interrupted the run. */
-export const teardown = (signal: () => NodeJS.Signals | undefined): Runtime.Teardown => (exit, onExit) =>
-  onExit(exitCode(exit, signal()))

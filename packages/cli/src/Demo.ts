@@ -65,7 +65,7 @@ const always = 24 * 60 * 60 * 1000
  * order, each share drawn from what the windows before it left, so the shares below make 10% and
  * 5% of all requests, and split the successes into thirds.
  */
-export const plan = (outage: OutageWindow): FaultPlan.Plan => ({
+const plan = (outage: OutageWindow): FaultPlan.Plan => ({
   seed: 7,
   windows: [
     { fromMs: outage.fromMs, toMs: outage.toMs, fault: { _tag: "Status", status: 503 } },
@@ -88,7 +88,7 @@ export const plan = (outage: OutageWindow): FaultPlan.Plan => ({
  * suits a run of a few hundred calls; the managed default floor (5 a second, 300 retries a window)
  * would let a run this small retry everything and hide what the budget does.
  */
-export const target = (baseUrl: string): Effect.Effect<Target.Target, Settings.InvalidSettings> =>
+const target = (baseUrl: string): Effect.Effect<Target.Target, Settings.InvalidSettings> =>
   Target.managed({
     name: "managed",
     baseUrl,
@@ -132,8 +132,11 @@ export const settings = (options: Options = {}): Settings => {
   }
 }
 
-/** Starts the fault server, runs the load through the demo's target, and reads what the server saw. */
-export const run = (options: Options = {}): Effect.Effect<Result, never, HttpClient.HttpClient> => {
+/**
+ * Starts the fault server, runs the load through the demo's target, and reads what the server saw.
+ * Settings the load cannot run with fail it with `Load.LoadSettingsError`.
+ */
+export const run = (options: Options = {}): Effect.Effect<Result, Load.LoadSettingsError, HttpClient.HttpClient> => {
   const { concurrency, deadline, outage, ratePerSecond, requests } = settings(options)
   const demoPlan = plan(outage)
   return Effect.scoped(Effect.gen(function*() {

@@ -3,12 +3,14 @@
  *
  * A load is N chat calls, at most C in flight (never more than the target's gate admits),
  * optionally started at a steady rate. Calls are counted out as they start, never listed up front,
- * so a large N costs memory only for the latencies of calls that ended. Counts of calls and their
- * outcomes are taken from the calls themselves; attempts, retries, budget
- * exhaustions, deadline skips and shed calls come from the policy's own metrics
+ * so a large N costs memory only for the latencies of calls that ended. Calls, their outcomes and
+ * last failures are taken from the calls themselves; attempts, retries, budget exhaustions,
+ * deadline skips, shed calls and why failed calls stopped come from the policy's own metrics
  * (`Metrics.summary`), read before and after the run, so the report shows exactly what the
  * resilient calls did and not a re-implementation of it. Latencies are measured per call on the
  * real clock. Interrupted (Ctrl-C), a load cancels the calls in flight and still says what it did.
+ * Settings it cannot run with fail it with `LoadSettingsError`, every one of them named, before any
+ * call is sent.
  *
  * ```ts
  * const client = yield* ModelClient.make(target)
@@ -17,11 +19,14 @@
  */
 import type { ChatCompletion, ModelClient, Target } from "@resilient-ai/client"
 import { Metrics } from "@resilient-ai/policy"
+import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
 import { performance } from "node:perf_hooks"
+import { range, refusal } from "./internal/wording.js"
 
 /** The short, fixed prompt every call of a load sends unless told otherwise. */
 export const prompt: ChatCompletion.ChatRequest = {
@@ -62,6 +67,55 @@ export interface Options {
    * flight have been cancelled; the interruption then goes on (the load still ends interrupted).
    */
   readonly onInterrupt?: ((partial: Summary) => Effect.Effect<void>) | undefined
+}
+
+/** A setting of a load that `problems` can refuse. */
+export type Setting = "requests" | "concurrency" | "ratePerSecond" | "deadline"
+
+/** A setting a load cannot run with: which one, the rule it breaks, and the value it was given. */
+export interface Problem {
+  readonly setting: Setting
+  /** What the setting accepts: `a whole number from 1 to 10,000,000`. */
+  readonly rule: string
+  readonly value: unknown
+}
+
+/** What is wrong with a load's settings, every problem and not only the first; empty when it can run. */
+export const problems = (options: Options): ReadonlyArray<Problem> => {
+  const found: Array<Problem> = []
+  const check = (setting: Setting, value: unknown, ok: boolean, rule: string) => {
+    if (!ok) found.push({ setting, rule, value })
+  }
+  const { concurrency, deadline, ratePerSecond, requests } = options
+  check(
+    "requests",
+    requests,
+    Number.isInteger(requests) && requests >= 1 && requests <= maxRequests,
+    range(1, maxRequests)
+  )
+  check("concurrency", concurrency, Number.isInteger(concurrency) && concurrency >= 1, "a whole number of at least 1")
+  check(
+    "ratePerSecond",
+    ratePerSecond,
+    ratePerSecond === undefined || (ratePerSecond > 0 && Number.isFinite(ratePerSecond)),
+    "a positive, finite number of calls"
+  )
+  check(
+    "deadline",
+    deadline,
+    deadline === undefined || Option.isSome(Duration.decodeUnknown(deadline)),
+    "a duration (milliseconds, or text such as \"3 seconds\")"
+  )
+  return found
+}
+
+/** Settings a load cannot run with, each named with the rule it breaks; no call was sent. */
+export class LoadSettingsError extends Data.TaggedError("LoadSettingsError")<{
+  readonly problems: ReadonlyArray<Problem>
+}> {
+  override get message() {
+    return this.problems.map((problem) => refusal(problem.setting, problem.rule, String(problem.value))).join("; ")
+  }
 }
 
 /** Two points of a latency distribution, in milliseconds; `null` when no call was measured. */
@@ -125,45 +179,31 @@ export interface Summary {
   readonly wallMs: number
 }
 
-/** The `q` quantile (0..1) of ascending `sorted` by nearest rank; `null` when empty. */
-export const quantile = (sorted: ReadonlyArray<number>, q: number): number | null => {
-  if (sorted.length === 0) return null
-  const rank = Math.min(sorted.length, Math.max(1, Math.ceil(q * sorted.length)))
-  return sorted[rank - 1]!
-}
-
 const tenths = (value: number): number => Math.round(value * 10) / 10
 
 const latencyOf = (samples: Array<number>): Latency => {
   const sorted = samples.sort((a, b) => a - b)
   const at = (q: number) => {
-    const value = quantile(sorted, q)
-    return value === null ? null : tenths(value)
+    const value = Metrics.quantile(sorted, q, { sorted: true })
+    return value === undefined ? null : tenths(value)
   }
   return { p50: at(0.5), p99: at(0.99) }
-}
-
-const increment = (counts: Record<string, number>, key: string) => {
-  counts[key] = (counts[key] ?? 0) + 1
 }
 
 /**
  * Runs a load through `client` and reports it. The policy's metrics are process-wide per target
  * and model, so two loads on the same target name and model must not run at the same time.
- * Bad settings throw a `RangeError` naming them.
+ * Settings it cannot run with (`problems`) fail it with `LoadSettingsError` before any call is sent.
  */
-export const run = (client: ModelClient.Service, options: Options): Effect.Effect<Summary> => {
+export const run = (client: ModelClient.Service, options: Options): Effect.Effect<Summary, LoadSettingsError> =>
+  Effect.suspend(() => {
+    const refused = problems(options)
+    return refused.length === 0 ? measure(client, options) : Effect.fail(new LoadSettingsError({ problems: refused }))
+  })
+
+const measure = (client: ModelClient.Service, options: Options): Effect.Effect<Summary> => {
   const { concurrency, requests } = options
-  if (!Number.isInteger(requests) || requests < 1 || requests > maxRequests) {
-    throw new RangeError(`requests must be an integer from 1 to ${maxRequests}, got ${requests}`)
-  }
-  if (!Number.isInteger(concurrency) || concurrency < 1) {
-    throw new RangeError(`concurrency must be an integer >= 1, got ${concurrency}`)
-  }
   const rate = options.ratePerSecond
-  if (rate !== undefined && !(rate > 0 && Number.isFinite(rate))) {
-    throw new RangeError(`ratePerSecond must be a positive number, got ${rate}`)
-  }
   const deadline = options.deadline === undefined ? undefined : Duration.decode(options.deadline)
   const request = options.request ?? prompt
   const target = client.target
@@ -177,7 +217,6 @@ export const run = (client: ModelClient.Service, options: Options): Effect.Effec
       const successLatencies: Array<number> = []
       const failureLatencies: Array<number> = []
       const failuresByTag: Record<string, number> = {}
-      const failuresByReason: Record<string, number> = {}
       const failureExamples: Record<string, string> = {}
       let attemptsLeftAtBudget = 0
       let cancelled = 0
@@ -193,8 +232,7 @@ export const run = (client: ModelClient.Service, options: Options): Effect.Effec
           } else {
             const failure = result.left
             failureLatencies.push(latency)
-            increment(failuresByTag, failure.last._tag)
-            increment(failuresByReason, failure.reason)
+            failuresByTag[failure.last._tag] = (failuresByTag[failure.last._tag] ?? 0) + 1
             failureExamples[failure.last._tag] ??= failure.last.message
             if (failure.reason === "budget") {
               attemptsLeftAtBudget += Math.max(0, target.maxAttempts - failure.attempts.length)
@@ -226,6 +264,12 @@ export const run = (client: ModelClient.Service, options: Options): Effect.Effec
       const delta = (
         key: "attempts" | "retries" | "retriesSucceeded" | "budgetExhausted" | "deadlineSkips" | "shed"
       ) => after[key] - before[key]
+      // Calls by why the policy stopped them: what its metrics counted during the run.
+      const failuresByReason: Record<string, number> = {}
+      for (const [reason, calls] of Object.entries(after.callsFailedByReason)) {
+        const stopped = calls - (before.callsFailedByReason[reason] ?? 0)
+        if (stopped > 0) failuresByReason[reason] = stopped
+      }
       const attempts = delta("attempts")
       const retries = delta("retries")
       const successes = successLatencies.length

@@ -5,6 +5,7 @@
  * them. Numbers stay numbers; a value that does not exist (a percentile of no calls, attempts per
  * success without a success) is `null`, never `NaN` or a string.
  */
+import { count } from "./internal/wording.js"
 import type * as Load from "./Load.js"
 
 /** A row of the table: a label, a value, and an optional remark after it. */
@@ -13,8 +14,6 @@ interface Row {
   readonly value: string
   readonly note?: string | undefined
 }
-
-const integer = (value: number): string => value.toLocaleString("en-US")
 
 const decimal = (value: number | null, digits: number): string =>
   value === null
@@ -29,52 +28,52 @@ const share = (part: number, whole: number): string | undefined =>
 const breakdown = (label: string, counts: Readonly<Record<string, number>>): ReadonlyArray<Row> => {
   const entries = Object.entries(counts)
   if (entries.length === 0) return [{ label, value: "none" }]
-  return [{ label, value: "" }, ...entries.map(([key, count]) => ({ label: `  ${key}`, value: integer(count) }))]
+  return [{ label, value: "" }, ...entries.map(([key, calls]) => ({ label: `  ${key}`, value: count(calls) }))]
 }
 
 const inFlight = (summary: Load.Summary): string =>
   summary.concurrency < summary.concurrencyRequested
-    ? `${integer(summary.concurrency)} at a time (${integer(summary.concurrencyRequested)} asked, capped at the ` +
+    ? `${count(summary.concurrency)} at a time (${count(summary.concurrencyRequested)} asked, capped at the ` +
       `target's gate)`
-    : `${integer(summary.concurrency)} at a time`
+    : `${count(summary.concurrency)} at a time`
 
 /** One line that says what was run: target, model, size, pacing and deadline. */
-export const heading = (summary: Load.Summary): string => {
+const heading = (summary: Load.Summary): string => {
   const parts = [
-    `${integer(summary.requests)} calls`,
+    `${count(summary.requests)} calls`,
     inFlight(summary),
     summary.ratePerSecond === null ? undefined : `${decimal(summary.ratePerSecond, 0)}/s`,
-    summary.deadlineMs === null ? "no deadline" : `deadline ${integer(summary.deadlineMs)} ms each`
+    summary.deadlineMs === null ? "no deadline" : `deadline ${count(summary.deadlineMs)} ms each`
   ].filter((part) => part !== undefined)
   return `${summary.kind} target "${summary.target}", model ${summary.model}: ${parts.join(", ")}`
 }
 
 /** Said under the heading of a load that was interrupted, so nobody reads its counts as a whole run. */
-export const interruption = (summary: Load.Summary): string =>
-  `interrupted: ${integer(summary.calls)} of ${integer(summary.requests)} calls ended; ` +
-  `${integer(summary.callsInterrupted)} in flight were cancelled and are not counted`
+const interruption = (summary: Load.Summary): string =>
+  `interrupted: ${count(summary.calls)} of ${count(summary.requests)} calls ended; ` +
+  `${count(summary.callsInterrupted)} in flight were cancelled and are not counted`
 
 /** The rows of the table, in the order a person reads a failure path: outcome, cost, time. */
 const rows = (summary: Load.Summary): ReadonlyArray<Row> => [
-  { label: "calls", value: integer(summary.calls) },
-  { label: "successes", value: integer(summary.successes), note: share(summary.successes, summary.calls) },
-  { label: "failures", value: integer(summary.failures), note: share(summary.failures, summary.calls) },
+  { label: "calls", value: count(summary.calls) },
+  { label: "successes", value: count(summary.successes), note: share(summary.successes, summary.calls) },
+  { label: "failures", value: count(summary.failures), note: share(summary.failures, summary.calls) },
   ...breakdown("failures by last failure", summary.failuresByTag),
   ...breakdown("failures by stop reason", summary.failuresByReason),
-  { label: "attempts", value: integer(summary.attempts) },
+  { label: "attempts", value: count(summary.attempts) },
   { label: "attempts per success", value: decimal(summary.attemptsPerSuccess, 2) },
-  { label: "retries", value: integer(summary.retries) },
+  { label: "retries", value: count(summary.retries) },
   {
     label: "retries that succeeded",
-    value: integer(summary.retriesSucceeded),
+    value: count(summary.retriesSucceeded),
     note: share(summary.retriesSucceeded, summary.retries)
   },
-  { label: "budget exhaustions", value: integer(summary.budgetExhausted), note: "retries the budget refused" },
-  { label: "deadline skips", value: integer(summary.deadlineSkips), note: "attempts or sleeps not started" },
-  { label: "shed", value: integer(summary.shed), note: "refused at once by a full gate" },
+  { label: "budget exhaustions", value: count(summary.budgetExhausted), note: "retries the budget refused" },
+  { label: "deadline skips", value: count(summary.deadlineSkips), note: "attempts or sleeps not started" },
+  { label: "shed", value: count(summary.shed), note: "refused at once by a full gate" },
   {
     label: "retries without a budget",
-    value: integer(summary.unbudgetedRetries),
+    value: count(summary.unbudgetedRetries),
     note: "at most, same attempt ceiling"
   },
   { label: "latency p50, successes", value: millis(summary.latencyMs.successes.p50) },
@@ -99,7 +98,7 @@ export const table = (summary: Load.Summary): string => {
 }
 
 /** The summary as a plain object with `Load.Summary`'s keys, ratios rounded to 3 decimals. */
-export const toJson = (summary: Load.Summary): Load.Summary => ({
+const toJson = (summary: Load.Summary): Load.Summary => ({
   ...summary,
   attemptsPerSuccess: summary.attemptsPerSuccess === null
     ? null

@@ -15,5 +15,5 @@ for (const name of ["SIGINT", "SIGTERM"] as const) process.once(name, () => (sig
 NodeRuntime.runMain(Cli.run(process.argv), {
   disableErrorReporting: true,
   disablePrettyLogger: true,
-  teardown: Cli.teardown(() => signal)
+  teardown: (exit, onExit) => onExit(Cli.exitCode(exit, signal))
 })
