@@ -6,7 +6,7 @@
  */
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
-import { StormReport } from "@resilient-ai/testing"
+import { StormReport } from "@resilient-ai/storm"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 

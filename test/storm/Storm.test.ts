@@ -8,7 +8,7 @@ import {
   StormPolicies,
   StormReport,
   StormScenarios
-} from "@resilient-ai/testing"
+} from "@resilient-ai/storm"
 import { Clock, Duration, Effect, Exit, Fiber, Random } from "effect"
 
 describe("Simulation", () => {
