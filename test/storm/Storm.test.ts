@@ -6,6 +6,7 @@ import {
   Simulation,
   Storm,
   StormPolicies,
+  StormRender,
   StormReport,
   StormScenarios
 } from "@resilient-ai/storm"
@@ -243,7 +244,7 @@ describe("storm scenarios, small", { timeout: 300_000 }, () => {
   })
 })
 
-describe("StormReport", () => {
+describe("StormRender", () => {
   it("renders tables and an SVG chart", async () => {
     const section = StormReport.s3(1, 50)
     assert.deepStrictEqual(section.table.columns, [
@@ -254,9 +255,9 @@ describe("StormReport", () => {
       "peak / burst"
     ])
     assert.strictEqual(section.table.rows.length, StormPolicies.all.length)
-    assert.match(StormReport.textTable(section.table), /^policy +attempts/)
-    assert.match(StormReport.markdownTable(section.table), /^\| policy \| attempts \|/)
-    const svg = await StormReport.svg(section.chart, section.title)
+    assert.match(StormRender.textTable(section.table), /^policy +attempts/)
+    assert.match(StormRender.markdownTable(section.table), /^\| policy \| attempts \|/)
+    const svg = await StormRender.svg(section.chart, section.title)
     assert.match(svg, /^<svg /)
     assert.include(svg, "ours-managed")
   })
