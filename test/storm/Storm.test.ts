@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Failure, type RetryBudget } from "@resilient-ai/policy"
+import { Failure, Metrics, type RetryBudget } from "@resilient-ai/policy"
 import {
   Contention,
   SimulatedProvider,
@@ -230,7 +230,7 @@ describe("storm scenarios, small", { timeout: 300_000 }, () => {
   it("S5: shedding keeps p99 near the service time; retrying into the pool does not", async () => {
     const [ours, reference] = await runs(StormScenarios.saturatedPool(0.25), [StormPolicies.oursFixedCapacity, naive])
     const p99 = (run: Storm.Run) =>
-      Storm.quantile(run.calls.filter((call) => call.ok).map((call) => call.endedAt - call.startedAt), 0.99)!
+      Metrics.quantile(run.calls.filter((call) => call.ok).map((call) => call.endedAt - call.startedAt), 0.99)!
     assert.isAtMost(p99(ours!), 2 * StormScenarios.serviceMillis)
     assert.isAbove(p99(reference!), 10 * StormScenarios.serviceMillis)
   })

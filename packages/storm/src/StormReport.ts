@@ -3,6 +3,7 @@
  * scenario, with its table (every policy a row), the goals the report must show with whether they
  * hold, the data of its chart, and every figure by policy. Plain data: `StormRender` draws it.
  */
+import { Metrics } from "@resilient-ai/policy"
 import * as Contention from "./Contention.js"
 import * as Storm from "./Storm.js"
 import * as StormPolicies from "./StormPolicies.js"
@@ -366,8 +367,9 @@ export const s5 = (seed: number, scale = 1): Section => {
   const figures: Record<string, Record<string, number | null>> = {}
   const rows = runs.map((run) => {
     const latencies = run.calls.filter((call) => call.ok).map((call) => call.endedAt - call.startedAt)
-    const p99 = Storm.quantile(latencies, 0.99)
-    const p50 = Storm.quantile(latencies, 0.5)
+      .sort((a, b) => a - b)
+    const p99 = Metrics.quantile(latencies, 0.99, { sorted: true })
+    const p50 = Metrics.quantile(latencies, 0.5, { sorted: true })
     let drained: number | undefined
     for (let second = surgeEnds; second < run.load.length; second++) {
       if ((run.load[second] ?? 0) <= Scenarios.slots) {
