@@ -5,7 +5,7 @@ import { createRequire } from "node:module"
 // Node's own resolution, as an application that installed the packages gets it (vitest's aliases
 // map the names to sources and would not see an exports map at all).
 const require = createRequire(import.meta.url)
-const packages = ["policy", "client", "redis", "testing", "cli"] as const
+const packages = ["policy", "client", "redis", "testing", "storm", "cli"] as const
 
 const read = (path: string) => readFileSync(new URL(`../../packages/${path}`, import.meta.url), "utf8")
 

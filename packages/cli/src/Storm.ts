@@ -6,7 +6,7 @@
  */
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
-import { StormReport } from "@resilient-ai/testing"
+import { StormRender, StormReport } from "@resilient-ai/storm"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 
@@ -39,7 +39,7 @@ export const run = (
         [
           "",
           `${section.title}  (${(section.wallMillis / 1000).toFixed(1)} s)`,
-          StormReport.textTable(section.table),
+          StormRender.textTable(section.table),
           ...section.goals.map(goalLine)
         ].join("\n")
       )
@@ -49,12 +49,12 @@ export const run = (
       const path = yield* Path.Path
       yield* fs.makeDirectory(options.out, { recursive: true })
       for (const section of sections) {
-        const svg = yield* Effect.promise(() => StormReport.svg(section.chart, section.title))
+        const svg = yield* Effect.promise(() => StormRender.svg(section.chart, section.title))
         yield* fs.writeFileString(path.join(options.out, `${section.id.toLowerCase()}.svg`), svg)
       }
       yield* fs.writeFileString(
         path.join(options.out, "report.md"),
-        StormReport.markdown(sections, { seed: options.seed, command: options.command })
+        StormRender.markdown(sections, { seed: options.seed, command: options.command })
       )
       const figures = Object.fromEntries(
         sections.map((section) => [

@@ -168,10 +168,3 @@ export const recoverySeconds = (
   }
   return undefined
 }
-
-/** The `q` quantile of `values` by nearest rank; `undefined` when empty. */
-export const quantile = (values: ReadonlyArray<number>, q: number): number | undefined => {
-  if (values.length === 0) return undefined
-  const sorted = [...values].sort((a, b) => a - b)
-  return sorted[Math.min(sorted.length, Math.max(1, Math.ceil(q * sorted.length))) - 1]
-}

@@ -150,7 +150,7 @@ class SimulatedScheduler implements Scheduler.Scheduler {
 }
 
 /** The clock of the running simulation, for models that schedule events without a fiber. */
-export class CurrentClock extends Context.Tag("@resilient-ai/testing/Simulation/CurrentClock")<
+export class CurrentClock extends Context.Tag("@resilient-ai/storm/Simulation/CurrentClock")<
   CurrentClock,
   SimulatedClock
 >() {}

@@ -1,13 +1,9 @@
 /**
- * Runs the storm's scenarios under every policy and turns the runs into figures: one table per
- * scenario (every policy a row), the goals the report must show with whether they hold, an SVG
- * chart per scenario, and a Markdown report that puts them together.
- *
- * Charts are Vega-Lite specifications rendered to SVG by Vega, headless, so the report is made
- * the same way on every machine, with no browser.
+ * Runs the storm's scenarios under every policy and turns the runs into figures: one section per
+ * scenario, with its table (every policy a row), the goals the report must show with whether they
+ * hold, the data of its chart, and every figure by policy. Plain data: `StormRender` draws it.
  */
-import * as vega from "vega"
-import * as vegaLite from "vega-lite"
+import { Metrics } from "@resilient-ai/policy"
 import * as Contention from "./Contention.js"
 import * as Storm from "./Storm.js"
 import * as StormPolicies from "./StormPolicies.js"
@@ -371,8 +367,9 @@ export const s5 = (seed: number, scale = 1): Section => {
   const figures: Record<string, Record<string, number | null>> = {}
   const rows = runs.map((run) => {
     const latencies = run.calls.filter((call) => call.ok).map((call) => call.endedAt - call.startedAt)
-    const p99 = Storm.quantile(latencies, 0.99)
-    const p50 = Storm.quantile(latencies, 0.5)
+      .sort((a, b) => a - b)
+    const p99 = Metrics.quantile(latencies, 0.99, { sorted: true })
+    const p50 = Metrics.quantile(latencies, 0.5, { sorted: true })
     let drained: number | undefined
     for (let second = surgeEnds; second < run.load.length; second++) {
       if ((run.load[second] ?? 0) <= Scenarios.slots) {
@@ -509,98 +506,3 @@ export const section = (
       return contention(options.seed, options.clients ?? 100, scale < 1 ? 3 : 20)
   }
 }
-
-/** A table as aligned text, for a terminal. */
-export const textTable = (table: Table): string => {
-  const widths = table.columns.map((column, index) =>
-    Math.max(column.length, ...table.rows.map((row) => (row[index] ?? "").length))
-  )
-  const line = (cells: ReadonlyArray<string>) =>
-    cells.map((cell, index) => index === 0 ? cell.padEnd(widths[index]!) : cell.padStart(widths[index]!)).join("  ")
-  return [line(table.columns), widths.map((width) => "-".repeat(width)).join("  "), ...table.rows.map(line)].join("\n")
-}
-
-/** A table in Markdown. */
-export const markdownTable = (table: Table): string =>
-  [
-    `| ${table.columns.join(" | ")} |`,
-    `| ${table.columns.map((_, index) => index === 0 ? "---" : "---:").join(" | ")} |`,
-    ...table.rows.map((row) => `| ${row.join(" | ")} |`)
-  ].join("\n")
-
-/** Renders a chart to SVG with Vega-Lite and Vega. */
-export const svg = async (chart: Chart, title: string): Promise<string> => {
-  const rows = chart.panels.flatMap((panel) => panel.points)
-  const line = (title: string, points: ReadonlyArray<unknown>) => ({
-    title: { text: title, anchor: "start" as const, fontSize: 12 },
-    width: 760,
-    height: 190,
-    data: { values: points },
-    mark: { type: "line" as const, interpolate: "step-after" as const },
-    encoding: {
-      x: { field: "x", type: "quantitative" as const, title: chart.x },
-      y: { field: "y", type: "quantitative" as const, title: null },
-      color: { field: "policy", type: "nominal" as const, title: "policy", legend: { labelLimit: 240 } },
-      // Ours drawn solid and thicker, the references dashed, so the comparison reads at a glance.
-      strokeDash: { condition: { test: "indexof(datum.policy, 'ours') === 0", value: [1, 0] }, value: [5, 3] },
-      strokeWidth: { condition: { test: "indexof(datum.policy, 'ours') === 0", value: 2.2 }, value: 1.2 }
-    }
-  })
-  const spec: vegaLite.TopLevelSpec = chart.bars
-    ? {
-      $schema: "https://vega.github.io/schema/vega-lite/v6.json",
-      title,
-      data: { values: rows },
-      width: 640,
-      height: 280,
-      mark: "bar",
-      encoding: {
-        x: { field: "category", type: "nominal", sort: null, axis: { labelAngle: 0, title: null } },
-        xOffset: { field: "policy", type: "nominal" },
-        y: { field: "y", type: "quantitative", title: chart.panels[0]?.title ?? "" },
-        color: { field: "policy", type: "nominal", title: null }
-      }
-    }
-    : {
-      $schema: "https://vega.github.io/schema/vega-lite/v6.json",
-      title: { text: title, fontSize: 15 },
-      vconcat: chart.panels.map((panel) => line(panel.title, panel.points))
-    }
-  const view = new vega.View(vega.parse(vegaLite.compile(spec).spec), { renderer: "none" })
-  const rendered = await view.toSVG()
-  view.finalize()
-  return rendered
-}
-
-/** The Markdown report: the command, the seed, then per scenario its setup, table, goals and chart. */
-export const markdown = (
-  sections: ReadonlyArray<Section>,
-  options: { readonly seed: number; readonly command: string }
-): string =>
-  [
-    "# Storm report",
-    "",
-    `Produced by \`${options.command}\` (seed ${options.seed}). Every policy runs the same scenario with the same ` +
-    "seed, in simulated time; ours is the shipped `@resilient-ai/policy` code with the `@resilient-ai/client` presets.",
-    "",
-    "## Policies",
-    "",
-    ...StormPolicies.all.concat([StormPolicies.oursManagedNoRamp]).map((contender) =>
-      `- **${contender.name}**: ${contender.description}`
-    ),
-    "",
-    ...sections.flatMap((section) => [
-      `## ${section.title}`,
-      "",
-      section.setup,
-      "",
-      markdownTable(section.table),
-      "",
-      ...section.goals.map((goal) => `- ${goal.met ? "✅" : "❌"} ${goal.text}: ${goal.evidence}`),
-      "",
-      ...section.notes,
-      "",
-      `![${section.title}](${section.id.toLowerCase()}.svg)`,
-      ""
-    ])
-  ].join("\n")

@@ -1,14 +1,15 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Failure, type RetryBudget } from "@resilient-ai/policy"
+import { Failure, Metrics, type RetryBudget } from "@resilient-ai/policy"
 import {
   Contention,
   SimulatedProvider,
   Simulation,
   Storm,
   StormPolicies,
+  StormRender,
   StormReport,
   StormScenarios
-} from "@resilient-ai/testing"
+} from "@resilient-ai/storm"
 import { Clock, Duration, Effect, Exit, Fiber, Random } from "effect"
 
 describe("Simulation", () => {
@@ -229,7 +230,7 @@ describe("storm scenarios, small", { timeout: 300_000 }, () => {
   it("S5: shedding keeps p99 near the service time; retrying into the pool does not", async () => {
     const [ours, reference] = await runs(StormScenarios.saturatedPool(0.25), [StormPolicies.oursFixedCapacity, naive])
     const p99 = (run: Storm.Run) =>
-      Storm.quantile(run.calls.filter((call) => call.ok).map((call) => call.endedAt - call.startedAt), 0.99)!
+      Metrics.quantile(run.calls.filter((call) => call.ok).map((call) => call.endedAt - call.startedAt), 0.99)!
     assert.isAtMost(p99(ours!), 2 * StormScenarios.serviceMillis)
     assert.isAbove(p99(reference!), 10 * StormScenarios.serviceMillis)
   })
@@ -243,7 +244,7 @@ describe("storm scenarios, small", { timeout: 300_000 }, () => {
   })
 })
 
-describe("StormReport", () => {
+describe("StormRender", () => {
   it("renders tables and an SVG chart", async () => {
     const section = StormReport.s3(1, 50)
     assert.deepStrictEqual(section.table.columns, [
@@ -254,9 +255,9 @@ describe("StormReport", () => {
       "peak / burst"
     ])
     assert.strictEqual(section.table.rows.length, StormPolicies.all.length)
-    assert.match(StormReport.textTable(section.table), /^policy +attempts/)
-    assert.match(StormReport.markdownTable(section.table), /^\| policy \| attempts \|/)
-    const svg = await StormReport.svg(section.chart, section.title)
+    assert.match(StormRender.textTable(section.table), /^policy +attempts/)
+    assert.match(StormRender.markdownTable(section.table), /^\| policy \| attempts \|/)
+    const svg = await StormRender.svg(section.chart, section.title)
     assert.match(svg, /^<svg /)
     assert.include(svg, "ours-managed")
   })
