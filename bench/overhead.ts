@@ -7,9 +7,9 @@
  *
  * Run with `pnpm bench`. The library is measured as built by `tsc` (dist), as users run it.
  */
-import { ConcurrencyGate, Deadline, Resilient, RetryBudget } from "@resilient-ai/policy"
+import { Deadline, Resilient } from "@resilient-ai/policy"
 import { ExponentialBackoff, handleAll, retry, timeout, TimeoutStrategy, wrap } from "cockatiel"
-import { Effect, Layer, Schedule } from "effect"
+import { Effect, Schedule } from "effect"
 import pRetry from "p-retry"
 
 const calls = Number(process.env.BENCH_CALLS ?? 50_000)
@@ -34,23 +34,15 @@ const inOneFiber = <E>(call: Effect.Effect<unknown, E>) => (count: number) =>
 const cockatielRetry = retry(handleAll, { maxAttempts: 2, backoff: new ExponentialBackoff() })
 const cockatielRetryTimeout = wrap(cockatielRetry, timeout(60_000, TimeoutStrategy.Aggressive))
 
-const policy = await Effect.runPromise(Resilient.policy({ target: "bench", maxAttempts: 3 }))
-const services = await Effect.runPromise(
-  Layer.build(Layer.merge(RetryBudget.layerMemory(), ConcurrencyGate.layer({ target: "bench", limit: 10_000 })))
-    .pipe(Effect.scoped)
+// Its budget and gate live in the process's coordination, made by the first call, as in an application.
+const policy = await Effect.runPromise(
+  Resilient.policy({ target: "bench", maxAttempts: 3, gate: { limit: 10_000 } })
 )
 const instant = Effect.succeed(1)
 /** An attempt that suspends once, resuming on the next turn of the event loop, as every HTTP attempt does. */
 const suspends = Effect.async<number>((resume) => {
   setImmediate(() => resume(Effect.succeed(1)))
 })
-const provided =
-  <A, E>(call: Effect.Effect<A, E, RetryBudget.RetryBudget | ConcurrencyGate.ConcurrencyGate>) => (count: number) =>
-    Effect.runPromise(
-      Effect.gen(function*() {
-        for (let i = 0; i < count; i++) yield* call
-      }).pipe(Effect.provide(services))
-    )
 
 /** The same cases around an attempt: the libraries a user would pick instead, and ours. */
 const casesFor = (
@@ -70,11 +62,11 @@ const casesFor = (
   ],
   [
     `${label}: resilient-ai whole stack, in one fiber`,
-    provided(Resilient.retry(attempt, policy, { timeout: "30 seconds" }))
+    inOneFiber(Resilient.retry(attempt, policy, { timeout: "30 seconds" }))
   ],
   [
     `${label}: resilient-ai, under Deadline.within at the entry point`,
-    provided(Deadline.within(Resilient.retry(attempt, policy), "30 seconds"))
+    inOneFiber(Deadline.within(Resilient.retry(attempt, policy), "30 seconds"))
   ]
 ]
 

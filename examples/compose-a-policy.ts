@@ -16,7 +16,9 @@ const program = Effect.gen(function*() {
     maxAttempts: 3, // first attempt included
     attemptTimeout: "45 seconds", // per model: above its p99 under load
     baseDelay: "500 millis", // full jitter: uniform in [0, min(maxDelay, base·2^n)]
-    maxDelay: "8 seconds"
+    maxDelay: "8 seconds",
+    budget: { ratio: 0.1, minPerSecond: 5 }, // in this process; RedisCoordination shares it across a fleet
+    gate: { limit: 64, mode: "queue" } // a self-hosted pool would shed, with a budget near zero
   })
   const answer = (prompt: string) =>
     sendChat(prompt).pipe(
@@ -30,14 +32,6 @@ const program = Effect.gen(function*() {
   return yield* answer("Summarise the incident report").pipe(
     Deadline.within("20 seconds") // one deadline at the entry point
   )
-}).pipe(
-  Effect.provide(
-    Resilient.layerMemory({
-      target: "mistral",
-      budget: { ratio: 0.1, minPerSecond: 5 }, // in-process; a Redis layer shares it across a fleet
-      gate: { limit: 64, mode: "queue" } // a self-hosted pool would use mode: "shed" and a disabled budget
-    })
-  )
-)
+})
 
 void program

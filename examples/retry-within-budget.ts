@@ -7,8 +7,8 @@
  *
  * Run it with `npx -y pnpm@12.4.2 exec tsx --conditions=@resilient-ai/source examples/retry-within-budget.ts`.
  */
-import { ConcurrencyGate, Failure, Metrics, Resilient, RetryBudget } from "@resilient-ai/policy"
-import { Duration, Effect, Layer, Logger, LogLevel, Ref } from "effect"
+import { Failure, Metrics, Resilient } from "@resilient-ai/policy"
+import { Duration, Effect, Logger, LogLevel, Ref } from "effect"
 
 /** What the simulated provider does on each attempt of a call. */
 type Reply = "ok" | Failure.Failure | "hang"
@@ -39,7 +39,8 @@ const policySettings = {
   maxDelay: "400 millis",
   hintSpread: "50 millis",
   attemptTimeout: "300 millis",
-  minAttemptTime: "20 millis"
+  minAttemptTime: "20 millis",
+  gate: { limit: 8 }
 } as const
 
 const scenarios: ReadonlyArray<{
@@ -70,7 +71,11 @@ const runCall = (replies: ReadonlyArray<Reply>, callPolicy: Resilient.Policy, op
 
 const program = Effect.gen(function*() {
   const policy = yield* Resilient.policy(policySettings)
-  const outagePolicy = yield* Resilient.policy({ ...policySettings, target: "example-outage" })
+  const outagePolicy = yield* Resilient.policy({
+    ...policySettings,
+    target: "example-outage",
+    budget: { minPerSecond: 0.1 }
+  })
   yield* Effect.log("one call per failure kind")
   for (const scenario of scenarios) {
     const outcome = yield* runCall(scenario.replies, policy, scenario.options)
@@ -82,7 +87,7 @@ const program = Effect.gen(function*() {
     Array.from({ length: 40 }, () => runCall([overloaded], outagePolicy)),
     (call) => call,
     { concurrency: 10 }
-  ).pipe(Effect.provide(outageServices), Logger.withMinimumLogLevel(LogLevel.Error))
+  ).pipe(Logger.withMinimumLogLevel(LogLevel.Error))
   const stoppedBy = (reason: Failure.StopReason) =>
     outage.filter((exit) => exit._tag === "Left" && exit.left.reason === reason).length
   const outageSummary = yield* Metrics.summary(outagePolicy.target, outagePolicy.model)
@@ -118,15 +123,6 @@ const compactLogger = Logger.make<unknown, void>(({ annotations, logLevel, messa
   console.log(`${logLevel.label.padEnd(5)} ${text}${pairs === "" ? "" : `  ${pairs}`}`)
 })
 
-const services = Layer.mergeAll(
-  RetryBudget.layerMemory(),
-  ConcurrencyGate.layer({ target: "example", limit: 8 }),
-  Logger.replace(Logger.defaultLogger, compactLogger)
-)
-
-const outageServices = Layer.merge(
-  RetryBudget.layerMemory({ minPerSecond: 0.1 }),
-  ConcurrencyGate.layer({ target: "example-outage", limit: 8 })
-)
+const services = Logger.replace(Logger.defaultLogger, compactLogger)
 
 Effect.runPromise(program.pipe(Effect.provide(services), Logger.withMinimumLogLevel(LogLevel.Info)))

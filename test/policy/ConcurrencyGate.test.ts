@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ConcurrencyGate, Deadline, Failure } from "@resilient-ai/policy"
-import { Duration, Effect, Either, Exit, Fiber, Layer, Option, Ref, TestClock } from "effect"
+import { Duration, Effect, Either, Exit, Fiber, Option, Ref, TestClock } from "effect"
 import { invalidSettings, valid } from "./support.js"
 
 /** A failure's fields, tag included, to compare with exact values. */
@@ -106,7 +106,7 @@ describe("ConcurrencyGate.settings", () => {
   it("fails when the gate is assembled, and never throws", () => {
     assert.include(invalidSettings(ConcurrencyGate.make({ target: "llm", limit: 0 })), "limit")
     assert.include(
-      invalidSettings(Layer.build(ConcurrencyGate.layer({ target: "llm", limit: 10, rampFactor: 0.5 }))),
+      invalidSettings(ConcurrencyGate.make({ target: "llm", limit: 10, rampFactor: 0.5 })),
       "rampFactor"
     )
   })
@@ -639,9 +639,7 @@ describe("ConcurrencyGate.withPermit", () => {
     Effect.gen(function*() {
       const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 100 })
       yield* gate.markDegraded
-      const inside = yield* ConcurrencyGate.withPermit(gate.snapshot).pipe(
-        Effect.provideService(ConcurrencyGate.ConcurrencyGate, gate)
-      )
+      const inside = yield* ConcurrencyGate.withPermit(gate.snapshot, gate).pipe()
       assert.strictEqual(inside.inFlight, 1)
       // The success started the recovery.
       assert.deepStrictEqual(yield* gate.snapshot, { limit: 10, inFlight: 0, waiting: 0, health: "recovering" })
@@ -650,9 +648,8 @@ describe("ConcurrencyGate.withPermit", () => {
   it.effect("reports a capacity failure of the effect to the gate's health", () =>
     Effect.gen(function*() {
       const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 100, degradeAfter: 2 })
-      const overloaded = ConcurrencyGate.withPermit(Effect.fail(new Failure.Overloaded({ status: 503 }))).pipe(
-        Effect.flip,
-        Effect.provideService(ConcurrencyGate.ConcurrencyGate, gate)
+      const overloaded = ConcurrencyGate.withPermit(Effect.fail(new Failure.Overloaded({ status: 503 })), gate).pipe(
+        Effect.flip
       )
       yield* overloaded
       assert.strictEqual((yield* gate.snapshot).health, "steady")
@@ -664,9 +661,8 @@ describe("ConcurrencyGate.withPermit", () => {
     Effect.gen(function*() {
       const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 100 })
       yield* gate.markDegraded
-      const error = yield* ConcurrencyGate.withPermit(Effect.fail("boom" as const)).pipe(
-        Effect.flip,
-        Effect.provideService(ConcurrencyGate.ConcurrencyGate, gate)
+      const error = yield* ConcurrencyGate.withPermit(Effect.fail("boom" as const), gate).pipe(
+        Effect.flip
       )
       assert.strictEqual(error, "boom")
       assert.deepStrictEqual(yield* gate.snapshot, { limit: 10, inFlight: 0, waiting: 0, health: "degraded" })
@@ -675,9 +671,8 @@ describe("ConcurrencyGate.withPermit", () => {
   it.effect("releases the permit when the effect dies", () =>
     Effect.gen(function*() {
       const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 1 })
-      const exit = yield* ConcurrencyGate.withPermit(Effect.dieMessage("defect")).pipe(
-        Effect.exit,
-        Effect.provideService(ConcurrencyGate.ConcurrencyGate, gate)
+      const exit = yield* ConcurrencyGate.withPermit(Effect.dieMessage("defect"), gate).pipe(
+        Effect.exit
       )
       assert.isTrue(Exit.isFailure(exit))
       assert.deepStrictEqual(yield* gate.snapshot, { limit: 1, inFlight: 0, waiting: 0, health: "steady" })
@@ -687,8 +682,11 @@ describe("ConcurrencyGate.withPermit", () => {
     Effect.gen(function*() {
       const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 1 })
       const released = yield* Ref.make(false)
-      const fiber = yield* ConcurrencyGate.withPermit(Effect.onInterrupt(Effect.never, () => Ref.set(released, true)))
-        .pipe(Effect.provideService(ConcurrencyGate.ConcurrencyGate, gate), Effect.fork)
+      const fiber = yield* ConcurrencyGate.withPermit(
+        Effect.onInterrupt(Effect.never, () => Ref.set(released, true)),
+        gate
+      )
+        .pipe(Effect.fork)
       yield* settle
       assert.deepStrictEqual(yield* gate.snapshot, { limit: 1, inFlight: 1, waiting: 0, health: "steady" })
       yield* Fiber.interrupt(fiber)
@@ -703,10 +701,9 @@ describe("ConcurrencyGate.withPermit", () => {
       const ran = yield* Ref.make(false)
       yield* hold(gate, 1)
       yield* TestClock.adjust("1 second")
-      const fiber = yield* ConcurrencyGate.withPermit(Ref.set(ran, true)).pipe(
+      const fiber = yield* ConcurrencyGate.withPermit(Ref.set(ran, true), gate).pipe(
         Deadline.within("2 seconds"),
         Effect.flip,
-        Effect.provideService(ConcurrencyGate.ConcurrencyGate, gate),
         Effect.fork
       )
       yield* TestClock.adjust(1_999)
@@ -722,8 +719,7 @@ describe("ConcurrencyGate.withPermit", () => {
     Effect.gen(function*() {
       const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 1 })
       yield* hold(gate, 1)
-      const fiber = yield* ConcurrencyGate.withPermit(Effect.succeed("served")).pipe(
-        Effect.provideService(ConcurrencyGate.ConcurrencyGate, gate),
+      const fiber = yield* ConcurrencyGate.withPermit(Effect.succeed("served"), gate).pipe(
         Effect.fork
       )
       yield* TestClock.adjust("1 hour")
@@ -738,8 +734,7 @@ describe("ConcurrencyGate.withPermit", () => {
       const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 1 })
       const ran = yield* Ref.make(false)
       yield* hold(gate, 1)
-      const fiber = yield* ConcurrencyGate.withPermit(Ref.set(ran, true)).pipe(
-        Effect.provideService(ConcurrencyGate.ConcurrencyGate, gate),
+      const fiber = yield* ConcurrencyGate.withPermit(Ref.set(ran, true), gate).pipe(
         Effect.fork
       )
       yield* settle
@@ -753,20 +748,18 @@ describe("ConcurrencyGate.withPermit", () => {
   it.effect("fails with Shed from a full shedding gate, without running the effect", () =>
     Effect.gen(function*() {
       const ran = yield* Ref.make(false)
-      const error = yield* Effect.gen(function*() {
-        const gate = yield* ConcurrencyGate.ConcurrencyGate
-        yield* hold(gate, 2)
-        return yield* Effect.flip(ConcurrencyGate.withPermit(Ref.set(ran, true)))
-      }).pipe(Effect.provide(ConcurrencyGate.layer({ target: "gpu-pool", limit: 2, mode: "shed" })))
+      const gate = yield* ConcurrencyGate.make({ target: "gpu-pool", limit: 2, mode: "shed" })
+      yield* hold(gate, 2)
+      const error = yield* Effect.flip(ConcurrencyGate.withPermit(Ref.set(ran, true), gate))
       assert.deepStrictEqual(fieldsOf(error), { _tag: "Shed", target: "gpu-pool", limit: 2, inFlight: 2 })
       assert.isFalse(yield* Ref.get(ran))
     }))
 })
 
-describe("ConcurrencyGate.layerUnbounded", () => {
-  it.effect("admits any number of concurrent calls", () =>
+describe("an unbounded gate", () => {
+  it.effect("admits any number of concurrent calls, and still tracks health", () =>
     Effect.gen(function*() {
-      const gate = yield* ConcurrencyGate.ConcurrencyGate
+      const gate = yield* ConcurrencyGate.make({ target: "anything", limit: Infinity })
       yield* hold(gate, 10_000)
       assert.deepStrictEqual(yield* gate.snapshot, { limit: Infinity, inFlight: 10_000, waiting: 0, health: "steady" })
       for (let i = 0; i < 5; i++) yield* gate.release("overload")
@@ -776,5 +769,14 @@ describe("ConcurrencyGate.layerUnbounded", () => {
         waiting: 0,
         health: "degraded"
       })
-    }).pipe(Effect.provide(ConcurrencyGate.layerUnbounded("anything"))))
+    }))
+
+  it.effect("ConcurrencyGate.unbounded never waits and tracks nothing", () =>
+    Effect.gen(function*() {
+      const gate = ConcurrencyGate.unbounded
+      yield* hold(gate, 10_000)
+      for (let i = 0; i < 5; i++) yield* gate.release("overload")
+      assert.deepStrictEqual(yield* gate.snapshot, { limit: Infinity, inFlight: 0, waiting: 0, health: "steady" })
+      assert.deepStrictEqual(yield* ConcurrencyGate.withPermit(Effect.succeed("ran"), gate), "ran")
+    }))
 })

@@ -1172,7 +1172,7 @@ describe("Properties: RetryBudget", () => {
       const seen = decisionTally()
       yield* checkEach(fc.tuple(budgetOptions, bursts(6, 15)), 60, ([options, plan]) =>
         Effect.gen(function*() {
-          const budget = yield* RetryBudget.RetryBudget
+          const budget = yield* Effect.orDie(RetryBudget.make(settingsOf(options)))
           const model = new ReferenceBudget(options)
           for (const { ops, wait } of plan) {
             if (wait > 0) yield* TestClock.adjust(wait)
@@ -1189,7 +1189,7 @@ describe("Properties: RetryBudget", () => {
             }
             assert.deepStrictEqual(yield* budget.snapshot, model.snapshot(now))
           }
-        }).pipe(Effect.provide(Layer.orDie(RetryBudget.layerMemory(settingsOf(options))))))
+        }))
       for (const kind of ["granted on successes", "granted on the floor", "refused"]) {
         assert.isAbove(seen.get(kind), 20, kind)
       }

@@ -1,5 +1,14 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Classifier, ConcurrencyGate, Deadline, Failure, Metrics, Resilient, RetryBudget } from "@resilient-ai/policy"
+import {
+  Classifier,
+  ConcurrencyGate,
+  Coordination,
+  Deadline,
+  Failure,
+  Metrics,
+  Resilient,
+  RetryBudget
+} from "@resilient-ai/policy"
 import {
   Cause,
   Duration,
@@ -7,7 +16,6 @@ import {
   Exit,
   Fiber,
   FiberRef,
-  Layer,
   Logger,
   LogLevel,
   Random,
@@ -20,7 +28,7 @@ import { execFile } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
 import { canary } from "../canary.js"
-import { captureLogs, failureOf, freshTarget, invalidSettings, policyOf, scripted, services } from "./support.js"
+import { captureLogs, failureOf, freshTarget, invalidSettings, Parts, policyOf, scripted, services } from "./support.js"
 
 const serverError = new Failure.ServerError({ status: 500 })
 const millis = (duration: Duration.Duration) => Duration.toMillis(duration)
@@ -57,7 +65,7 @@ describe("Resilient.retry on the real clock (its attempt timeout is a timer of t
   it.live("an attempt cut off by its timeout gives back its own permit, once", () => {
     const target = freshTarget("live-one-release")
     return Effect.gen(function*() {
-      const gate = yield* ConcurrencyGate.ConcurrencyGate
+      const gate = (yield* Parts).gate
       const policy = policyOf({
         target,
         maxAttempts: 1,
@@ -109,7 +117,7 @@ describe("Resilient.retry and the gate's permits", () => {
   it.effect("an attempt cut off by its timeout gives back its own permit, once: another caller's stays held", () => {
     const target = freshTarget("one-release")
     return Effect.gen(function*() {
-      const gate = yield* ConcurrencyGate.ConcurrencyGate
+      const gate = (yield* Parts).gate
       const policy = policyOf({
         target,
         maxAttempts: 1,
@@ -307,7 +315,7 @@ describe("Resilient.retry", () => {
         assert.strictEqual(failure.reason, "retry-after-too-long")
         assert.deepStrictEqual(failure.last, new Failure.RateLimited({ status: 429, retryAfter: Duration.seconds(30) }))
         assert.deepStrictEqual(yield* times, [0])
-        assert.strictEqual((yield* (yield* RetryBudget.RetryBudget).snapshot).retries, 0)
+        assert.strictEqual((yield* (yield* Parts).budget.snapshot).retries, 0)
         const summary = yield* Metrics.summary(target)
         assert.strictEqual(summary.deadlineSkips, 0)
         assert.strictEqual(summary.retries, 0)
@@ -390,7 +398,7 @@ describe("Resilient.retry", () => {
         assert.strictEqual(failure.reason, "retry-after-too-long")
         assert.strictEqual(failure.last._tag, "RateLimited")
         assert.deepStrictEqual(yield* times, [0])
-        assert.strictEqual((yield* (yield* RetryBudget.RetryBudget).snapshot).retries, 0)
+        assert.strictEqual((yield* (yield* Parts).budget.snapshot).retries, 0)
       }).pipe(Effect.provide(services(target)))
     })
   })
@@ -518,7 +526,7 @@ describe("Resilient.retry", () => {
       const target = freshTarget("too-late")
       return Effect.gen(function*() {
         const { attempt, times } = yield* scripted([{ run: Effect.never }])
-        const gate = yield* ConcurrencyGate.ConcurrencyGate
+        const gate = (yield* Parts).gate
         const policy = policyOf({
           target,
           maxAttempts: 1,
@@ -606,7 +614,7 @@ describe("Resilient.retry", () => {
         }])
         const fiber = yield* Effect.fork(attempt.pipe(Resilient.retry(policyOf({ target, replaySafe: true }))))
         yield* TestClock.adjust("1 second")
-        const gate = yield* ConcurrencyGate.ConcurrencyGate
+        const gate = (yield* Parts).gate
         assert.strictEqual((yield* gate.snapshot).inFlight, 1)
         yield* Fiber.interrupt(fiber)
         assert.strictEqual(yield* Ref.get(finalized), 1)
@@ -675,7 +683,7 @@ describe("Resilient.retry", () => {
         assert.match(deferred[0]!.message, /left to the enclosing resilient call/)
         assert.strictEqual(deferred[0]!.annotations.target, innerTarget)
       }).pipe(
-        Effect.provide(Layer.merge(RetryBudget.layerMemory(), ConcurrencyGate.layer({ target: "shared", limit: 10 }))),
+        Effect.provide(services("shared", { gate: { limit: 10 } })),
         Effect.withRandom(Random.make(3))
       )
     })
@@ -704,7 +712,7 @@ describe("Resilient.retry", () => {
         const exit = yield* Fiber.poll(fiber)
         if (exit._tag === "None") return assert.fail("the inner call waited for the gate its outer call holds")
         assert.deepStrictEqual(exit.value, Exit.succeed("ok"))
-        const gate = yield* ConcurrencyGate.ConcurrencyGate
+        const gate = (yield* Parts).gate
         assert.strictEqual((yield* gate.snapshot).inFlight, 0)
       }).pipe(Effect.provide(services("one-gate", { gate: { limit: 1 } })))
     })
@@ -723,8 +731,8 @@ describe("Resilient.retry", () => {
         const policy = policyOf({ target })
         yield* settle(
           attempt.pipe(
-            Resilient.retryWith(policy, { budget, gate: innerGate }),
-            Resilient.retryWith(policy, { budget, gate: outerGate })
+            Resilient.retryWith(policy, Coordination.targetServices({ budget, gate: innerGate })),
+            Resilient.retryWith(policy, Coordination.targetServices({ budget, gate: outerGate }))
           ),
           "1 second"
         )
@@ -742,7 +750,7 @@ describe("Resilient.retry", () => {
         const second = yield* ConcurrencyGate.make({ target: "second", limit: 1 })
         const { attempt } = yield* scripted<string>([{ succeed: "ok" }])
         const through = (gate: ConcurrencyGate.Service, name: string) =>
-          Resilient.retryWith(policyOf({ target: `${target}-${name}` }), { budget, gate })
+          Resilient.retryWith(policyOf({ target: `${target}-${name}` }), Coordination.targetServices({ budget, gate }))
         const call = attempt.pipe(through(first, "inner"), through(second, "middle"), through(first, "outer"))
         const fiber = yield* Effect.fork(Deadline.within(call, "5 seconds"))
         yield* TestClock.adjust(0)
@@ -778,7 +786,7 @@ describe("Resilient.retry", () => {
         assert.deepStrictEqual(yield* times, [0])
         assert.strictEqual((yield* Metrics.summary(target)).budgetExhausted, 1)
       }).pipe(
-        Effect.provide(Layer.merge(RetryBudget.layerDisabled, ConcurrencyGate.layer({ target, limit: 10 })))
+        Effect.provide(services(target, { budget: RetryBudget.disabled, gate: { limit: 10 } }))
       )
     })
 
@@ -809,7 +817,7 @@ describe("Resilient.retry", () => {
         yield* Effect.repeatN(healthy.attempt.pipe(Resilient.retry(policy)), 99)
         const lone = yield* scripted<number>([{ fail: serverError }, { succeed: 2 }])
         assert.deepStrictEqual(yield* settle(lone.attempt.pipe(Resilient.retry(policy)), "1 second"), Exit.succeed(2))
-        const budget = yield* RetryBudget.RetryBudget
+        const budget = (yield* Parts).budget
         assert.deepStrictEqual(yield* budget.snapshot, { successes: 101, retries: 1, allowance: 10.100000000000001 })
       }).pipe(Effect.provide(services(target, { budget: { minPerSecond: 0 } })))
     })
@@ -821,10 +829,11 @@ describe("Resilient.retry", () => {
       return Effect.gen(function*() {
         const seen: Array<string> = []
         const recording: RetryBudget.Service = {
-          tryAcquire: (failure) => Effect.sync(() => (seen.push(`ask after ${failure._tag}`), true)),
+          tryAcquire: (failure) =>
+            Effect.sync(() => (seen.push(`ask after ${(failure as Failure.Failure)._tag}`), true)),
           recordSuccess: (attempts) => Effect.sync(() => void seen.push(`success after ${attempts}`)),
           recordCall: Effect.sync(() => void seen.push("call")),
-          recordFailure: (failure) => Effect.sync(() => void seen.push(`failure ${failure._tag}`)),
+          recordFailure: (failure) => Effect.sync(() => void seen.push(`failure ${(failure as Failure.Failure)._tag}`)),
           snapshot: RetryBudget.unlimited.snapshot
         }
         const gate = yield* ConcurrencyGate.make({ target, limit: 10 })
@@ -833,7 +842,11 @@ describe("Resilient.retry", () => {
           { fail: new Failure.Overloaded({ status: 503 }) },
           { succeed: "ok" }
         ])
-        yield* settle(attempt.pipe(Resilient.retryWith(policyOf({ target }), { budget: recording, gate })))
+        yield* settle(
+          attempt.pipe(
+            Resilient.retryWith(policyOf({ target }), Coordination.targetServices({ budget: recording, gate }))
+          )
+        )
         assert.deepStrictEqual(seen, [
           "call",
           "failure ServerError",
@@ -880,7 +893,7 @@ describe("Resilient.retry", () => {
     it.effect("capacity failures through the combinator degrade the gate and a success starts the ramp", () => {
       const target = freshTarget("degrade")
       return Effect.gen(function*() {
-        const gate = yield* ConcurrencyGate.ConcurrencyGate
+        const gate = (yield* Parts).gate
         const failing = yield* scripted([{ fail: new Failure.Overloaded({ status: 503 }) }])
         const policy = policyOf({ target, maxAttempts: 1 })
         yield* Effect.repeatN(Effect.exit(failing.attempt.pipe(Resilient.retry(policy))), 4)
@@ -895,7 +908,7 @@ describe("Resilient.retry", () => {
     it.effect("an attempt the caller's deadline cuts short is no capacity signal; one its own timeout ends is", () => {
       const target = freshTarget("deadline-cut")
       return Effect.gen(function*() {
-        const gate = yield* ConcurrencyGate.ConcurrencyGate
+        const gate = (yield* Parts).gate
         const { attempt } = yield* scripted<string>([{ run: Effect.never }])
         const late = policyOf({ target, maxAttempts: 1, attemptTimeout: "1 hour" })
         for (let call = 0; call < 5; call++) {
@@ -1074,7 +1087,7 @@ describe("Resilient.retry", () => {
         const { attempt, times } = yield* scripted<string>([{ fail: serverError }, { succeed: "ok" }])
         // No successes yet and no floor: the budget refuses the retry.
         const call: Effect.Effect<string, Failure.CallFailed<Resilient.LastFailure<Failure.Failure>>> = attempt.pipe(
-          Resilient.retryWith(policyOf({ target }), { budget, gate })
+          Resilient.retryWith(policyOf({ target }), Coordination.targetServices({ budget, gate }))
         )
         const failure = failureOf(yield* settle(call))
         assert.strictEqual(failure.reason, "budget")
@@ -1096,7 +1109,10 @@ describe("Resilient.retry", () => {
         const { attempt: failing } = yield* scripted<void>([{ fail: serverError }, { succeed: undefined }])
         yield* settle(
           Effect.zipRight(attempt, failing).pipe(
-            Resilient.retryWith(policyOf({ target }), { budget, gate, attemptRefs: [[level, "attempt"]] })
+            Resilient.retryWith(policyOf({ target }), {
+              ...Coordination.targetServices({ budget, gate }),
+              attemptRefs: [[level, "attempt"]]
+            })
           )
         )
         assert.deepStrictEqual(yield* Ref.get(seen), ["attempt", "attempt"])

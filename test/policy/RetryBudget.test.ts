@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Failure, RetryBudget } from "@resilient-ai/policy"
-import { Duration, Effect, Either, Fiber, Layer, TestClock } from "effect"
+import { Duration, Effect, Either, Fiber, TestClock } from "effect"
 import { invalidSettings, valid } from "./support.js"
 
 /** The failure a retry is asked for after; the ratio budget does not look at it. */
@@ -77,7 +77,7 @@ describe("RetryBudget.settings", () => {
 
   it("fails when the budget is assembled, not on the first retry, and never throws", () => {
     assert.include(invalidSettings(RetryBudget.make({ ratio: -1 })), "ratio")
-    assert.include(invalidSettings(Layer.build(RetryBudget.layerMemory({ buckets: 0 }))), "buckets")
+    assert.include(invalidSettings(RetryBudget.make({ buckets: 0 })), "buckets")
   })
 })
 
@@ -202,17 +202,17 @@ describe("RetryBudget.make", () => {
       assert.isFalse(yield* budget.tryAcquire(anyFailure))
     }))
 
-  it.effect("layerMemory provides a budget driven by the clock", () =>
+  it.effect("make builds a budget driven by the clock", () =>
     Effect.gen(function*() {
       const fiber = yield* Effect.fork(
         Effect.gen(function*() {
-          const budget = yield* RetryBudget.RetryBudget
+          const budget = yield* RetryBudget.make({ minPerSecond: 1 })
           yield* recordTimes(budget, 5_000)
           const before = yield* acquireTimes(budget, 600)
           yield* Effect.sleep("60 seconds")
           const after = yield* acquireTimes(budget, 600)
           return [before, after, yield* budget.snapshot] as const
-        }).pipe(Effect.provide(RetryBudget.layerMemory({ minPerSecond: 1 })))
+        })
       )
       yield* TestClock.adjust("60 seconds")
       const [before, after, snapshot] = yield* Fiber.join(fiber)
@@ -222,11 +222,11 @@ describe("RetryBudget.make", () => {
     }))
 })
 
-describe("RetryBudget.layerDisabled", () => {
-  it.layer(RetryBudget.layerDisabled)((it) => {
+describe("RetryBudget.disabled", () => {
+  const budget = RetryBudget.disabled
+  {
     it.effect("never grants a retry, however many successes", () =>
       Effect.gen(function*() {
-        const budget = yield* RetryBudget.RetryBudget
         assert.isFalse(yield* budget.tryAcquire(anyFailure))
         yield* recordTimes(budget, 10_000)
         assert.strictEqual(yield* acquireTimes(budget, 100), 0)
@@ -234,12 +234,26 @@ describe("RetryBudget.layerDisabled", () => {
 
     it.effect("reports an empty budget allowing nothing", () =>
       Effect.gen(function*() {
-        const budget = yield* RetryBudget.RetryBudget
         yield* recordTimes(budget, 10)
         assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 0, allowance: 0 })
-        assert.strictEqual(budget, RetryBudget.disabled)
       }))
-  })
+  }
+})
+
+describe("RetryBudget.recording", () => {
+  it.effect("records each retry asked for, whether the wrapped budget granted it, and each success", () =>
+    Effect.gen(function*() {
+      const recording = yield* RetryBudget.recording(RetryBudget.disabled)
+      assert.isFalse(yield* recording.tryAcquire(anyFailure))
+      yield* recording.recordSuccess(2)
+      assert.deepStrictEqual(yield* recording.decisions, [
+        { _tag: "Retry", failure: anyFailure, granted: false },
+        { _tag: "Success", attempts: 2 }
+      ])
+      const granting = yield* RetryBudget.recording()
+      assert.isTrue(yield* granting.tryAcquire(anyFailure))
+      assert.deepStrictEqual(yield* granting.decisions, [{ _tag: "Retry", failure: anyFailure, granted: true }])
+    }))
 })
 
 describe("RetryBudget.Window", () => {

@@ -1,6 +1,20 @@
 /** Helpers shared by the policy tests: scripted attempts, their arrival times, captured log lines. */
-import { ConcurrencyGate, type Failure, Resilient, RetryBudget, Settings } from "@resilient-ai/policy"
-import { Cause, Clock, Effect, Either, Exit, FiberRef, HashMap, Layer, List, Logger, Option, Ref } from "effect"
+import { ConcurrencyGate, Coordination, type Failure, Resilient, RetryBudget, Settings } from "@resilient-ai/policy"
+import {
+  Cause,
+  Clock,
+  Context,
+  Effect,
+  Either,
+  Exit,
+  FiberRef,
+  HashMap,
+  Layer,
+  List,
+  Logger,
+  Option,
+  Ref
+} from "effect"
 import type { Scope } from "effect"
 
 /** One scripted attempt: fail with a failure, succeed with a value, or run an effect. */
@@ -34,15 +48,32 @@ export const scripted = <A>(steps: ReadonlyArray<Step<A>>) =>
     return { attempt, arrivals: Ref.get(arrivals), times: Effect.map(Ref.get(arrivals), (all) => all.map((a) => a.at)) }
   })
 
-/** An in-memory budget and an ample queueing gate for `target`; settings that cannot work fail the test. */
+/** The budget and gate a test's calls use, for a test that reads or drives them. */
+export class Parts extends Context.Tag("test/Parts")<Parts, {
+  readonly budget: RetryBudget.Service
+  readonly gate: ConcurrencyGate.Service
+}>() {}
+
+/**
+ * A `Coordination` whose targets all get an in-memory budget and an ample queueing gate for
+ * `target` (or the `budget` given), and the two as `Parts`; settings that cannot work fail the test.
+ */
 export const services = (
   target: string,
-  options: { readonly budget?: RetryBudget.Options; readonly gate?: Partial<ConcurrencyGate.Options> } = {}
-) =>
-  Layer.orDie(Layer.merge(
-    RetryBudget.layerMemory(options.budget),
-    ConcurrencyGate.layer({ target, limit: 100, ...options.gate })
-  ))
+  options: {
+    readonly budget?: RetryBudget.Options | RetryBudget.Service
+    readonly gate?: Partial<ConcurrencyGate.Options>
+  } = {}
+): Layer.Layer<Parts | Coordination.Coordination> =>
+  Layer.unwrapEffect(
+    Effect.gen(function*() {
+      const budget = options.budget !== undefined && "tryAcquire" in options.budget
+        ? options.budget
+        : yield* RetryBudget.make(options.budget as RetryBudget.Options | undefined)
+      const gate = yield* ConcurrencyGate.make({ target, limit: 100, ...options.gate })
+      return Layer.merge(Layer.succeed(Parts, { budget, gate }), Coordination.layerWith({ budget, gate }))
+    }).pipe(Effect.orDie)
+  )
 
 /** A policy for a test: its settings are the test's own, so one that cannot work fails the test. */
 export const policyOf = (options: Resilient.PolicyOptions): Resilient.Policy =>

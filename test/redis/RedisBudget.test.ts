@@ -1,7 +1,7 @@
 import { assert, it } from "@effect/vitest"
 import { Failure, RetryBudget } from "@resilient-ai/policy"
 import { RedisBudget, RedisConnection } from "@resilient-ai/redis"
-import { Effect, Layer, Redacted, TestClock } from "effect"
+import { Effect, Redacted, TestClock } from "effect"
 import { canary } from "../canary.js"
 import { invalidSettings } from "../policy/support.js"
 import { connection, describeRedis, freshPrefix, onOwnConnection, redis } from "./support.js"
@@ -125,16 +125,6 @@ describeRedis("RedisBudget", () => {
       assert.isAtMost(yield* redis((client) => client.hlen(key)), 2 * 10 + 3)
     }).pipe(Effect.provide(connection(prefix)))
   })
-
-  it.effect("provides RetryBudget as a layer", () =>
-    Effect.gen(function*() {
-      const budget = yield* RetryBudget.RetryBudget
-      assert.strictEqual(yield* grants(budget, 3), 2)
-    }).pipe(
-      Effect.provide(
-        RedisBudget.layer({ ...tenSeconds, minPerSecond: 0.2 }).pipe(Layer.provide(connection(freshPrefix())))
-      )
-    ))
 })
 
 // Settings are checked when the budget is made, before any connection is asked for: no Redis needed.

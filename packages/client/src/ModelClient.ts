@@ -24,7 +24,6 @@ import {
   Failure,
   Metrics,
   Resilient,
-  RetryBudget,
   type Settings
 } from "@resilient-ai/policy"
 import * as Clock from "effect/Clock"
@@ -75,28 +74,23 @@ export interface Service {
 /** The client of the application's default target. */
 export class ModelClient extends Context.Tag("@resilient-ai/client/ModelClient")<ModelClient, Service>() {}
 
-/** A target's budget and gate. */
-export interface Services {
-  readonly budget: RetryBudget.Service
-  readonly gate: ConcurrencyGate.Service
-}
+/** A target's state: its budget and gate, and what its calls learn. */
+export type Services = Coordination.TargetServices
 
 /**
- * The budget and gate of `target`, from the `Coordination` in context: in this process by
- * default, shared by the fleet when a `RedisCoordination` layer is provided.
+ * The state of `target` in the `Coordination` in context (this process's memory unless one is
+ * provided): made on first use, then shared by every client of the target and API key.
  */
 export const servicesFor = (target: Target.Target): Effect.Effect<Services, Settings.InvalidSettings> =>
-  Effect.flatMap(Coordination.current, (coordination) =>
-    Effect.zipWith(
-      coordination.budget({ ...target.budget, target: target.name, apiKey: target.apiKey }),
-      coordination.gate({
-        target: target.name,
-        limit: target.concurrency,
-        mode: Target.gateMode(target),
-        apiKey: target.apiKey
-      }),
-      (budget, gate) => ({ budget, gate })
-    ))
+  Effect.flatMap(Coordination.current, (coordination) => {
+    const policy = Target.policyFor(target)
+    return Coordination.servicesOf(coordination, {
+      target: target.name,
+      apiKey: target.apiKey,
+      budget: policy.budget,
+      gate: policy.gate
+    })
+  })
 
 /** A gate that takes no permits but passes what attempts say about capacity to `gate`. */
 const observing = (gate: ConcurrencyGate.Service): ConcurrencyGate.Service => ({
@@ -137,7 +131,6 @@ export const makeWith = (
       connectTimeout: target.connectTimeout
     }
     const http = Context.get(context, HttpClient.HttpClient)
-    const classifier = Target.classifierFor(target)
     const policies = new Map<string, Resilient.Policy>()
     const policyFor = (model: string) => {
       let policy = policies.get(model)
@@ -150,7 +143,7 @@ export const makeWith = (
     // Set on each attempt's fiber as it is made: wrapping the HTTP client instead would copy the
     // fiber's refs twice on every request.
     const attemptRefs = target.propagateTrace ? undefined : [[HttpClient.currentTracerPropagation, false] as const]
-    const resilient = { ...services, classifier, attemptRefs }
+    const resilient: Resilient.TargetServices = { ...services, attemptRefs }
     // A stream takes its permit itself, for its whole length: its attempts only report to the gate.
     const streaming = { ...resilient, gate: observing(services.gate) }
 

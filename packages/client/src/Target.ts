@@ -393,7 +393,10 @@ export const policyFor = (target: Target, model: string = target.model): Resilie
     attemptTimeout,
     // From the model's own timeout: a model allowed 90 ms must not need 100 ms left to start.
     minAttemptTime: target.minAttemptTime ??
-      Duration.min(Duration.millis(100), Duration.divide(attemptTimeout, 2).pipe(Option.getOrThrow))
+      Duration.min(Duration.millis(100), Duration.divide(attemptTimeout, 2).pipe(Option.getOrThrow)),
+    budget: target.budget,
+    gate: { limit: target.concurrency, mode: gateMode(target) },
+    classify: classifierFor(target).classify
   }
 }
 

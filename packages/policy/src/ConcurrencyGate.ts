@@ -16,13 +16,12 @@
  * drives the ramp.
  */
 import * as Cause from "effect/Cause"
-import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
-import * as Layer from "effect/Layer"
+import { dual } from "effect/Function"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { CurrentDeadline } from "./Deadline.js"
@@ -61,17 +60,11 @@ export const outcomeOf = (failure: Failure.Failure): Outcome => {
   }
 }
 
-const failureTagSet: ReadonlySet<string> = new Set(Failure.failureTags)
-
 /** What an effect's exit says about capacity: a success, one of the toolkit's failures, or nothing. */
 export const outcomeOfExit = (exit: Exit.Exit<unknown, unknown>): Outcome => {
   if (Exit.isSuccess(exit)) return "success"
   const failure = Cause.failureOption(exit.cause)
-  if (Option.isNone(failure)) return "neutral"
-  const error = failure.value
-  const isFailure = typeof error === "object" && error !== null && "_tag" in error &&
-    failureTagSet.has(String(error._tag))
-  return isFailure ? outcomeOf(error as Failure.Failure) : "neutral"
+  return Option.isSome(failure) && Failure.isFailure(failure.value) ? outcomeOf(failure.value) : "neutral"
 }
 
 /** Settings of a gate. */
@@ -288,9 +281,6 @@ export interface Service {
   readonly snapshot: Effect.Effect<Snapshot>
 }
 
-/** The concurrency gate of the target being called. */
-export class ConcurrencyGate extends Context.Tag("@resilient-ai/policy/ConcurrencyGate")<ConcurrencyGate, Service>() {}
-
 interface Waiter {
   granted: boolean
   wake: () => void
@@ -484,26 +474,48 @@ export const make = (
       return service
     }))
 
-/** A gate for one process. */
-export const layer = (options: Options): Layer.Layer<ConcurrencyGate, Checked.InvalidSettings> =>
-  Layer.effect(ConcurrencyGate, make(options))
-
-/** A gate with no limit that still tracks health: for callers that want no concurrency bound. */
-export const layerUnbounded = (target: string): Layer.Layer<ConcurrencyGate, Checked.InvalidSettings> =>
-  layer({ target, limit: Number.POSITIVE_INFINITY })
+/**
+ * A gate that never limits and never waits, and tracks nothing: for a test that wants the gate out
+ * of the way (`Coordination.layerWith({ gate: ConcurrencyGate.unbounded })`).
+ */
+export const unbounded: Service = {
+  acquire: () => Effect.void,
+  release: () => Effect.void,
+  tryAcquireNow: () => true,
+  releaseNow: () => {},
+  observe: () => Effect.void,
+  markDegraded: Effect.void,
+  markRecovered: Effect.void,
+  snapshot: Effect.succeed({
+    limit: Number.POSITIVE_INFINITY,
+    inFlight: 0,
+    waiting: 0,
+    health: "steady"
+  })
+}
 
 /**
- * Runs `self` holding a permit of the gate in context. Waiting for the permit is bounded by the
- * current deadline and can be interrupted; the permit is given back however `self` ends.
+ * Runs `self` holding a permit of `gate`, for work that is gated without being retried. Waiting for
+ * the permit is bounded by the current deadline and can be interrupted; the permit is given back,
+ * with what `self`'s exit says about capacity, however `self` ends.
  */
-export const withPermit = <A, E, R>(
-  self: Effect.Effect<A, E, R>
-): Effect.Effect<A, E | Failure.Shed | Failure.DeadlineExceeded, R | ConcurrencyGate> =>
-  Effect.flatMap(
-    Effect.zip(ConcurrencyGate, FiberRef.get(CurrentDeadline)),
-    ([gate, deadline]) =>
-      Effect.uninterruptibleMask((restore) =>
-        Effect.flatMap(restore(gate.acquire(deadline)), () =>
-          Effect.onExit(restore(self), (exit) => gate.release(outcomeOfExit(exit))))
-      )
-  )
+export const withPermit: {
+  (
+    gate: Service
+  ): <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E | Failure.Shed | Failure.DeadlineExceeded, R>
+  <A, E, R>(
+    self: Effect.Effect<A, E, R>,
+    gate: Service
+  ): Effect.Effect<A, E | Failure.Shed | Failure.DeadlineExceeded, R>
+} = dual(
+  2,
+  <A, E, R>(self: Effect.Effect<A, E, R>, gate: Service) =>
+    Effect.flatMap(
+      FiberRef.get(CurrentDeadline),
+      (deadline) =>
+        Effect.uninterruptibleMask((restore) =>
+          Effect.flatMap(restore(gate.acquire(deadline)), () =>
+            Effect.onExit(restore(self), (exit) => gate.release(outcomeOfExit(exit))))
+        )
+    )
+)

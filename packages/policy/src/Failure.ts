@@ -278,6 +278,11 @@ const everyFailureTag: Record<Failure["_tag"], null> = {
 /** The tag of every failure, for reports that list them all. */
 export const failureTags = Object.keys(everyFailureTag) as ReadonlyArray<Failure["_tag"]>
 
+/** Whether `error` is one of the toolkit's failures, rather than an error of the caller's own. */
+export const isFailure = (error: unknown): error is Failure =>
+  typeof error === "object" && error !== null && "_tag" in error && typeof error._tag === "string" &&
+  Object.hasOwn(everyFailureTag, error._tag)
+
 /** Why a retry sequence stopped. */
 export type StopReason =
   /** the failure's verdict was terminal */

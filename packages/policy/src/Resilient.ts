@@ -3,14 +3,18 @@
  * retry budget, deadline, concurrency gate, metrics and a log line per attempt, composed.
  *
  * ```ts
- * const policy = Resilient.policy({ target: "mistral", maxAttempts: 3 })
- * const answer = sendChat(request).pipe(Resilient.retry(policy, { timeout: "20 seconds" }))
+ * const policy = yield* Resilient.policy({ target: "mistral", maxAttempts: 3 })
+ * const answer = yield* sendChat(request).pipe(Resilient.retry(policy, { timeout: "20 seconds" }))
+ * // Any Effect, with its own errors: `classify` judges them, and `CallFailed.last` keeps their type.
+ * const user = yield* findUser(id).pipe(Resilient.retry(db, { classify: (e: DbError) => e.transient ? "retryable" : "terminal" }))
  * ```
  *
- * A policy is plain data; the budget and the gate are services (`RetryBudget`,
- * `ConcurrencyGate`) and the classifier a reference, so a deployment target is the layers
- * composed for it and a test swaps any part. A sequence ends in the attempt's success or in one
- * `CallFailed` that says why it stopped, what failed last and every attempt made.
+ * A policy is data, checked once when it is built. A target's budget and gate come from the
+ * `Coordination` in context (this process's memory unless one is provided), made on first use
+ * from the policy's `budget` and `gate` settings and shared by every call to the target, with what
+ * its calls learn (how long successes take); a test swaps a part with `Coordination.layerWith`. A
+ * sequence ends in the attempt's success or in one `CallFailed` that says why it stopped, what
+ * failed last and every attempt made.
  *
  * Interruption is cancellation: interrupting the caller during an attempt interrupts the attempt
  * and waits for it; during a sleep, no further attempt starts. An interrupt is never turned into
@@ -22,6 +26,7 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
 import type * as FiberId from "effect/FiberId"
@@ -29,7 +34,6 @@ import * as FiberRef from "effect/FiberRef"
 import * as FiberRefs from "effect/FiberRefs"
 import { dual } from "effect/Function"
 import { globalValue } from "effect/GlobalValue"
-import * as Layer from "effect/Layer"
 import * as LogLevel from "effect/LogLevel"
 import type * as MetricLabel from "effect/MetricLabel"
 import * as Option from "effect/Option"
@@ -38,17 +42,16 @@ import type * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Backoff from "./Backoff.js"
 import { Classifier } from "./Classifier.js"
-import type { Service as ClassifierService } from "./Classifier.js"
+import type * as Classifiers from "./Classifier.js"
 import * as ConcurrencyGate from "./ConcurrencyGate.js"
+import * as Coordination from "./Coordination.js"
 import { CurrentDeadline } from "./Deadline.js"
 import * as Failure from "./Failure.js"
 import { startBounded, timedOut } from "./internal/boundedRun.js"
-import * as Metrics from "./Metrics.js"
+import type { TypicalLatency } from "./internal/learned.js"
+import type * as Metrics from "./Metrics.js"
 import * as RetryBudget from "./RetryBudget.js"
 import * as Settings from "./Settings.js"
-
-/** The services a resilient call needs: the target's retry budget and concurrency gate. */
-export type Services = RetryBudget.RetryBudget | ConcurrencyGate.ConcurrencyGate
 
 /** What an attempt knows about itself; transports read it to set timeouts and idempotency keys. */
 export interface AttemptInfo {
@@ -114,6 +117,12 @@ export interface Policy {
   readonly maxRetryAfter: Duration.Duration
   /** Whether ambiguous failures (the request may have run) may be replayed. */
   readonly replaySafe: boolean
+  /** What the target's budget is made from, on its first call, by the `Coordination` in context. */
+  readonly budget: RetryBudget.Options
+  /** What the target's gate is made from, on its first call. */
+  readonly gate: Omit<ConcurrencyGate.Options, "target">
+  /** Judges the toolkit's failures; `undefined`: the `Classifier` in context (`classifyDefault`). */
+  readonly classify: ((failure: Failure.Failure) => Classifiers.Verdict) | undefined
 }
 
 /** Settings of a policy; everything but the target has a default. */
@@ -141,6 +150,12 @@ export interface PolicyOptions {
   readonly maxRetryAfter?: Duration.DurationInput | undefined
   /** Default false. */
   readonly replaySafe?: boolean | undefined
+  /** The target's retry budget. Default: a ratio of 0.1 over 60 seconds, with a floor of 5 a second. */
+  readonly budget?: RetryBudget.Options | undefined
+  /** The target's concurrency gate. Default: no limit on calls in flight (the target's health is still tracked). */
+  readonly gate?: Omit<ConcurrencyGate.Options, "target"> | undefined
+  /** Judges the toolkit's failures, for a provider that speaks differently. Default: the `Classifier` in context. */
+  readonly classify?: ((failure: Failure.Failure) => Classifiers.Verdict) | undefined
 }
 
 /** Whether `schedule` is a `Schedule`, so a settings object cannot pass anything else for one. */
@@ -162,10 +177,32 @@ export const PolicySettings = Schema.Struct({
   attemptTimeout: Settings.withDefault(Settings.positiveDuration, Duration.seconds(60)),
   minAttemptTime: Settings.withDefault(Settings.duration, Duration.millis(100)),
   maxRetryAfter: Settings.withDefault(Settings.duration, Duration.seconds(60)),
-  replaySafe: Settings.withDefault(Settings.flag, false)
+  replaySafe: Settings.withDefault(Settings.flag, false),
+  budget: Settings.withDefault(Schema.Object, {}),
+  gate: Settings.withDefault(Schema.Object, {}),
+  classify: Settings.optional(
+    Schema.declare(
+      (input: unknown): input is (failure: Failure.Failure) => Classifiers.Verdict => typeof input === "function",
+      {
+        message: () => "must be a function"
+      }
+    )
+  )
 }).pipe(Schema.filter((settings) => [
   Settings.notLongerThan(["baseDelay"], settings.baseDelay, ["maxDelay"], settings.maxDelay),
-  Settings.shorterThan(["minAttemptTime"], settings.minAttemptTime, ["attemptTimeout"], settings.attemptTimeout)
+  Settings.shorterThan(["minAttemptTime"], settings.minAttemptTime, ["attemptTimeout"], settings.attemptTimeout),
+  // The budget and gate are made on the target's first call: their settings are checked now.
+  ...Either.match(RetryBudget.settings(settings.budget as RetryBudget.Options), {
+    onLeft: (invalid) => invalid.problems.map((problem) => ({ path: ["budget"], message: problem })),
+    onRight: () => []
+  }),
+  ...Either.match(
+    ConcurrencyGate.settings({ limit: Number.POSITIVE_INFINITY, ...settings.gate, target: settings.target }),
+    {
+      onLeft: (invalid) => invalid.problems.map((problem) => ({ path: ["gate"], message: problem })),
+      onRight: () => []
+    }
+  )
 ]))
 
 const decodePolicy = Settings.validate(PolicySettings, (input) => {
@@ -195,10 +232,13 @@ export const policy = (options: PolicyOptions): Effect.Effect<Policy, Settings.I
     attemptTimeout: settings.attemptTimeout,
     minAttemptTime: settings.minAttemptTime,
     maxRetryAfter: settings.maxRetryAfter,
-    replaySafe: settings.replaySafe
+    replaySafe: settings.replaySafe,
+    budget: settings.budget as RetryBudget.Options,
+    gate: settings.gate as Omit<ConcurrencyGate.Options, "target">,
+    classify: settings.classify
   }))
 
-/** Settings of one call. */
+/** Settings of one call, over the policy's. */
 export interface CallOptions {
   /** Overrides the policy's replay-safety for this call. */
   readonly replaySafe?: boolean | undefined
@@ -206,6 +246,30 @@ export interface CallOptions {
   readonly requestId?: string | undefined
   /** Sets the deadline this far from now, unless the current one is earlier. */
   readonly timeout?: Duration.DurationInput | undefined
+  /**
+   * Overrides the policy's attempt ceiling for this call (a whole number of at least 1; anything
+   * else is a defect of the caller), as openai-node's per-request `maxRetries` does.
+   */
+  readonly maxAttempts?: number | undefined
+}
+
+/**
+ * What a `classify` says about an error: its verdict, and the wait the other side asked for, if it
+ * named one (it wins over the backoff, as a provider's \`Retry-After\` does).
+ */
+export type Judgement =
+  | Classifiers.Verdict
+  | { readonly verdict: Classifiers.Verdict; readonly retryAfter?: Duration.DurationInput | undefined }
+
+/** Settings of one call of an Effect that fails with errors of its own, which `classify` judges. */
+export interface ClassifyOptions<E> extends CallOptions {
+  /**
+   * Judges each error the attempt fails with, as cockatiel's `handleWhen` does: `retryable`,
+   * `terminal`, or `ambiguous` (it may have taken effect; replayed only when the call is
+   * replay-safe). The sequence's own failures (an attempt's timeout, the deadline) are judged by
+   * the policy.
+   */
+  readonly classify: (error: E) => Judgement
 }
 
 /** What an attempt may fail with: a failure, or a nested resilient call's aggregate. */
@@ -214,8 +278,11 @@ export type AttemptError = Failure.Failure | Failure.CallFailed<Failure.Failure>
 /** A nested call's aggregate stands for its last failure. */
 export type Unwrapped<E> = E extends Failure.CallFailed<infer F> ? F : E
 
+/** The failures a sequence adds to its attempts': it ran out of time, or the gate refused it. */
+export type Refusal = Failure.DeadlineExceeded | Failure.Shed | Failure.ReadTimeout
+
 /** What a sequence over attempts failing with `E` can end with. */
-export type LastFailure<E> = Unwrapped<E> | Failure.DeadlineExceeded | Failure.Shed | Failure.ReadTimeout
+export type LastFailure<E> = Unwrapped<E> | Refusal
 
 // The timeouts calls pass, as written ("20 seconds"), read once each: a call is too short-lived to
 // parse its deadline every time. Bounded, in case a program writes a new one per call.
@@ -236,50 +303,11 @@ const randomId = (): string => {
   return crypto?.randomUUID?.() ?? `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 12)}`
 }
 
-/**
- * How long a policy's successful attempts take lately: a moving average, so a slow model gets a
- * higher bar than a fast one without anyone configuring it.
- */
-class TypicalLatency {
-  millis = 0
-  private seen = false
-
-  record(took: number): void {
-    if (!Number.isFinite(took) || took < 0) return
-    this.millis = this.seen ? this.millis + 0.1 * (took - this.millis) : took
-    this.seen = true
-  }
-}
-
-/** What every sequence of one policy shares, looked up once per call. */
-interface PolicyState {
-  readonly metrics: Metrics.TargetMetrics
-  readonly latency: TypicalLatency
-}
-
-const policyStates = globalValue(
-  "@resilient-ai/policy/Resilient/policyStates",
-  () => new WeakMap<Policy, PolicyState>()
-)
-
-const stateOf = (policy: Policy): PolicyState => {
-  let state = policyStates.get(policy)
-  if (state === undefined) {
-    state = { metrics: Metrics.forTarget(policy.target, policy.model), latency: new TypicalLatency() }
-    policyStates.set(policy, state)
-  }
-  return state
-}
-
 /** A FiberRef's value for an attempt's fiber, as `FiberRefs.updateManyAs` takes it. */
 type RefEntry = readonly [FiberRef.FiberRef<any>, readonly [readonly [FiberId.Single, unknown]]]
 
-/** The services of one target, given to `retryWith` instead of being read from the context. */
-export interface TargetServices {
-  readonly budget: RetryBudget.Service
-  readonly gate: ConcurrencyGate.Service
-  /** The target's own classifier; the one in context (by default `Classifier.classifyDefault`) otherwise. */
-  readonly classifier?: ClassifierService | undefined
+/** A target's state, given to `retryWith` instead of being taken from the `Coordination` in context. */
+export interface TargetServices extends Coordination.TargetServices {
   /**
    * FiberRef values every attempt of the target runs with, such as `HttpClient.currentTracerPropagation`:
    * given to each attempt's fiber as it is made, where an `Effect.locally` around every call would
@@ -322,16 +350,47 @@ class Attempt implements AttemptInfo {
   }
 }
 
+/** A judge of the errors an attempt ends with: the policy's classifier, or a call's `classify`. */
+type Judge = (error: unknown) => Judgement
+
+/** How a sequence failure reads in metrics, logs and its history: its tag, or `"Error"`. */
+const kindOf = (error: unknown): string => {
+  const tag = typeof error === "object" && error !== null ? (error as { readonly _tag?: unknown })._tag : undefined
+  return typeof tag === "string" ? tag : "Error"
+}
+
+/** A judgement's verdict and hint; a toolkit failure's hint is the one it carries. */
+const readJudgement = (
+  judgement: Judgement,
+  failure: unknown
+): { readonly verdict: Classifiers.Verdict; readonly hintMillis: number | undefined } => {
+  if (typeof judgement === "string") {
+    const hint = Failure.retryAfterOf(failure)
+    return { verdict: judgement, hintMillis: hint === undefined ? undefined : Duration.toMillis(hint) }
+  }
+  const hint = judgement.retryAfter ?? Failure.retryAfterOf(failure)
+  return { verdict: judgement.verdict, hintMillis: hint === undefined ? undefined : millisOf(hint) }
+}
+
+/** What an attempt's failure says about the target's capacity: only the toolkit's failures say anything. */
+const outcomeOfError = (error: unknown): ConcurrencyGate.Outcome =>
+  Failure.isFailure(error) ? ConcurrencyGate.outcomeOf(error) : "neutral"
+
 /**
  * One resilient call: its attempts, waits and decisions. One object per call, its steps methods,
- * so a call that succeeds at once allocates little beyond its attempt's fiber.
+ * so a call that succeeds at once allocates little beyond its attempt's fiber. A failed attempt
+ * goes through `fail` (metrics, the budget's record), then `decide`: the stop rules, the provider's
+ * hint, the schedule's delay and the deadline, the budget, the sleep, the next attempt.
  */
-class Sequence<A, E extends AttemptError, R> {
+class Sequence<A, E, R> {
   // Attempts run with the caller's flags, not with those of the region that guards the permit.
   readonly callerFlags: RuntimeFlags.RuntimeFlags
   readonly budget: RetryBudget.Service
   readonly gate: ConcurrencyGate.Service
-  readonly classify: ClassifierService["classify"]
+  /** Judges the attempt's own errors. */
+  readonly judge: Judge
+  /** Judges the toolkit's failures, the sequence's own (a timeout, the deadline) included. */
+  readonly classifyFailure: (failure: Failure.Failure) => Classifiers.Verdict
   readonly attemptRefs: TargetServices["attemptRefs"]
   readonly clock: Clock.Clock
   readonly metricLabels: ReadonlyArray<MetricLabel.MetricLabel>
@@ -361,23 +420,25 @@ class Sequence<A, E extends AttemptError, R> {
     readonly self: Effect.Effect<A, E, R>,
     readonly policy: Policy,
     options: CallOptions | undefined,
-    targetServices: TargetServices | undefined,
+    services: TargetServices,
+    judge: Judge | undefined,
     fiber: Fiber.RuntimeFiber<unknown, unknown>,
     callerFlags: RuntimeFlags.RuntimeFlags
   ) {
     this.callerFlags = callerFlags
-    const services = fiber.currentContext as Context.Context<Services>
-    this.budget = targetServices?.budget ?? Context.get(services, RetryBudget.RetryBudget)
-    this.gate = targetServices?.gate ?? Context.get(services, ConcurrencyGate.ConcurrencyGate)
-    this.classify = (targetServices?.classifier ?? Context.get(services, Classifier)).classify
-    this.attemptRefs = targetServices?.attemptRefs
+    this.budget = services.budget
+    this.gate = services.gate
+    this.classifyFailure = policy.classify ?? Context.get(fiber.currentContext as Context.Context<never>, Classifier)
+      .classify
+    this.judge = judge ?? (this.classifyFailure as Judge)
+    this.attemptRefs = services.attemptRefs
     this.clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
     this.metricLabels = fiber.getFiberRef(FiberRef.currentMetricLabels)
     this.minimumLogLevel = fiber.getFiberRef(FiberRef.currentMinimumLogLevel)
     const outer = fiber.getFiberRef(CurrentAttempt)
-    const state = stateOf(policy)
-    this.latency = state.latency
-    this.metrics = state.metrics
+    const model = services.learned.of(policy.target, policy.model)
+    this.latency = model.latency
+    this.metrics = model.metrics
 
     const inheritedDeadline = fiber.getFiberRef(CurrentDeadline)
     this.deadline = options?.timeout === undefined
@@ -396,7 +457,7 @@ class Sequence<A, E extends AttemptError, R> {
       : "acquire" in outerGates
       ? [outerGates, this.gate]
       : [...outerGates, this.gate]
-    this.maxAttempts = this.nested ? 1 : policy.maxAttempts
+    this.maxAttempts = this.nested ? 1 : options?.maxAttempts ?? policy.maxAttempts
     this.replaySafe = options?.replaySafe ?? policy.replaySafe
     // Generated on first use: a first-try success that nobody logs or reads never needs one.
     this.requestId = options?.requestId ?? outer?.requestId
@@ -481,117 +542,153 @@ class Sequence<A, E extends AttemptError, R> {
     return done
   }
 
+  /** Counts a failed attempt and lets the budget see it, then decides what comes next. */
   fail(
     attempt: Attempt,
-    { failure, settled }: AttemptFailure,
+    failed: AttemptFailure,
     took: number,
     delayBefore: number
   ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
-    const last = failure as LastFailure<E>
-    this.lastFailure = last
-    if (!this.nested) this.count(this.metrics.failures(failure._tag))
+    const failure = failed.failure
+    this.lastFailure = failure as LastFailure<E>
+    if (!this.nested) this.count(this.metrics.failures(kindOf(failure)))
     const recordFailure = this.budget.recordFailure
     if (!this.nested && recordFailure !== undefined) {
       return Effect.zipRight(
         recordFailure(failure),
-        Effect.suspend(() => this.decide(attempt, failure, settled, last, took, delayBefore))
+        Effect.suspend(() => this.decide(attempt, failed, took, delayBefore))
       )
     }
-    return this.decide(attempt, failure, settled, last, took, delayBefore)
+    return this.decide(attempt, failed, took, delayBefore)
+  }
+
+  /** The failure's verdict and hint: a nested call that already retried has only stopping left. */
+  judgementOf({ failure, own, settled }: AttemptFailure) {
+    if (settled) return { verdict: "terminal" as const, hintMillis: undefined }
+    return readJudgement(own ? this.classifyFailure(failure as Failure.Failure) : this.judge(failure), failure)
+  }
+
+  /** The rules that end a sequence whatever the clock says, in order; `undefined`: go on. */
+  stopRule(failure: unknown, verdict: Classifiers.Verdict, attempt: number): Failure.StopReason | undefined {
+    if (this.nested) return "deferred"
+    if (Failure.isFailure(failure) && failure._tag === "DeadlineExceeded") return "deadline"
+    if (verdict === "terminal") return Failure.isFailure(failure) && failure._tag === "Shed" ? "shed" : "terminal"
+    if (verdict === "ambiguous" && !this.replaySafe) return "not-replay-safe"
+    if (attempt >= this.maxAttempts) return "attempts"
+    return undefined
+  }
+
+  /**
+   * The provider's hint against the policy's ceiling and the time left: a wait the call cannot afford
+   * says this target cannot serve it in time, while the time left may well be enough for another
+   * target: that is a failover (`retry-after-too-long`), not a deadline.
+   */
+  hintRule(hintMillis: number | undefined): Failure.StopReason | "skip" | undefined {
+    if (hintMillis === undefined) return undefined
+    if (hintMillis > this.maxRetryAfterMillis) return "retry-after-too-long"
+    const now = this.clock.unsafeCurrentTimeMillis()
+    if (this.leavesRoom(now, hintMillis)) return undefined
+    return this.leavesRoom(now, 0) ? "retry-after-too-long" : "skip"
+  }
+
+  /**
+   * The schedule's delay before the next attempt, fitted to the deadline: `undefined` when the
+   * schedule is done, `"skip"` when no sleep leaves the attempt its time. The provider's wait fits
+   * but what the schedule added to it does not: the addition gives way, down to the last moment that
+   * still leaves an attempt its time.
+   */
+  nextDelay(failure: unknown, hintMillis: number | undefined): Effect.Effect<number | "skip" | undefined> {
+    const clock = this.clock
+    return Effect.map(
+      this.policy.schedule.step(clock.unsafeCurrentTimeMillis(), failure as Failure.Failure, this.scheduleState),
+      (step) => {
+        const now = clock.unsafeCurrentTimeMillis()
+        this.scheduleState = step[0]
+        const delay = Backoff.delayOf(step[2], now)
+        if (delay === undefined || this.leavesRoom(now, delay)) return delay
+        if (hintMillis === undefined || !this.leavesRoom(now, hintMillis)) return "skip"
+        return Math.max(hintMillis, Math.ceil(this.deadline - now - this.minAttemptMillis) - 1)
+      }
+    )
   }
 
   decide(
     attempt: Attempt,
-    failure: Failure.Failure,
-    settled: boolean,
-    last: LastFailure<E>,
+    failed: AttemptFailure,
     took: number,
     delayBefore: number
   ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
+    const { failure } = failed
+    const last = failure as LastFailure<E>
     const number = attempt.attempt
+    const status = Failure.statusOf(failure)
+    const kind = kindOf(failure)
     ;(this.history ??= []).push({
       attempt: number,
-      outcome: failure._tag,
-      status: Failure.statusOf(failure),
+      outcome: kind,
+      status,
       latency: Duration.millis(took),
       delayBefore: Duration.millis(delayBefore)
     })
-    const verdict = settled ? "terminal" : this.classify(failure)
-    const hint = Failure.retryAfterOf(failure)
-    const hintMillis = hint === undefined ? undefined : Duration.toMillis(hint)
+    const { hintMillis, verdict } = this.judgementOf(failed)
     const logged = {
       attempt: number,
       durationMs: took,
-      failure: failure._tag,
-      status: Failure.statusOf(failure),
+      failure: kind,
+      status,
       verdict,
       retryAfterMs: hintMillis,
       ...attempt.annotations
     }
-    const stopHere = (reason: Failure.StopReason) =>
-      Effect.zipRight(
+    const stopHere = (reason: Failure.StopReason) => {
+      if (reason === "deferred") {
+        return Effect.zipRight(
+          this.log(LogLevel.Info, "attempt failed; retrying is left to the enclosing resilient call", {
+            ...logged,
+            stop: reason
+          }),
+          this.stop(reason, last)
+        )
+      }
+      return Effect.zipRight(
         this.log(LogLevel.Warning, "attempt failed, stopping", { ...logged, stop: reason }),
         this.stop(reason, last)
       )
-
-    if (this.nested) {
-      return Effect.zipRight(
-        this.log(LogLevel.Info, "attempt failed; retrying is left to the enclosing resilient call", {
-          ...logged,
-          stop: "deferred"
-        }),
-        this.stop("deferred", last)
-      )
     }
-    if (failure._tag === "DeadlineExceeded") return stopHere("deadline")
-    if (verdict === "terminal") return stopHere(failure._tag === "Shed" ? "shed" : "terminal")
-    if (verdict === "ambiguous" && !this.replaySafe) return stopHere("not-replay-safe")
-    if (number >= this.maxAttempts) return stopHere("attempts")
     const skipHere = () => {
       this.count(this.metrics.deadlineSkips)
       return stopHere("deadline")
     }
-    const clock = this.clock
-    if (hintMillis !== undefined) {
-      if (hintMillis > this.maxRetryAfterMillis) return stopHere("retry-after-too-long")
-      // A wait the call cannot afford says this target cannot serve it in time, while the time
-      // left may well be enough for another target: that is a failover, not a deadline.
-      const now = clock.unsafeCurrentTimeMillis()
-      if (!this.leavesRoom(now, hintMillis)) {
-        return this.leavesRoom(now, 0) ? stopHere("retry-after-too-long") : skipHere()
-      }
-    }
 
-    return Effect.flatMap(
-      this.policy.schedule.step(clock.unsafeCurrentTimeMillis(), failure, this.scheduleState),
-      (step) => {
-        const now = clock.unsafeCurrentTimeMillis()
-        this.scheduleState = step[0]
-        let delay = Backoff.delayOf(step[2], now)
-        if (delay === undefined) return stopHere("attempts")
-        if (!this.leavesRoom(now, delay)) {
-          // The provider's wait fits, what the schedule added to it does not: the addition gives
-          // way, down to the last moment that still leaves an attempt its time.
-          if (hintMillis === undefined || !this.leavesRoom(now, hintMillis)) return skipHere()
-          delay = Math.max(hintMillis, Math.ceil(this.deadline - now - this.minAttemptMillis) - 1)
+    const stopped = this.stopRule(failure, verdict, number) ?? this.hintRule(hintMillis)
+    if (stopped === "skip") return skipHere()
+    if (stopped !== undefined) return stopHere(stopped)
+    return Effect.flatMap(this.nextDelay(failure, hintMillis), (delay) => {
+      if (delay === undefined) return stopHere("attempts")
+      if (delay === "skip") return skipHere()
+      return Effect.flatMap(this.budget.tryAcquire(failure), (granted) => {
+        if (!granted) {
+          this.count(this.metrics.budgetExhausted)
+          return stopHere("budget")
         }
-        const sleep = delay
-        return Effect.flatMap(this.budget.tryAcquire(failure), (granted) => {
-          if (!granted) {
-            this.count(this.metrics.budgetExhausted)
-            return stopHere("budget")
-          }
-          this.count(this.metrics.retries)
-          return this.log(LogLevel.Info, "attempt failed, retrying", { ...logged, retryInMs: Math.round(sleep) })
-            .pipe(
-              Effect.zipRight(Effect.sleep(Duration.millis(sleep))),
-              Effect.zipRight(Effect.suspend(() => {
-                this.count(this.metrics.retryDelay, sleep)
-                return this.attemptFrom(number + 1, sleep)
-              }))
-            )
-        })
-      }
+        return this.sleepThenRetry(number + 1, delay, logged)
+      })
+    })
+  }
+
+  /** Sleeps the granted delay, then starts attempt `next`. */
+  sleepThenRetry(
+    next: number,
+    delay: number,
+    logged: Record<string, unknown>
+  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
+    this.count(this.metrics.retries)
+    return this.log(LogLevel.Info, "attempt failed, retrying", { ...logged, retryInMs: Math.round(delay) }).pipe(
+      Effect.zipRight(Effect.sleep(Duration.millis(delay))),
+      Effect.zipRight(Effect.suspend(() => {
+        this.count(this.metrics.retryDelay, delay)
+        return this.attemptFrom(next, delay)
+      }))
     )
   }
 
@@ -618,8 +715,10 @@ class Sequence<A, E extends AttemptError, R> {
       return this.releasing("neutral", Effect.failCause(Cause.stripFailures(exit.cause)))
     }
     const unwrapped = unwrap(failure.value)
-    const outcome = ConcurrencyGate.outcomeOf(unwrapped.failure)
-    return this.releasing(outcome, restore(this.fail(attempt, unwrapped, took, delayBefore)))
+    return this.releasing(
+      outcomeOfError(unwrapped.failure),
+      restore(this.fail(attempt, unwrapped, took, delayBefore))
+    )
   }
 
   /**
@@ -672,7 +771,7 @@ class Sequence<A, E extends AttemptError, R> {
           // signal, a deadline that cut the attempt short is not.
           return this.releasing(
             ConcurrencyGate.outcomeOf(failure),
-            restore(this.fail(attempt, { failure, settled: false }, took, delayBefore))
+            restore(this.fail(attempt, { failure, settled: false, own: true }, took, delayBefore))
           )
         }
       )
@@ -702,15 +801,46 @@ class Sequence<A, E extends AttemptError, R> {
   }
 }
 
-const runSequence = <A, E extends AttemptError, R>(
+/** The target's state for `policy`, from the `Coordination` in the fiber's context, if it is made. */
+const coordinationOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Coordination.Service =>
+  Option.getOrElse(
+    Context.getOption(fiber.currentContext as Context.Context<never>, Coordination.Coordination),
+    () => Coordination.memory
+  )
+
+const badMaxAttempts = (policy: Policy, maxAttempts: number) =>
+  Effect.die(
+    new Settings.InvalidSettings({
+      subject: `call to ${policy.target}`,
+      problems: [`maxAttempts must be an integer >= 1, got ${maxAttempts}`]
+    })
+  )
+
+const runSequence = <A, E, R>(
   self: Effect.Effect<A, E, R>,
   policy: Policy,
   options: CallOptions | undefined,
-  targetServices: TargetServices | undefined
-): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> =>
-  Effect.withFiberRuntime((fiber, status) =>
-    new Sequence(self, policy, options, targetServices, fiber, status.runtimeFlags).start()
-  )
+  given: TargetServices | undefined,
+  judge: Judge | undefined
+): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> => {
+  const maxAttempts = options?.maxAttempts
+  if (maxAttempts !== undefined && !(Number.isInteger(maxAttempts) && maxAttempts >= 1)) {
+    return badMaxAttempts(policy, maxAttempts)
+  }
+  return Effect.withFiberRuntime((fiber, status) => {
+    if (given !== undefined) {
+      return new Sequence(self, policy, options, given, judge, fiber, status.runtimeFlags).start()
+    }
+    const coordination = coordinationOf(fiber)
+    const made = Coordination.madeServices(coordination, policy.target)
+    if (made !== undefined) return new Sequence(self, policy, options, made, judge, fiber, status.runtimeFlags).start()
+    // The target's first call: its budget and gate are made, from settings `policy` already checked.
+    return Effect.flatMap(
+      Effect.orDie(Coordination.servicesOf(coordination, policy)),
+      (services) => runSequence(self, policy, options, services, judge)
+    )
+  })
+}
 
 const definedOnly = (annotations: Record<string, unknown>): Record<string, unknown> => {
   const defined: Record<string, unknown> = {}
@@ -720,43 +850,60 @@ const definedOnly = (annotations: Record<string, unknown>): Record<string, unkno
   return defined
 }
 
-/** An attempt's failure, and whether it was already retried (by a nested call) so only stopping is left. */
+/**
+ * An attempt's failure; whether it was already retried (by a nested call) so only stopping is left;
+ * and whether the sequence made it (a timeout), so the policy judges it rather than a call's `classify`.
+ */
 interface AttemptFailure {
-  readonly failure: Failure.Failure
+  readonly failure: unknown
   readonly settled: boolean
+  readonly own: boolean
 }
 
 /** A nested call's aggregate is unwrapped to its last failure; unless it deferred, it already retried. */
-const unwrap = (error: AttemptError): AttemptFailure =>
-  error._tag === "CallFailed"
-    ? { failure: error.last, settled: error.reason !== "deferred" }
-    : { failure: error, settled: false }
+const unwrap = (error: unknown): AttemptFailure =>
+  error instanceof Failure.CallFailed
+    ? { failure: error.last, settled: error.reason !== "deferred", own: Failure.isFailure(error.last) }
+    : { failure: error, settled: false, own: false }
+
+const isEffect = (args: IArguments | ReadonlyArray<unknown>) => Effect.isEffect(args[0])
 
 /**
  * Makes `self`, one attempt, into a resilient call under `policy`: it is retried while its
  * failures are retryable (ambiguous ones only when replay-safe), the attempt ceiling, the retry
  * budget and the deadline allow, with the schedule's delays; every attempt holds a permit of the
- * target's concurrency gate. The error is one `CallFailed` with the reason, the last failure and
- * the history.
+ * target's concurrency gate. The budget and gate are the target's in the `Coordination` in
+ * context. The error is one `CallFailed` with the reason, the last failure and the history.
+ *
+ * With `classify`, `self` may fail with any error: `classify` judges it, and `CallFailed.last`
+ * keeps its type.
  */
 export const retry: {
+  <E>(policy: Policy, options: ClassifyOptions<E>): <A, E2 extends E, R>(
+    self: Effect.Effect<A, E2, R>
+  ) => Effect.Effect<A, Failure.CallFailed<Unwrapped<E2> | Refusal>, R>
   (policy: Policy, options?: CallOptions): <A, E extends AttemptError, R>(
     self: Effect.Effect<A, E, R>
-  ) => Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R | Services>
+  ) => Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R>
+  <A, E, R>(
+    self: Effect.Effect<A, E, R>,
+    policy: Policy,
+    options: ClassifyOptions<NoInfer<E>>
+  ): Effect.Effect<A, Failure.CallFailed<Unwrapped<E> | Refusal>, R>
   <A, E extends AttemptError, R>(
     self: Effect.Effect<A, E, R>,
     policy: Policy,
     options?: CallOptions
-  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R | Services>
+  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R>
 } = dual(
-  (args) => Effect.isEffect(args[0]),
-  <A, E extends AttemptError, R>(self: Effect.Effect<A, E, R>, policy: Policy, options?: CallOptions) =>
-    runSequence(self, policy, options, undefined)
+  isEffect,
+  <A, E, R>(self: Effect.Effect<A, E, R>, policy: Policy, options?: CallOptions & { readonly classify?: Judge }) =>
+    runSequence(self, policy, options, undefined, options?.classify)
 )
 
 /**
- * `retry` with the target's budget and gate given as values rather than read from the context:
- * for a client that holds the services of several targets at once.
+ * `retry` with the target's state given as a value rather than taken from the `Coordination` in
+ * context: for a client that holds the state of several targets at once.
  */
 export const retryWith: {
   (policy: Policy, services: TargetServices, options?: CallOptions): <A, E extends AttemptError, R>(
@@ -769,28 +916,11 @@ export const retryWith: {
     options?: CallOptions
   ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R>
 } = dual(
-  (args) => Effect.isEffect(args[0]),
+  isEffect,
   <A, E extends AttemptError, R>(
     self: Effect.Effect<A, E, R>,
     policy: Policy,
     services: TargetServices,
     options?: CallOptions
-  ) => runSequence(self, policy, options, services)
+  ) => runSequence(self, policy, options, services, undefined)
 )
-
-/** Settings of the in-memory services of one target. */
-export interface ServicesOptions {
-  readonly target: string
-  readonly budget?: RetryBudget.Options | undefined
-  /** Without a gate setting, in-flight calls are not limited (health is still tracked). */
-  readonly gate?: Omit<ConcurrencyGate.Options, "target"> | undefined
-}
-
-/** The budget and gate of one target, in memory: what a single process needs to run `retry`. */
-export const layerMemory = (
-  options: ServicesOptions
-): Layer.Layer<Services, Settings.InvalidSettings> =>
-  Layer.merge(
-    RetryBudget.layerMemory(options.budget),
-    ConcurrencyGate.layer({ limit: Number.POSITIVE_INFINITY, ...options.gate, target: options.target })
-  )

@@ -12,13 +12,10 @@
  * Redis layer in `@resilient-ai/redis`); `layerDisabled` is for fixed-capacity targets, which
  * should shed instead of retrying.
  */
-import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import type { Failure } from "./Failure.js"
 import { SlidingCounts } from "./internal/slidingWindow.js"
 import * as Checked from "./Settings.js"
 
@@ -39,8 +36,11 @@ export interface Snapshot {
  * compares them): some count every call they see, some spend on every failed attempt.
  */
 export interface Service {
-  /** Asks for one retry after `failure`; when granted, it is counted against the budget. */
-  readonly tryAcquire: (failure: Failure) => Effect.Effect<boolean>
+  /**
+   * Asks for one retry after `failure` (one of the toolkit's failures, or the caller's own error when
+   * a `classify` judged it); when granted, it is counted against the budget.
+   */
+  readonly tryAcquire: (failure: unknown) => Effect.Effect<boolean>
   /** Records one successful call (not attempt: a logical call succeeds once), which took `attempts`. */
   readonly recordSuccess: (attempts: number) => Effect.Effect<void>
   /** `recordSuccess` without an effect, for a budget that keeps its window in this process. */
@@ -48,12 +48,9 @@ export interface Service {
   /** Called once when a logical call starts, before its first attempt. */
   readonly recordCall?: Effect.Effect<void> | undefined
   /** Called for every failed attempt. */
-  readonly recordFailure?: ((failure: Failure) => Effect.Effect<void>) | undefined
+  readonly recordFailure?: ((failure: unknown) => Effect.Effect<void>) | undefined
   readonly snapshot: Effect.Effect<Snapshot>
 }
-
-/** The retry budget of the target being called. */
-export class RetryBudget extends Context.Tag("@resilient-ai/policy/RetryBudget")<RetryBudget, Service>() {}
 
 /** Settings of a ratio budget. */
 export interface Options {
@@ -152,10 +149,6 @@ export const make = (options?: Options): Effect.Effect<Service, Checked.InvalidS
       }
     }))
 
-/** A budget for one process, in memory. */
-export const layerMemory = (options?: Options): Layer.Layer<RetryBudget, Checked.InvalidSettings> =>
-  Layer.effect(RetryBudget, make(options))
-
 /** A budget that never grants a retry: for fixed-capacity targets, which shed rather than retry. */
 export const disabled: Service = {
   tryAcquire: () => Effect.succeed(false),
@@ -173,5 +166,39 @@ export const unlimited: Service = {
   snapshot: Effect.succeed({ successes: 0, retries: 0, allowance: Number.POSITIVE_INFINITY })
 }
 
-/** Provides `disabled`. */
-export const layerDisabled: Layer.Layer<RetryBudget> = Layer.succeed(RetryBudget, disabled)
+/** What a budget was asked, in order: a retry (and whether it was granted), or a success recorded. */
+export type Decision =
+  | { readonly _tag: "Retry"; readonly failure: unknown; readonly granted: boolean }
+  | { readonly _tag: "Success"; readonly attempts: number }
+
+/** A budget that records every decision it is asked for, for a test to read back. */
+export interface Recording extends Service {
+  readonly decisions: Effect.Effect<ReadonlyArray<Decision>>
+}
+
+/**
+ * Wraps `budget` (by default `unlimited`) so every decision asked of it is recorded. Swapped in
+ * with `Coordination.layerWith({ budget: recording })`, it shows which retries a test's calls asked
+ * for and got.
+ */
+export const recording = (budget: Service = unlimited): Effect.Effect<Recording> =>
+  Effect.sync(() => {
+    const decisions: Array<Decision> = []
+    return {
+      tryAcquire: (failure) =>
+        Effect.tap(budget.tryAcquire(failure), (granted) => {
+          decisions.push({ _tag: "Retry", failure, granted })
+        }),
+      recordSuccess: (attempts) =>
+        Effect.zipRight(
+          Effect.sync(() => {
+            decisions.push({ _tag: "Success", attempts })
+          }),
+          budget.recordSuccess(attempts)
+        ),
+      recordCall: budget.recordCall,
+      recordFailure: budget.recordFailure,
+      snapshot: budget.snapshot,
+      decisions: Effect.sync(() => [...decisions])
+    }
+  })

@@ -14,7 +14,6 @@
  */
 import { type Coordination, RetryBudget, Settings } from "@resilient-ai/policy"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import type { Redis } from "ioredis"
 import { keyFor } from "./internal/keys.js"
 import { answered, isVoid, memberTtlMillis, never, register, type Void } from "./internal/script.js"
@@ -225,9 +224,3 @@ const makeChecked = (
     }
   })
 }
-
-/** Provides `RetryBudget` on the fleet's Redis. */
-export const layer = (
-  options: Options
-): Layer.Layer<RetryBudget.RetryBudget, Settings.InvalidSettings, RedisConnection> =>
-  Layer.effect(RetryBudget.RetryBudget, make(options))

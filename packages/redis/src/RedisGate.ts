@@ -17,7 +17,6 @@ import { ConcurrencyGate, type Coordination, Failure, Settings } from "@resilien
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Layer from "effect/Layer"
 import * as Random from "effect/Random"
 import * as Schema from "effect/Schema"
 import type { Redis } from "ioredis"
@@ -359,9 +358,3 @@ const makeChecked = (
     return service
   })
 }
-
-/** Provides `ConcurrencyGate` on the fleet's Redis. */
-export const layer = (
-  options: Options
-): Layer.Layer<ConcurrencyGate.ConcurrencyGate, Settings.InvalidSettings, RedisConnection> =>
-  Layer.effect(ConcurrencyGate.ConcurrencyGate, make(options))

@@ -10,7 +10,15 @@
  * replay timeouts; they do not read `Retry-After`.
  */
 import { Target } from "@resilient-ai/client"
-import { Backoff, Classifier, ConcurrencyGate, type Failure, Resilient, RetryBudget } from "@resilient-ai/policy"
+import {
+  Backoff,
+  Classifier,
+  ConcurrencyGate,
+  Coordination,
+  Failure,
+  Resilient,
+  RetryBudget
+} from "@resilient-ai/policy"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Random from "effect/Random"
@@ -63,6 +71,7 @@ const reference = (
     Effect.orDie(Effect.gen(function*() {
       const budget = yield* options.budget
       const gate = yield* unboundedGate(name)
+      const services = Coordination.targetServices({ budget, gate })
       const policy = yield* Resilient.policy({
         target: name,
         maxAttempts: options.maxAttempts,
@@ -74,7 +83,7 @@ const reference = (
       })
       return (attempt, deadlineMillis) =>
         attempt.pipe(
-          Resilient.retryWith(policy, { budget, gate }, { replaySafe: true }),
+          Resilient.retryWith(policy, services, { replaySafe: true }),
           Effect.timeoutFail({ duration: Duration.millis(deadlineMillis), onTimeout: () => "deadline" as const })
         )
     }))
@@ -109,9 +118,11 @@ export const grpcThrottling = (maxTokens: number, tokenRatio: number): Effect.Ef
     let milli = maxMilli
     return {
       tryAcquire: () => Effect.sync(() => milli * 2 > maxMilli),
+      // The simulated provider fails only with the toolkit's failures.
       recordFailure: (failure) =>
         Effect.map(Classifier.Classifier, ({ classify }) => {
-          if (classify(failure) !== "terminal" || pushedBack(failure)) milli = Math.max(0, milli - 1000)
+          const known = failure as Failure.Failure
+          if (classify(known) !== "terminal" || pushedBack(known)) milli = Math.max(0, milli - 1000)
         }),
       recordSuccess: () =>
         Effect.sync(() => {
@@ -186,7 +197,9 @@ export const awsRetryQuota = (
     return {
       tryAcquire: (failure) =>
         Effect.sync(() => {
-          const cost = failure._tag === "ReadTimeout" || failure._tag === "ConnectTimeout" ? timeoutCost : retryCost
+          const timedOut = Failure.isFailure(failure) &&
+            (failure._tag === "ReadTimeout" || failure._tag === "ConnectTimeout")
+          const cost = timedOut ? timeoutCost : retryCost
           if (quota < cost) return false
           quota -= cost
           return true
@@ -296,7 +309,8 @@ const ours = (
         ...gateOverrides
       })
       const policy = Target.policyFor(target)
-      const services = { budget, gate, classifier: Target.classifierFor(target) }
+      // The target's classifier is in its policy.
+      const services = Coordination.targetServices({ budget, gate })
       return (attempt, deadlineMillis) =>
         attempt.pipe(
           Resilient.retryWith(policy, services, { replaySafe: true, timeout: Duration.millis(deadlineMillis) }),

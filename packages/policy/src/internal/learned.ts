@@ -1,0 +1,41 @@
+/**
+ * What a target's calls learn as they go, per model: how long its successes take lately, and the
+ * handles of its metrics. Part of the target's state (`Coordination.TargetServices`), so every
+ * caller of a target, whatever policy object it holds, learns into one place.
+ */
+import * as Metrics from "../Metrics.js"
+
+/**
+ * How long a model's successful attempts take lately: a moving average, so a slow model gets a
+ * higher bar than a fast one without anyone configuring it.
+ */
+export class TypicalLatency {
+  millis = 0
+  private seen = false
+
+  record(took: number): void {
+    if (!Number.isFinite(took) || took < 0) return
+    this.millis = this.seen ? this.millis + 0.1 * (took - this.millis) : took
+    this.seen = true
+  }
+}
+
+/** One model of a target, as its calls know it. */
+export interface ModelState {
+  readonly latency: TypicalLatency
+  readonly metrics: Metrics.TargetMetrics
+}
+
+/** A target's models, each made on its first call. */
+export class Learned {
+  private readonly models = new Map<string | undefined, ModelState>()
+
+  of(target: string, model: string | undefined): ModelState {
+    let state = this.models.get(model)
+    if (state === undefined) {
+      state = { latency: new TypicalLatency(), metrics: Metrics.forTarget(target, model) }
+      this.models.set(model, state)
+    }
+    return state
+  }
+}
