@@ -359,17 +359,30 @@ const kindOf = (error: unknown): string => {
   return typeof tag === "string" ? tag : "Error"
 }
 
-/** A judgement's verdict and hint; a toolkit failure's hint is the one it carries. */
-const readJudgement = (
-  judgement: Judgement,
-  failure: unknown
-): { readonly verdict: Classifiers.Verdict; readonly hintMillis: number | undefined } => {
-  if (typeof judgement === "string") {
+/** A judgement read: the verdict, the hint in milliseconds, and what the schedule steps on. */
+interface Judged {
+  readonly verdict: Classifiers.Verdict
+  readonly hintMillis: number | undefined
+  /**
+   * The failure, or, for a wait `classify` named, the caller's error with the wait as `retryAfter`:
+   * the schedule reads a hint where a provider's failure carries one.
+   */
+  readonly scheduleInput: unknown
+}
+
+/** A judgement's verdict and hint; without a wait of its own, the hint is the one the failure carries. */
+const readJudgement = (judgement: Judgement, failure: unknown): Judged => {
+  if (typeof judgement === "string" || judgement.retryAfter === undefined) {
+    const verdict = typeof judgement === "string" ? judgement : judgement.verdict
     const hint = Failure.retryAfterOf(failure)
-    return { verdict: judgement, hintMillis: hint === undefined ? undefined : Duration.toMillis(hint) }
+    return { verdict, hintMillis: hint === undefined ? undefined : Duration.toMillis(hint), scheduleInput: failure }
   }
-  const hint = judgement.retryAfter ?? Failure.retryAfterOf(failure)
-  return { verdict: judgement.verdict, hintMillis: hint === undefined ? undefined : millisOf(hint) }
+  const retryAfter = Duration.millis(millisOf(judgement.retryAfter))
+  return {
+    verdict: judgement.verdict,
+    hintMillis: Duration.toMillis(retryAfter),
+    scheduleInput: { _tag: kindOf(failure), error: failure, retryAfter }
+  }
 }
 
 /** What an attempt's failure says about the target's capacity: only the toolkit's failures say anything. */
@@ -563,8 +576,8 @@ class Sequence<A, E, R> {
   }
 
   /** The failure's verdict and hint: a nested call that already retried has only stopping left. */
-  judgementOf({ failure, own, settled }: AttemptFailure) {
-    if (settled) return { verdict: "terminal" as const, hintMillis: undefined }
+  judgementOf({ failure, own, settled }: AttemptFailure): Judged {
+    if (settled) return { verdict: "terminal", hintMillis: undefined, scheduleInput: failure }
     return readJudgement(own ? this.classifyFailure(failure as Failure.Failure) : this.judge(failure), failure)
   }
 
@@ -597,10 +610,10 @@ class Sequence<A, E, R> {
    * but what the schedule added to it does not: the addition gives way, down to the last moment that
    * still leaves an attempt its time.
    */
-  nextDelay(failure: unknown, hintMillis: number | undefined): Effect.Effect<number | "skip" | undefined> {
+  nextDelay(scheduleInput: unknown, hintMillis: number | undefined): Effect.Effect<number | "skip" | undefined> {
     const clock = this.clock
     return Effect.map(
-      this.policy.schedule.step(clock.unsafeCurrentTimeMillis(), failure as Failure.Failure, this.scheduleState),
+      this.policy.schedule.step(clock.unsafeCurrentTimeMillis(), scheduleInput as Failure.Failure, this.scheduleState),
       (step) => {
         const now = clock.unsafeCurrentTimeMillis()
         this.scheduleState = step[0]
@@ -630,7 +643,7 @@ class Sequence<A, E, R> {
       latency: Duration.millis(took),
       delayBefore: Duration.millis(delayBefore)
     })
-    const { hintMillis, verdict } = this.judgementOf(failed)
+    const { hintMillis, scheduleInput, verdict } = this.judgementOf(failed)
     const logged = {
       attempt: number,
       durationMs: took,
@@ -663,7 +676,7 @@ class Sequence<A, E, R> {
     const stopped = this.stopRule(failure, verdict, number) ?? this.hintRule(hintMillis)
     if (stopped === "skip") return skipHere()
     if (stopped !== undefined) return stopHere(stopped)
-    return Effect.flatMap(this.nextDelay(failure, hintMillis), (delay) => {
+    return Effect.flatMap(this.nextDelay(scheduleInput, hintMillis), (delay) => {
       if (delay === undefined) return stopHere("attempts")
       if (delay === "skip") return skipHere()
       return Effect.flatMap(this.budget.tryAcquire(failure), (granted) => {

@@ -8,9 +8,10 @@
  * plentiful and a lone retry goes through; when it is broadly down, successes fall and the
  * allowance falls with them, down to the floor, without anyone deploying anything.
  *
- * The budget is a service so the same policy runs per process (`layerMemory`) or per fleet (the
- * Redis layer in `@resilient-ai/redis`); `layerDisabled` is for fixed-capacity targets, which
- * should shed instead of retrying.
+ * The budget is a service so the same policy runs per process (`make`) or per fleet (`RedisBudget`
+ * in `@resilient-ai/redis`), whichever the `Coordination` in context makes; `disabled` is for
+ * fixed-capacity targets, which should shed instead of retrying, and `unlimited` and `recording`
+ * are for tests.
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"

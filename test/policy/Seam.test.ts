@@ -1,0 +1,234 @@
+/**
+ * What a user of the combinator meets first: any Effect retried with its own errors judged by
+ * `classify`, a call's own attempt ceiling, and the one seam (`Coordination`) through which a
+ * target gets its budget and gate, swapped in a test in one line.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { ConcurrencyGate, Coordination, Failure, Metrics, Resilient, RetryBudget, Settings } from "@resilient-ai/policy"
+import { Cause, Data, Duration, Effect, Exit, Fiber, Option, Random, TestClock } from "effect"
+import { failureOf, freshTarget, policyOf, scripted } from "./support.js"
+
+/** A database's error: the caller's own type, which the toolkit knows nothing about. */
+class DbError extends Data.TaggedError("DbError")<{
+  readonly code: "deadlock" | "unique_violation" | "busy"
+  readonly retryAfterMs?: number
+}> {}
+
+const judgeDb = (error: DbError): Resilient.Judgement =>
+  error.code === "unique_violation"
+    ? "terminal"
+    : error.code === "busy" && error.retryAfterMs !== undefined
+    ? { verdict: "retryable", retryAfter: Duration.millis(error.retryAfterMs) }
+    : "retryable"
+
+const settle = <A, E, R>(effect: Effect.Effect<A, E, R>, by: Duration.DurationInput = "10 minutes") =>
+  Effect.gen(function*() {
+    const fiber = yield* Effect.fork(effect)
+    yield* TestClock.adjust(by)
+    return yield* Fiber.await(fiber)
+  })
+
+/** An attempt that fails with `errors` in order, then succeeds with "row"; the times it started at. */
+const database = (errors: ReadonlyArray<DbError>) =>
+  Effect.gen(function*() {
+    const starts: Array<number> = []
+    const attempt: Effect.Effect<string, DbError> = Effect.suspend(() =>
+      Effect.flatMap(TestClock.currentTimeMillis, (now) => {
+        starts.push(now)
+        const error = errors[starts.length - 1]
+        return error === undefined ? Effect.succeed("row") : Effect.fail(error)
+      })
+    )
+    return { attempt, starts }
+  })
+
+describe("Resilient.retry with classify: any Effect, its errors its own", () => {
+  it.effect("retries what classify calls retryable, with the policy's backoff, and returns the success", () => {
+    const target = freshTarget("db-retry")
+    return Effect.gen(function*() {
+      const { attempt, starts } = yield* database([
+        new DbError({ code: "deadlock" }),
+        new DbError({ code: "deadlock" })
+      ])
+      const policy = policyOf({ target, maxAttempts: 3, baseDelay: "100 millis", maxDelay: "1 second" })
+      const exit = yield* settle(attempt.pipe(Resilient.retry(policy, { classify: judgeDb })))
+      assert.deepStrictEqual(exit, Exit.succeed("row"))
+      assert.strictEqual(starts.length, 3)
+      // Full jitter: each delay within its bound, base·2^n capped.
+      assert.isAtMost(starts[1]! - starts[0]!, 100)
+      assert.isAtMost(starts[2]! - starts[1]!, 200)
+      const summary = yield* Metrics.summary(target)
+      assert.strictEqual(summary.retriesSucceeded, 1)
+      // Counted by the error's own tag, beside the toolkit's failures.
+      assert.strictEqual(Metrics.forTarget(target).failures("DbError").unsafeValue([]).count, 2)
+    }).pipe(Effect.withRandom(Random.make(7)))
+  })
+
+  it.effect("stops at a terminal error; CallFailed.last is the caller's own error, typed", () => {
+    const target = freshTarget("db-terminal")
+    return Effect.gen(function*() {
+      const { attempt, starts } = yield* database([new DbError({ code: "unique_violation" })])
+      const call = attempt.pipe(Resilient.retry(policyOf({ target }), { classify: judgeDb }))
+      const failure = failureOf(yield* settle(call))
+      assert.strictEqual(failure.reason, "terminal")
+      // Typed: `last` is a DbError or one of the sequence's own refusals, nothing else.
+      const last: DbError | Resilient.Refusal = failure.last
+      assert.instanceOf(last, DbError)
+      assert.strictEqual(last._tag === "DbError" ? last.code : undefined, "unique_violation")
+      assert.deepStrictEqual(failure.attempts.map((record) => record.outcome), ["DbError"])
+      assert.strictEqual(starts.length, 1)
+    })
+  })
+
+  it.effect("a wait classify names wins over the backoff, as a provider's Retry-After does", () => {
+    const target = freshTarget("db-hint")
+    return Effect.gen(function*() {
+      const { attempt, starts } = yield* database([new DbError({ code: "busy", retryAfterMs: 3_000 })])
+      const policy = policyOf({ target, baseDelay: "10 millis", maxDelay: "20 millis", hintSpread: 0 })
+      const exit = yield* settle(attempt.pipe(Resilient.retry(policy, { classify: judgeDb })))
+      assert.deepStrictEqual(exit, Exit.succeed("row"))
+      assert.deepStrictEqual(starts, [0, 3_000])
+    })
+  })
+
+  it.effect("the budget, the deadline and the attempt timeout hold as for any call", () => {
+    const target = freshTarget("db-bounds")
+    return Effect.gen(function*() {
+      // A budget that grants nothing: one attempt, reason budget.
+      const refused = yield* database([new DbError({ code: "deadlock" })])
+      const failure = failureOf(
+        yield* settle(
+          refused.attempt.pipe(Resilient.retry(policyOf({ target }), { classify: judgeDb })),
+          "1 minute"
+        ).pipe(Effect.provide(Coordination.layerWith({ budget: RetryBudget.disabled })))
+      )
+      assert.strictEqual(failure.reason, "budget")
+      assert.strictEqual(refused.starts.length, 1)
+
+      // An attempt that hangs is cut at the policy's attempt timeout; the policy, not classify,
+      // judges that ReadTimeout: ambiguous, so not replayed by a call that is not replay-safe.
+      const hangs: Effect.Effect<string, DbError> = Effect.never
+      const timedOut = failureOf(
+        yield* settle(
+          hangs.pipe(Resilient.retry(policyOf({ target: `${target}-hang`, attemptTimeout: "2 seconds" }), {
+            classify: () => "retryable"
+          }))
+        )
+      )
+      assert.strictEqual(timedOut.reason, "not-replay-safe")
+      assert.strictEqual(timedOut.last._tag, "ReadTimeout")
+    })
+  })
+})
+
+describe("a call's own maxAttempts", () => {
+  it.effect("overrides the policy's ceiling, lower or higher, for that call only", () => {
+    const target = freshTarget("per-call-attempts")
+    return Effect.gen(function*() {
+      const policy = policyOf({ target, maxAttempts: 3, baseDelay: "1 millis", maxDelay: "2 millis" })
+      const serverError = new Failure.ServerError({ status: 500 })
+      for (const [maxAttempts, expected] of [[1, 1], [5, 5], [undefined, 3]] as const) {
+        const { attempt, times } = yield* scripted<string>([{ fail: serverError }])
+        const failure = failureOf(yield* settle(attempt.pipe(Resilient.retry(policy, { maxAttempts }))))
+        assert.strictEqual(failure.reason, "attempts")
+        assert.strictEqual((yield* times).length, expected, `maxAttempts ${maxAttempts}`)
+      }
+    }).pipe(Effect.provide(Coordination.layerWith({ budget: RetryBudget.unlimited })))
+  })
+
+  it.effect("one that cannot work is a defect naming it, and no attempt is made", () => {
+    const target = freshTarget("bad-per-call")
+    return Effect.gen(function*() {
+      const { attempt, times } = yield* scripted<string>([{ succeed: "ok" }])
+      for (const maxAttempts of [0, 1.5, Number.NaN]) {
+        const exit = yield* Effect.exit(attempt.pipe(Resilient.retry(policyOf({ target }), { maxAttempts })))
+        assert.isTrue(Exit.isFailure(exit) && Cause.isDie(exit.cause))
+        const defect = Exit.isFailure(exit) ? Option.getOrUndefined(Cause.dieOption(exit.cause)) : undefined
+        assert.instanceOf(defect, Settings.InvalidSettings)
+        assert.include(String((defect as Settings.InvalidSettings).message), "maxAttempts must be an integer >= 1")
+      }
+      assert.strictEqual((yield* times).length, 0)
+    })
+  })
+})
+
+describe("Coordination: the one seam for a target's budget and gate", () => {
+  it.effect("a test swaps the budget in one line, and a recording budget shows what was asked", () => {
+    const target = freshTarget("recorded")
+    return Effect.gen(function*() {
+      const recording = yield* RetryBudget.recording(RetryBudget.disabled)
+      const serverError = new Failure.ServerError({ status: 500 })
+      const { attempt } = yield* scripted<string>([{ fail: serverError }, { succeed: "ok" }])
+      const failure = failureOf(
+        yield* settle(attempt.pipe(Resilient.retry(policyOf({ target })))).pipe(
+          Effect.provide(Coordination.layerWith({ budget: recording }))
+        )
+      )
+      assert.strictEqual(failure.reason, "budget")
+      assert.deepStrictEqual(yield* recording.decisions, [{ _tag: "Retry", failure: serverError, granted: false }])
+    })
+  })
+
+  it.effect("an unbounded gate takes the gate out of the way", () => {
+    const target = freshTarget("ungated")
+    return Effect.gen(function*() {
+      // The policy's own gate would admit one call at a time.
+      const policy = policyOf({ target, gate: { limit: 1, mode: "shed" } })
+      const call = Effect.sleep("1 second").pipe(Effect.as("ok"), Resilient.retry(policy))
+      const shed = yield* settle(Effect.all([call, call].map(Effect.exit), { concurrency: 2 }))
+      assert.deepStrictEqual(
+        Exit.map(shed, (exits) => exits.map((exit) => Exit.isSuccess(exit) ? "ok" : failureOf(exit).reason)),
+        Exit.succeed(["ok", "shed"])
+      )
+      const unbounded = yield* settle(Effect.all([call, call], { concurrency: 2 })).pipe(
+        Effect.provide(Coordination.layerWith({ gate: ConcurrencyGate.unbounded }))
+      )
+      assert.deepStrictEqual(unbounded, Exit.succeed(["ok", "ok"]))
+    })
+  })
+
+  it.effect("two policies of one target share its budget, its gate and what its calls learned", () => {
+    const target = freshTarget("shared-state")
+    return Effect.gen(function*() {
+      const settings = { target, gate: { limit: 1, mode: "shed" as const }, budget: { minPerSecond: 0 } }
+      const first = policyOf(settings)
+      const second = policyOf(settings)
+      assert.notStrictEqual(first, second)
+      // One permit for the target, whichever policy object a call holds.
+      const slow = (policy: Resilient.Policy) => Effect.sleep("1 second").pipe(Effect.as("ok"), Resilient.retry(policy))
+      const both = yield* settle(Effect.all([slow(first), slow(second)].map(Effect.exit), { concurrency: 2 }))
+      assert.deepStrictEqual(
+        Exit.map(both, (exits) => exits.map((exit) => Exit.isSuccess(exit) ? "ok" : failureOf(exit).reason)),
+        Exit.succeed(["ok", "shed"])
+      )
+      // What the first policy's successes taught (they take a second) raises the bar for the
+      // second's: with 900 ms left, its attempt is not started.
+      const skipped = failureOf(
+        yield* settle(Effect.succeed("ok").pipe(Resilient.retry(second, { timeout: "900 millis" })))
+      )
+      assert.strictEqual(skipped.reason, "deadline")
+      assert.deepStrictEqual(skipped.attempts, [])
+    }).pipe(Effect.provide(Coordination.layerMemory))
+  })
+
+  it.effect("each Coordination keeps its own targets: a fresh one shares nothing", () => {
+    const target = freshTarget("isolated")
+    return Effect.gen(function*() {
+      const policy = policyOf({ target, budget: { minPerSecond: 0 } })
+      const serverError = new Failure.ServerError({ status: 500 })
+      const healthy = Effect.succeed("ok").pipe(Resilient.retry(policy))
+      const { attempt } = yield* scripted<string>([{ fail: serverError }, { succeed: "ok" }])
+      const lone = attempt.pipe(Resilient.retry(policy))
+      // Successes in one coordination earn a retry there...
+      const earned = yield* Effect.gen(function*() {
+        yield* Effect.repeatN(healthy, 19)
+        return yield* settle(lone)
+      }).pipe(Effect.provide(Coordination.layerMemory))
+      assert.deepStrictEqual(earned, Exit.succeed("ok"))
+      // ...and none in another, whose budget for the target starts empty.
+      const { attempt: again } = yield* scripted<string>([{ fail: serverError }, { succeed: "ok" }])
+      const refused = yield* settle(again.pipe(Resilient.retry(policy))).pipe(Effect.provide(Coordination.layerMemory))
+      assert.strictEqual(failureOf(refused).reason, "budget")
+    })
+  })
+})
