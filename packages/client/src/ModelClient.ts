@@ -17,26 +17,12 @@
  * API the ids of your traces.
  */
 import * as HttpClient from "@effect/platform/HttpClient"
-import {
-  ConcurrencyGate,
-  Coordination,
-  Deadline,
-  Failure,
-  Metrics,
-  Resilient,
-  type Settings
-} from "@resilient-ai/policy"
-import * as Clock from "effect/Clock"
+import { Coordination, Failure, Resilient, type Settings } from "@resilient-ai/policy"
 import type * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as ExecutionStrategy from "effect/ExecutionStrategy"
-import * as Exit from "effect/Exit"
-import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
-import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as ChatCompletion from "./ChatCompletion.js"
 import * as Embeddings from "./Embeddings.js"
@@ -92,30 +78,6 @@ export const servicesFor = (target: Target.Target): Effect.Effect<Services, Sett
     })
   })
 
-/** A gate that takes no permits but passes what attempts say about capacity to `gate`. */
-const observing = (gate: ConcurrencyGate.Service): ConcurrencyGate.Service => ({
-  ...gate,
-  acquire: () => Effect.void,
-  release: gate.observe,
-  // The gate's own shortcuts would take and give back real permits.
-  tryAcquireNow: () => true,
-  releaseNow: undefined
-})
-
-/** The failure of a stream that could not take a permit, as `retry` reports one for a call. */
-const refusedStream = (
-  target: Target.Target,
-  model: string,
-  refusal: Failure.Shed | Failure.DeadlineExceeded
-): CallFailed => {
-  const metrics = Metrics.forTarget(target.name, model)
-  if (refusal._tag === "Shed") metrics.shed.unsafeUpdate(1, [])
-  else metrics.deadlineSkips.unsafeUpdate(1, [])
-  const reason = refusal._tag === "Shed" ? "shed" : "deadline"
-  metrics.callsFailed(reason).unsafeUpdate(1, [])
-  return new Failure.CallFailed({ reason, last: refusal, attempts: [], target: target.name })
-}
-
 /** A client of `target`, with the given budget and gate. */
 export const makeWith = (
   target: Target.Target,
@@ -144,8 +106,6 @@ export const makeWith = (
     // fiber's refs twice on every request.
     const attemptRefs = target.propagateTrace ? undefined : [[HttpClient.currentTracerPropagation, false] as const]
     const resilient: Resilient.TargetServices = { ...services, attemptRefs }
-    // A stream takes its permit itself, for its whole length: its attempts only report to the gate.
-    const streaming = { ...resilient, gate: observing(services.gate) }
 
     const chat: Service["chat"] = (request, options) => {
       const model = request.model ?? target.model
@@ -186,41 +146,7 @@ export const makeWith = (
         (chunk) => chunk.usage,
         policy.attemptTimeout
       )
-      // Each attempt reads in a scope of its own: a failed attempt's connection closes at once, the
-      // one that delivered the first chunk stays open for the rest of the stream.
-      const attempt = Effect.flatMap(
-        Effect.scope,
-        (outer) =>
-          Effect.flatMap(Scope.fork(outer, ExecutionStrategy.sequential), (scope) =>
-            post.pipe(
-              Scope.extend(scope),
-              Effect.onExit((exit) => Exit.isFailure(exit) ? Scope.close(scope, exit) : Effect.void)
-            ))
-      )
-      const opened = Effect.gen(function*() {
-        const deadline = yield* FiberRef.get(Deadline.CurrentDeadline)
-        const permit = yield* Effect.acquireRelease(
-          Effect.either(Effect.interruptible(services.gate.acquire(deadline))),
-          (taken, exit) =>
-            taken._tag === "Right" ? services.gate.release(ConcurrencyGate.outcomeOfExit(exit)) : Effect.void
-        )
-        if (permit._tag === "Left") return yield* Effect.fail(refusedStream(target, model, permit.left))
-        const { first, rest } = yield* attempt.pipe(
-          Resilient.retryWith(policy, streaming, options)
-        )
-        const whole = Stream.concat(Stream.succeed(first), rest)
-        if (!Number.isFinite(deadline)) return whole
-        // The deadline bounds the whole stream, not only the wait for its first chunk.
-        const passed = Effect.flatMap(Clock.currentTimeMillis, (now) =>
-          Effect.zipRight(
-            Effect.sleep(Duration.millis(Math.max(0, deadline - now))),
-            Effect.fail(new Failure.DeadlineExceeded({ deadline, phase: "attempt" }))
-          ))
-        return Stream.interruptWhen(whole, passed)
-      })
-      return Stream.unwrapScoped(
-        options?.timeout === undefined ? opened : Deadline.within(opened, options.timeout)
-      ).pipe(Stream.provideContext(context))
+      return Resilient.retryStreamWith(post, policy, resilient, options).pipe(Stream.provideContext(context))
     }
 
     return { target, chat, embeddings, chatStream }

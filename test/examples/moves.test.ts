@@ -1,0 +1,91 @@
+/**
+ * The README's "API in three moves", run: each move's code is shown in the README exactly as it is
+ * here (`readme.test.ts` checks), between the harness lines that give it a real server to call.
+ */
+import { describe } from "@effect/vitest"
+import { FaultServer } from "@resilient-ai/testing"
+import { ConfigProvider, Exit } from "effect"
+import { canary } from "../canary.js"
+// The README's imports for the three moves:
+import { NodeHttpClient } from "@effect/platform-node"
+import { assert, it } from "@effect/vitest"
+import { ModelClient, Target } from "@resilient-ai/client"
+import { Coordination, Resilient, RetryBudget } from "@resilient-ai/policy"
+import { Data, Effect, Fiber, Layer, TestClock } from "effect"
+
+// Move 1: call Mistral with a deadline.
+// MISTRAL_BASE_URL, MISTRAL_MODEL, MISTRAL_API_KEY: read and checked when the layer is built.
+const Mistral = ModelClient.layer(Target.managedConfig("MISTRAL")).pipe(Layer.provide(NodeHttpClient.layerUndici))
+
+const haiku = Effect.gen(function*() {
+  const mistral = yield* ModelClient.ModelClient
+  const completion = yield* mistral.chat(
+    { messages: [{ role: "user", content: "A haiku about retries." }] },
+    { timeout: "20 seconds" } // one deadline for every attempt and every wait of this call
+  )
+  return completion.choices[0].message.content
+})
+// End of move 1.
+
+/** The harness's database, `findUser` in the README: deadlocks `deadlocks` times, then finds the user. */
+let deadlocks = 0
+const findUser = (id: string): Effect.Effect<{ readonly id: string }, DbError> =>
+  Effect.suspend(() => deadlocks-- > 0 ? Effect.fail(new DbError({ code: "deadlock" })) : Effect.succeed({ id }))
+
+// Move 2: wrap your own Effect, with errors of its own.
+class DbError extends Data.TaggedError("DbError")<{ readonly code: "deadlock" | "unique_violation" }> {}
+
+const findFortyTwo = Effect.gen(function*() {
+  // Checked once, when the program starts: a setting that cannot work is an InvalidSettings naming it.
+  const usersDb = yield* Resilient.policy({ target: "users-db", maxAttempts: 4, gate: { limit: 16 } })
+  return yield* findUser("42").pipe(
+    Resilient.retry(usersDb, {
+      // Which errors are worth another attempt; `CallFailed.last` stays a DbError.
+      classify: (error: DbError) => (error.code === "deadlock" ? "retryable" : "terminal"),
+      timeout: "2 seconds"
+    })
+  )
+})
+// End of move 2.
+
+describe("the README's three moves", () => {
+  it.scopedLive("move 1: calls the model under one deadline", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ steps: [{ _tag: "Status", status: 503 }, { _tag: "Ok" }] })
+      const environment = ConfigProvider.fromMap(
+        new Map([["MISTRAL_BASE_URL", server.url], ["MISTRAL_MODEL", "mistral-small-latest"], [
+          "MISTRAL_API_KEY",
+          canary
+        ]]),
+        { pathDelim: "_" }
+      )
+      const answer = yield* haiku.pipe(
+        Effect.provide(Mistral),
+        Effect.withConfigProvider(environment),
+        Effect.provide(Coordination.layerMemory)
+      )
+      assert.strictEqual(answer, FaultServer.replyText)
+      assert.strictEqual((yield* server.arrivals).length, 2)
+    }))
+
+  it.effect("move 2: retries the deadlocks, and the budget, gate and deadline apply", () =>
+    Effect.gen(function*() {
+      deadlocks = 2
+      const fiber = yield* Effect.fork(findFortyTwo)
+      yield* TestClock.adjust("1 minute")
+      assert.deepStrictEqual(yield* Fiber.await(fiber), Exit.succeed({ id: "42" }))
+      assert.strictEqual(deadlocks, -1, "three attempts: two deadlocks, then the user")
+    }).pipe(Effect.provide(Coordination.layerMemory)))
+})
+
+// Move 3: swap the budget in a test.
+it.effect("a budget that grants nothing stops the call after its first attempt", () =>
+  Effect.gen(function*() {
+    deadlocks = 1 // the database behind findUser deadlocks once
+    const fiber = yield* Effect.fork(Effect.flip(findFortyTwo))
+    yield* TestClock.adjust("1 minute")
+    const failed = yield* Fiber.join(fiber)
+    assert.strictEqual(failed._tag === "CallFailed" && failed.reason, "budget")
+    assert.strictEqual(failed._tag === "CallFailed" && failed.last._tag, "DbError")
+  }).pipe(Effect.provide(Coordination.layerWith({ budget: RetryBudget.disabled }))))
+// End of move 3.
