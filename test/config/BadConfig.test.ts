@@ -5,9 +5,11 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { ModelClient, Target } from "@resilient-ai/client"
-import { RedisConnection } from "@resilient-ai/redis"
+import { ConcurrencyGate, Coordination, Resilient, RetryBudget, Settings } from "@resilient-ai/policy"
+import { RedisBudget, RedisConnection, RedisCoordination, RedisGate } from "@resilient-ai/redis"
 import { FaultServer } from "@resilient-ai/testing"
-import { Cause, ConfigError, ConfigProvider, Duration, Effect, Exit, Layer, Option } from "effect"
+import { Cause, ConfigError, ConfigProvider, Duration, Effect, Exit, Layer, Option, Redacted } from "effect"
+import type { Scope } from "effect"
 import * as Net from "node:net"
 import { canary } from "../canary.js"
 import { failureOf, HttpLive, quiet } from "../client/support.js"
@@ -33,6 +35,29 @@ const refusal = (
   const message = String(Option.getOrThrow(failure))
   for (const name of names) assert.include(message, name)
   assert.include(message, rule)
+  const rendered = Cause.pretty(exit.cause, { renderErrorCause: true })
+  for (const secret of secrets) {
+    assert.notInclude(message, secret)
+    assert.notInclude(rendered, secret)
+  }
+  return message
+}
+
+/**
+ * Asserts `exit` failed (not died) with an error of class `error` that holds none of `secrets`;
+ * returns its message.
+ */
+const refusedWith = (
+  exit: Exit.Exit<unknown, unknown>,
+  error: new(...args: Array<any>) => { readonly message: string },
+  secrets: ReadonlyArray<string>
+): string => {
+  assert.isTrue(Exit.isFailure(exit), "built, though its settings cannot work")
+  if (Exit.isSuccess(exit)) return ""
+  assert.isFalse(Cause.isDie(exit.cause), `a defect, not a typed error: ${Cause.pretty(exit.cause)}`)
+  const failure = Option.getOrUndefined(Cause.failureOption(exit.cause))
+  assert.instanceOf(failure, error, Cause.pretty(exit.cause))
+  const message = (failure as { readonly message: string }).message
   const rendered = Cause.pretty(exit.cause, { renderErrorCause: true })
   for (const secret of secrets) {
     assert.notInclude(message, secret)
@@ -231,6 +256,90 @@ describe("a target's bad configuration", () => {
     })
   }
 
+  /** The option each variable sets, as the options object names it (`budget.ratio`). */
+  const optionOf: Readonly<Record<string, ReadonlyArray<string>>> = {
+    BASE_URL: ["baseUrl"],
+    MODEL: ["model"],
+    API_KEY: ["apiKey"],
+    ATTEMPT_TIMEOUT: ["attemptTimeout"],
+    ATTEMPT_TIMEOUTS: ["attemptTimeoutByModel"],
+    MAX_ATTEMPTS: ["maxAttempts"],
+    BASE_DELAY: ["baseDelay"],
+    MAX_DELAY: ["maxDelay"],
+    HINT_SPREAD: ["hintSpread"],
+    MAX_RETRY_AFTER: ["maxRetryAfter"],
+    MIN_ATTEMPT_TIME: ["minAttemptTime"],
+    REPLAY_SAFE: ["replaySafe"],
+    PROPAGATE_TRACE: ["propagateTrace"],
+    BUDGET_RATIO: ["budget", "ratio"],
+    BUDGET_MIN_PER_SECOND: ["budget", "minPerSecond"],
+    CONCURRENCY: ["concurrency"],
+    IDEMPOTENCY_HEADER: ["idempotencyHeader"],
+    MAX_RESPONSE_BYTES: ["maxResponseBytes"],
+    CONNECT_TIMEOUT: ["connectTimeout"]
+  }
+  /** How the message names a variable's option: `budget.ratio`, `attemptTimeoutByModel.fast`. */
+  const optionNamed = (variable: string) =>
+    variable.replace(
+      /^(\w+)(?: \((.+)\))?$/,
+      (_, name: string, model?: string) => [...optionOf[name]!, ...(model === undefined ? [] : [model])].join(".")
+    )
+
+  /** Options for `Target.managed`: valid ones with the case's variable set as text, as the environment would. */
+  const optionsOf = (
+    valid: Record<string, unknown>,
+    { value, variable, with: settings = {} }: Case,
+    fill: (text: string) => string
+  ) => {
+    const options: Record<string, unknown> = { ...valid }
+    const set = (name: string, text: string | undefined) => {
+      const path = optionOf[name]!
+      if (path.length === 1) {
+        if (text === undefined) delete options[path[0]!]
+        else options[path[0]!] = fill(text)
+      } else if (text !== undefined) {
+        options[path[0]!] = { ...(options[path[0]!] as object | undefined), [path[1]!]: fill(text) }
+      }
+    }
+    set(variable, value)
+    for (const [name, text] of Object.entries(settings)) set(name, text)
+    return options
+  }
+
+  for (
+    const { constructor, kind } of [
+      { kind: "managed", constructor: Target.managed },
+      { kind: "self-hosted", constructor: Target.selfHosted }
+    ] as const
+  ) {
+    describe(`${kind}, as an options object: the same Schema, the option named, a typed error from the layer`, () => {
+      for (const bad of cases) {
+        if (kind === "self-hosted" && bad.variable === "API_KEY" && bad.value === undefined) continue
+        it.scopedLive(`${optionNamed(bad.variable)} ${bad.value === undefined ? "unset" : JSON.stringify(bad.value)}: ${bad.rule}`, () =>
+          Effect.gen(function*() {
+            const server = yield* FaultServer.make()
+            const host = new URL(server.url).host
+            const fill = (text: string) =>
+              text.replaceAll("{url}", server.url).replaceAll("{host}", host).replaceAll("{secret}", canary)
+            const valid = {
+              name: "mistral",
+              baseUrl: server.url,
+              model: "mistral-small-latest",
+              apiKey: Redacted.make(canary)
+            }
+            const options = optionsOf(valid, bad, fill) as unknown as Target.Options
+            const exit = yield* Layer.build(ModelClient.layer(constructor(options))).pipe(Effect.exit)
+            const message = refusedWith(exit, Settings.InvalidSettings, [canary])
+            for (const name of [bad.variable, ...(bad.alsoNamed ?? [])].map(optionNamed)) assert.include(message, name)
+            assert.include(message, bad.rule)
+            assert.include(message, "target mistral: ")
+            yield* settle
+            assert.strictEqual((yield* server.arrivals).length, 0)
+          }).pipe(Effect.provide(HttpLive)))
+      }
+    })
+  }
+
   it.scopedLive("several bad settings are each named in one message", () =>
     Effect.gen(function*() {
       const server = yield* FaultServer.make()
@@ -379,6 +488,34 @@ describe("the Redis connection's bad configuration", () => {
     })
   }
 
+  const redisOption: Readonly<Record<string, string>> = {
+    URL: "url",
+    KEY_PREFIX: "keyPrefix",
+    COMMAND_TIMEOUT: "commandTimeout",
+    RETRY_AFTER: "retryAfter",
+    FLEET_SIZE: "fleetSize"
+  }
+  describe("as an options object: RedisConnection.layer fails with an InvalidSettings naming the option", () => {
+    for (const bad of cases) {
+      const option = redisOption[bad.variable]!
+      it.scopedLive(`${option} ${bad.value === undefined ? "unset" : JSON.stringify(bad.value)}: ${bad.rule}`, () =>
+        Effect.gen(function*() {
+          const redis = yield* countingServer
+          const fill = (text: string) =>
+            text.replaceAll("{host}", `127.0.0.1:${redis.port}`).replaceAll("{secret}", canary)
+          const options: Record<string, unknown> = { url: Redacted.make(fill("redis://:{secret}@{host}/0")) }
+          if (bad.value === undefined) delete options[option]
+          else options[option] = option === "url" ? Redacted.make(fill(bad.value)) : fill(bad.value)
+          const layer = RedisConnection.layer(options as unknown as RedisConnection.Options)
+          const message = refusedWith(yield* Effect.exit(Layer.build(layer)), Settings.InvalidSettings, [canary])
+          assert.include(message, `redis: ${option} `)
+          assert.include(message, bad.rule)
+          yield* settle
+          assert.strictEqual(redis.connections(), 0)
+        }))
+    }
+  })
+
   it.scopedLive("a good URL does reach the counting server", () =>
     Effect.gen(function*() {
       const redis = yield* countingServer
@@ -388,4 +525,184 @@ describe("the Redis connection's bad configuration", () => {
       )
       assert.isAtLeast(redis.connections(), 1)
     }))
+})
+
+/**
+ * A connection that fails the test if it is used: settings are checked before a component asks the
+ * connection anything.
+ */
+const untouchable = new Proxy({} as RedisConnection.Service, {
+  get: () => {
+    throw new Error("settings must be checked before the connection is used")
+  }
+})
+
+describe("every other constructor and layer: each bad setting is a typed error naming it, never a throw", () => {
+  const shed = { target: "t", limit: 1 } as const
+  /** What is built, the option the message must name, and the rule. */
+  const rows: ReadonlyArray<readonly [string, () => Effect.Effect<unknown, unknown, Scope.Scope>, string, string]> = [
+    ["Resilient.policy target", () => Resilient.policy({ target: "" }), "target", "must not be empty"],
+    [
+      "Resilient.policy maxAttempts",
+      () => Resilient.policy({ target: "t", maxAttempts: 0 }),
+      "maxAttempts",
+      "integer >= 1"
+    ],
+    [
+      "Resilient.policy baseDelay",
+      () => Resilient.policy({ target: "t", baseDelay: "soon" as never }),
+      "baseDelay",
+      "a duration"
+    ],
+    ["Resilient.policy maxDelay", () => Resilient.policy({ target: "t", maxDelay: -1 }), "maxDelay", "not be negative"],
+    [
+      "Resilient.policy hintSpread",
+      () => Resilient.policy({ target: "t", hintSpread: "x" as never }),
+      "hintSpread",
+      "a duration"
+    ],
+    [
+      "Resilient.policy attemptTimeout",
+      () => Resilient.policy({ target: "t", attemptTimeout: 0 }),
+      "attemptTimeout",
+      "positive"
+    ],
+    [
+      "Resilient.policy minAttemptTime",
+      () => Resilient.policy({ target: "t", minAttemptTime: "2 minutes" }),
+      "minAttemptTime",
+      "shorter than attemptTimeout"
+    ],
+    [
+      "Resilient.policy maxRetryAfter",
+      () => Resilient.policy({ target: "t", maxRetryAfter: "x" as never }),
+      "maxRetryAfter",
+      "a duration"
+    ],
+    [
+      "Resilient.policy replaySafe",
+      () => Resilient.policy({ target: "t", replaySafe: "maybe" as never }),
+      "replaySafe",
+      "true or false"
+    ],
+    ["Resilient.policy budget", () => Resilient.policy({ target: "t", budget: { ratio: -1 } }), "budget ratio", ">= 0"],
+    [
+      "Resilient.policy gate",
+      () => Resilient.policy({ target: "t", gate: { limit: 0 } }),
+      "gate limit",
+      "integer >= 1"
+    ],
+    [
+      "Resilient.policy classify",
+      () => Resilient.policy({ target: "t", classify: 3 as never }),
+      "classify",
+      "a function"
+    ],
+    ["RetryBudget.make ratio", () => RetryBudget.make({ ratio: Number.NaN }), "ratio", "a number"],
+    ["RetryBudget.make window", () => RetryBudget.make({ window: 0 }), "window", "positive"],
+    ["RetryBudget.make minPerSecond", () => RetryBudget.make({ minPerSecond: -1 }), "minPerSecond", ">= 0"],
+    ["RetryBudget.make buckets", () => RetryBudget.make({ buckets: 0 }), "buckets", "integer >= 1"],
+    ["ConcurrencyGate.make target", () => ConcurrencyGate.make({ ...shed, target: "" }), "target", "must not be empty"],
+    ["ConcurrencyGate.make limit", () => ConcurrencyGate.make({ ...shed, limit: 0 }), "limit", "integer >= 1"],
+    ["ConcurrencyGate.make mode", () => ConcurrencyGate.make({ ...shed, mode: "drop" as never }), "mode", "queue"],
+    ["ConcurrencyGate.make rampStart", () => ConcurrencyGate.make({ ...shed, rampStart: 0 }), "rampStart", "(0, 1]"],
+    ["ConcurrencyGate.make rampFactor", () => ConcurrencyGate.make({ ...shed, rampFactor: 1 }), "rampFactor", "> 1"],
+    ["ConcurrencyGate.make rampStep", () => ConcurrencyGate.make({ ...shed, rampStep: 0 }), "rampStep", "positive"],
+    [
+      "ConcurrencyGate.make degradeAfter",
+      () => ConcurrencyGate.make({ ...shed, degradeAfter: 0 }),
+      "degradeAfter",
+      "integer >= 1"
+    ],
+    [
+      "ConcurrencyGate.make maxWaiting",
+      () => ConcurrencyGate.make({ ...shed, maxWaiting: -1 }),
+      "maxWaiting",
+      "integer >= 0"
+    ],
+    [
+      "Coordination.servicesOf budget",
+      () => Coordination.servicesOf(Coordination.makeMemory(), { target: "t", budget: { buckets: 0 } }),
+      "buckets",
+      "integer >= 1"
+    ],
+    [
+      "RedisBudget.make buckets",
+      () =>
+        Effect.provideService(
+          RedisBudget.make({ target: "t", buckets: 5_000 }),
+          RedisConnection.RedisConnection,
+          untouchable
+        ),
+      "buckets",
+      "at most 1000"
+    ],
+    [
+      "RedisBudget.make ratio",
+      () =>
+        Effect.provideService(
+          RedisBudget.make({ target: "t", ratio: -1 }),
+          RedisConnection.RedisConnection,
+          untouchable
+        ),
+      "ratio",
+      ">= 0"
+    ],
+    [
+      "RedisGate.make leaseTime",
+      () =>
+        Effect.provideService(RedisGate.make({ ...shed, leaseTime: 0 }), RedisConnection.RedisConnection, untouchable),
+      "leaseTime",
+      "positive"
+    ],
+    [
+      "RedisGate.make pollInterval",
+      () =>
+        Effect.provideService(
+          RedisGate.make({ ...shed, pollInterval: "x" as never }),
+          RedisConnection.RedisConnection,
+          untouchable
+        ),
+      "pollInterval",
+      "a duration"
+    ],
+    [
+      "RedisGate.make limit",
+      () =>
+        Effect.provideService(RedisGate.make({ ...shed, limit: 1.5 }), RedisConnection.RedisConnection, untouchable),
+      "limit",
+      "integer >= 1"
+    ],
+    [
+      "RedisCoordination.layer leaseTime",
+      () =>
+        Layer.build(
+          RedisCoordination.layer({ leaseTime: 0 }).pipe(
+            Layer.provide(Layer.succeed(RedisConnection.RedisConnection, untouchable))
+          )
+        ),
+      "leaseTime",
+      "positive"
+    ],
+    [
+      "RedisCoordination.layer pollInterval",
+      () =>
+        Layer.build(
+          RedisCoordination.layer({ pollInterval: -5 }).pipe(
+            Layer.provide(Layer.succeed(RedisConnection.RedisConnection, untouchable))
+          )
+        ),
+      "pollInterval",
+      "not be negative"
+    ]
+  ]
+  for (const [name, build, option, rule] of rows) {
+    it(`${name}: ${rule}`, () => {
+      // Building must not throw: a throw here fails the test before the assertions.
+      const exit = Effect.runSyncExit(Effect.scoped(Effect.suspend(build)))
+      const message = refusedWith(exit, Settings.InvalidSettings, [])
+      assert.include(message, option)
+      assert.include(message, rule)
+    })
+  }
 })

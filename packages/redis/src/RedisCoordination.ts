@@ -10,7 +10,7 @@
  * )
  * ```
  */
-import { Coordination } from "@resilient-ai/policy"
+import { Coordination, Settings } from "@resilient-ai/policy"
 import type * as ConfigError from "effect/ConfigError"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -27,24 +27,29 @@ export interface Options {
   readonly pollInterval?: Duration.DurationInput | undefined
 }
 
-/** Budgets and gates on the connection in context. */
+const decodeOptions = Settings.validate(RedisGate.LeaseSettings, () => "redis coordination")
+
+/**
+ * Budgets and gates on the connection in context. Its lease settings are checked now, when the
+ * layer is built, not on a target's first call.
+ */
 export const make = (
   options: Options = {}
-): Effect.Effect<Coordination.Service, never, RedisConnection.RedisConnection> =>
-  Effect.map(Effect.context<RedisConnection.RedisConnection>(), (context) => ({
+): Effect.Effect<Coordination.Service, Settings.InvalidSettings, RedisConnection.RedisConnection> =>
+  Effect.zipWith(decodeOptions(options), Effect.context<RedisConnection.RedisConnection>(), (leases, context) => ({
     budget: (budget) => Effect.provide(RedisBudget.make(budget), context),
-    gate: (gate) => Effect.provide(RedisGate.make({ ...options, ...gate }), context)
+    gate: (gate) => Effect.provide(RedisGate.make({ ...leases, ...gate }), context)
   }))
 
 /** Provides `Coordination` on the `RedisConnection` in context. */
 export const layer = (
   options?: Options
-): Layer.Layer<Coordination.Coordination, never, RedisConnection.RedisConnection> =>
+): Layer.Layer<Coordination.Coordination, Settings.InvalidSettings, RedisConnection.RedisConnection> =>
   Layer.effect(Coordination.Coordination, make(options))
 
 /** Provides `Coordination` on a connection read from `RedisConnection.config(prefix)` (default `REDIS_*`). */
 export const layerConfig = (
   prefix?: string,
   options?: Options
-): Layer.Layer<Coordination.Coordination, ConfigError.ConfigError> =>
+): Layer.Layer<Coordination.Coordination, ConfigError.ConfigError | Settings.InvalidSettings> =>
   layer(options).pipe(Layer.provide(RedisConnection.layerConfig(prefix)))

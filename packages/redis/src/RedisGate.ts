@@ -163,8 +163,8 @@ export const make = (
       makeChecked(options, settings, Duration.toMillis(leases.leaseTime), Duration.toMillis(leases.pollInterval))
   )
 
-/** The rules of the lease settings a fleet gate adds to a gate's. */
-const LeaseSettings = Schema.Struct({
+/** The rules of the lease settings a fleet gate adds to a gate's, defaults included. */
+export const LeaseSettings = Schema.Struct({
   leaseTime: Settings.withDefault(Settings.positiveDuration, Duration.minutes(2)),
   pollInterval: Settings.withDefault(Settings.positiveDuration, Duration.millis(100))
 })
