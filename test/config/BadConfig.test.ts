@@ -80,6 +80,21 @@ interface Case {
   readonly alsoNamed?: ReadonlyArray<string> | undefined
 }
 
+/** The rule every reader states for a duration it cannot read, and for one below zero. */
+const durationRule = "must be a duration such as"
+const negativeRule = "must not be negative"
+
+/**
+ * The bad values of a duration setting, the same for every component that reads one (each reads
+ * it with `Settings.duration`): text that is no duration, a negative one, and, when `zeroRule` is
+ * given, zero.
+ */
+const badDurations = (variable: string, zeroRule?: string): ReadonlyArray<Case> => [
+  ...["soon", "30s", "NaN", "Infinity", ""].map((value) => ({ variable, value, rule: durationRule })),
+  ...["-5 seconds", "-100"].map((value) => ({ variable, value, rule: negativeRule })),
+  ...(zeroRule === undefined ? [] : ["0", "0 seconds", "0.0"].map((value) => ({ variable, value, rule: zeroRule })))
+]
+
 /** The name of a case's test: the variable, its value (or that it is unset) and the rule. */
 const nameOf = (prefix: string, { rule, value, variable }: Case) =>
   `${prefix}_${variable} ${value === undefined ? "unset" : JSON.stringify(value)}: ${rule}`
@@ -105,8 +120,6 @@ const environmentOf = (
 describe("a target's bad configuration", () => {
   const exists = "is required"
   const http = "must be an http(s) URL"
-  const duration = "must be a duration such as"
-  const negative = "must not be negative"
   const positive = "must be positive"
   const aNumber = "must be a number"
   const integer = "must be an integer >= 1"
@@ -136,21 +149,14 @@ describe("a target's bad configuration", () => {
     { variable: "API_KEY", value: "{secret}\n", rule: "must not contain spaces, control or non-ASCII characters" },
     { variable: "API_KEY", value: "{secret} x", rule: "must not contain spaces, control or non-ASCII characters" },
     { variable: "API_KEY", value: "{secret}é", rule: "must not contain spaces, control or non-ASCII characters" },
-    { variable: "ATTEMPT_TIMEOUT", value: "0", rule: positive },
-    { variable: "ATTEMPT_TIMEOUT", value: "0 seconds", rule: positive },
-    { variable: "ATTEMPT_TIMEOUT", value: "-5 seconds", rule: negative },
-    { variable: "ATTEMPT_TIMEOUT", value: "soon", rule: duration },
-    { variable: "ATTEMPT_TIMEOUT", value: "30s", rule: duration },
-    { variable: "ATTEMPT_TIMEOUT", value: "NaN", rule: duration },
-    { variable: "ATTEMPT_TIMEOUT", value: "Infinity", rule: duration },
-    { variable: "ATTEMPT_TIMEOUT", value: "", rule: duration },
+    ...badDurations("ATTEMPT_TIMEOUT", positive),
     { variable: "ATTEMPT_TIMEOUTS", value: "mistral-large-latest", rule: pairs },
     { variable: "ATTEMPT_TIMEOUTS", value: "=90 seconds", rule: pairs },
-    { variable: "ATTEMPT_TIMEOUTS", value: "mistral-large-latest=soon", rule: duration },
+    { variable: "ATTEMPT_TIMEOUTS", value: "mistral-large-latest=soon", rule: durationRule },
     { variable: "ATTEMPT_TIMEOUTS", value: "mistral-large-latest=90 seconds, mistral-tiny", rule: pairs },
     { variable: "ATTEMPT_TIMEOUTS", value: "a=1 second=2 seconds", rule: pairs },
     { variable: "ATTEMPT_TIMEOUTS", value: "mistral-tiny=0", rule: positive },
-    { variable: "ATTEMPT_TIMEOUTS", value: "mistral-tiny=-5 seconds", rule: negative },
+    { variable: "ATTEMPT_TIMEOUTS", value: "mistral-tiny=-5 seconds", rule: negativeRule },
     { variable: "ATTEMPT_TIMEOUTS", value: "a=1 second,a=2 seconds", rule: "must name each model once" },
     { variable: "MAX_ATTEMPTS", value: "three", rule: aNumber },
     { variable: "MAX_ATTEMPTS", value: "", rule: aNumber },
@@ -159,9 +165,7 @@ describe("a target's bad configuration", () => {
     { variable: "MAX_ATTEMPTS", value: "-1", rule: integer },
     { variable: "MAX_ATTEMPTS", value: "2.5", rule: integer },
     { variable: "MAX_ATTEMPTS", value: "Infinity", rule: integer },
-    { variable: "BASE_DELAY", value: "-100", rule: negative },
-    { variable: "BASE_DELAY", value: "0", rule: positive },
-    { variable: "BASE_DELAY", value: "a bit", rule: duration },
+    ...badDurations("BASE_DELAY", positive),
     { variable: "BASE_DELAY", value: "1 minute", rule: "must not exceed", alsoNamed: ["MAX_DELAY"] },
     {
       variable: "BASE_DELAY",
@@ -170,17 +174,12 @@ describe("a target's bad configuration", () => {
       with: { MAX_DELAY: "1 second" },
       alsoNamed: ["MAX_DELAY"]
     },
-    { variable: "MAX_DELAY", value: "-1 second", rule: negative },
-    { variable: "MAX_DELAY", value: "forever", rule: duration },
+    ...badDurations("MAX_DELAY"),
     { variable: "MAX_DELAY", value: "0", rule: "must not exceed", alsoNamed: ["BASE_DELAY"] },
     { variable: "MAX_DELAY", value: "100 millis", rule: "must not exceed", alsoNamed: ["BASE_DELAY"] },
-    { variable: "HINT_SPREAD", value: "-1 second", rule: negative },
-    { variable: "HINT_SPREAD", value: "lots", rule: duration },
-    { variable: "MAX_RETRY_AFTER", value: "-1 second", rule: negative },
-    { variable: "MAX_RETRY_AFTER", value: "a while", rule: duration },
-    { variable: "MAX_RETRY_AFTER", value: "Infinity", rule: duration },
-    { variable: "MIN_ATTEMPT_TIME", value: "-100", rule: negative },
-    { variable: "MIN_ATTEMPT_TIME", value: "quick", rule: duration },
+    ...badDurations("HINT_SPREAD"),
+    ...badDurations("MAX_RETRY_AFTER"),
+    ...badDurations("MIN_ATTEMPT_TIME"),
     { variable: "MIN_ATTEMPT_TIME", value: "2 minutes", rule: shorter, alsoNamed: ["ATTEMPT_TIMEOUT"] },
     {
       variable: "MIN_ATTEMPT_TIME",
@@ -222,9 +221,7 @@ describe("a target's bad configuration", () => {
     { variable: "MAX_RESPONSE_BYTES", value: "-1", rule: integer },
     { variable: "MAX_RESPONSE_BYTES", value: "1024.5", rule: integer },
     { variable: "MAX_RESPONSE_BYTES", value: "Infinity", rule: integer },
-    { variable: "CONNECT_TIMEOUT", value: "0", rule: positive },
-    { variable: "CONNECT_TIMEOUT", value: "-3 seconds", rule: negative },
-    { variable: "CONNECT_TIMEOUT", value: "later", rule: duration }
+    ...badDurations("CONNECT_TIMEOUT", positive)
   ]
 
   const targets = [
@@ -437,7 +434,6 @@ const countingServer = Effect.acquireRelease(
 
 describe("the Redis connection's bad configuration", () => {
   const positive = "must be a positive duration"
-  const duration = "must be a duration such as"
   const aUrl = "must be a redis:// URL"
   const scheme = "must start with redis:// or rediss://"
   const keyPrefix = "must be letters, digits and : _ . -"
@@ -455,15 +451,8 @@ describe("the Redis connection's bad configuration", () => {
     { variable: "KEY_PREFIX", value: "", rule: keyPrefix },
     { variable: "KEY_PREFIX", value: "my app", rule: keyPrefix },
     { variable: "KEY_PREFIX", value: "app{1}", rule: keyPrefix },
-    { variable: "COMMAND_TIMEOUT", value: "0", rule: positive },
-    { variable: "COMMAND_TIMEOUT", value: "0.0", rule: positive },
-    { variable: "COMMAND_TIMEOUT", value: "-5", rule: "must not be negative" },
-    { variable: "COMMAND_TIMEOUT", value: "fast", rule: duration },
-    { variable: "COMMAND_TIMEOUT", value: "NaN", rule: duration },
-    { variable: "COMMAND_TIMEOUT", value: "", rule: duration },
-    { variable: "RETRY_AFTER", value: "0 seconds", rule: positive },
-    { variable: "RETRY_AFTER", value: "-1 second", rule: "must not be negative" },
-    { variable: "RETRY_AFTER", value: "later", rule: duration },
+    ...badDurations("COMMAND_TIMEOUT", positive),
+    ...badDurations("RETRY_AFTER", positive),
     { variable: "FLEET_SIZE", value: "0", rule: "must be a whole number of at least 1, got 0" },
     { variable: "FLEET_SIZE", value: "2.5", rule: "must be a whole number of at least 1, got 2.5" },
     { variable: "FLEET_SIZE", value: "many", rule: "must be a whole number of at least 1, got no number" }

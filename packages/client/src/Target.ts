@@ -77,21 +77,22 @@ export interface Target {
   readonly connectTimeout: Duration.Duration
 }
 
-/** Settings of a target; what is left out takes the kind's default. */
-export interface Options {
+/**
+ * Settings of a target; what is left out takes the kind's default. The retry settings are a
+ * policy's (`Resilient.PolicyOptions`), with the kind's defaults; the rest say where and how to call.
+ */
+export interface Options extends
+  Pick<
+    Resilient.PolicyOptions,
+    "maxAttempts" | "baseDelay" | "maxDelay" | "hintSpread" | "maxRetryAfter" | "minAttemptTime" | "replaySafe"
+  >
+{
   readonly name: string
   readonly baseUrl: string
   readonly model: string
   readonly apiKey?: Redacted.Redacted | undefined
   readonly attemptTimeout?: Duration.DurationInput | undefined
   readonly attemptTimeoutByModel?: Readonly<Record<string, Duration.DurationInput>> | undefined
-  readonly maxAttempts?: number | undefined
-  readonly baseDelay?: Duration.DurationInput | undefined
-  readonly maxDelay?: Duration.DurationInput | undefined
-  readonly hintSpread?: Duration.DurationInput | undefined
-  readonly maxRetryAfter?: Duration.DurationInput | undefined
-  readonly minAttemptTime?: Duration.DurationInput | undefined
-  readonly replaySafe?: boolean | undefined
   readonly propagateTrace?: boolean | undefined
   readonly budget?: { readonly ratio?: number | undefined; readonly minPerSecond?: number | undefined } | undefined
   readonly concurrency?: number | undefined
@@ -403,24 +404,8 @@ export const policyFor = (target: Target, model: string = target.model): Resilie
 /** How a full gate behaves: managed targets queue (bounded by the deadline), self-hosted ones shed. */
 export const gateMode = (target: Target): "queue" | "shed" => target.kind === "managed" ? "queue" : "shed"
 
-/**
- * A self-hosted pool's classifier: a failure that reached the pool means the pool is busy, so
- * only failures that never reached it are retried; everything else, ambiguous ones included, ends
- * the call.
- */
-export const selfHostedClassifier: Classifier.Service = {
-  classify: (failure) => {
-    switch (failure._tag) {
-      case "ConnectFailed":
-      case "ConnectTimeout":
-        return "retryable"
-      case "ConnectionReset":
-        return failure.afterSend ? "terminal" : "retryable"
-      default:
-        return "terminal"
-    }
-  }
-}
+/** A self-hosted pool's classifier: `Classifier.classifyFixedCapacity`. */
+export const selfHostedClassifier: Classifier.Service = { classify: Classifier.classifyFixedCapacity }
 
 /** The classifier a target's calls use. */
 export const classifierFor = (target: Target): Classifier.Service =>

@@ -27,6 +27,22 @@ const isQuotaCode = (code: string | undefined) => code !== undefined && Failure.
 const isModelCode = (code: string | undefined) => code !== undefined && Failure.modelUnavailableCodes.has(code)
 
 /**
+ * Whether a failure happened before the request reached the provider (a refused or timed-out
+ * connection, or one reset before the request was sent): nothing ran and nothing was billed.
+ */
+export const neverReached = (failure: Failure.Failure): boolean =>
+  failure._tag === "ConnectFailed" || failure._tag === "ConnectTimeout" ||
+  (failure._tag === "ConnectionReset" && !failure.afterSend)
+
+/**
+ * The table of a fixed-capacity pool: a failure that reached the pool means the pool is busy, so
+ * only failures that never reached it are retried; everything else, ambiguous ones included, ends
+ * the call.
+ */
+export const classifyFixedCapacity = (failure: Failure.Failure): Verdict =>
+  neverReached(failure) ? "retryable" : "terminal"
+
+/**
  * The seeds' classification table. An exhausted quota or an unavailable model is terminal whatever
  * else the response says; otherwise the provider's own verdict (`x-should-retry`), when it sent one,
  * decides over the status.
@@ -41,14 +57,15 @@ export const classifyDefault = (failure: Failure.Failure): Verdict => {
   ) {
     return failure.shouldRetry ? "retryable" : "terminal"
   }
+  if (neverReached(failure)) return "retryable"
   switch (failure._tag) {
     case "ConnectFailed":
     case "ConnectTimeout":
       return "retryable"
     case "ReadTimeout":
-      return "ambiguous"
+    // Reset after the request was sent: it may have run.
     case "ConnectionReset":
-      return failure.afterSend ? "ambiguous" : "retryable"
+      return "ambiguous"
     case "RateLimited":
     case "ServerError":
     case "Overloaded":
