@@ -13,7 +13,8 @@
  *
  * A target's budget and gate are made on first use and then shared by every call to that target
  * (and API key) through the same `Coordination`, so two clients or two policies of one target
- * spend one budget. The API key is passed along so a fleet can share per key (a provider's limits
+ * spend one budget. They are kept for as long as the coordination lives (the process's own, for
+ * the process): a target is a deployment's, few and named in advance, never one per request. The API key is passed along so a fleet can share per key (a provider's limits
  * are per key), and is the implementation's to fingerprint, never to store.
  */
 import * as Context from "effect/Context"
