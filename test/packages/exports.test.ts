@@ -46,9 +46,12 @@ describe("the packages' exports maps", () => {
       "@resilient-ai/redis/internal/script",
       "@resilient-ai/cli/internal/flags",
       "@resilient-ai/cli/internal/colour",
+      "@resilient-ai/testing/internal/faultServerBody",
+      "@resilient-ai/storm/internal/series",
       // Internal helpers that used to be public modules.
       "@resilient-ai/cli/Flags",
-      "@resilient-ai/cli/Progress"
+      "@resilient-ai/cli/Progress",
+      "@resilient-ai/testing/FaultServerBody"
     ]
     for (const specifier of internal) {
       assert.strictEqual(resolves(specifier), "ERR_PACKAGE_PATH_NOT_EXPORTED", specifier)

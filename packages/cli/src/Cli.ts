@@ -84,7 +84,7 @@ const maxRate = 100_000
  * about a minute and 1.3 GB at the bound). The contention experiment grows with their square:
  * 1,000 clients already take minutes.
  */
-export const maxClients = 10_000
+const maxClients = 10_000
 
 const verbose = Options.boolean("verbose").pipe(
   Options.withDescription("Show the policy's log line for every attempt, on stderr (as --log-level debug).")
