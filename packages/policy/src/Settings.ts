@@ -198,7 +198,7 @@ const optionLabel = (path: Path): string => path.map(String).join(".")
 const mark = "\u0001"
 const marked = new RegExp(`${mark}([^${mark}]*)${mark}`, "g")
 
-/** Names another setting in a rule (`must not exceed ${Settings.other(["maxDelay"])}`), as the reader names it. */
+/** Names another setting in a rule (`must not exceed ${other(["maxDelay"])}`), as the reader names it. */
 const other = (path: Path): string => `${mark}${JSON.stringify(path.map(String))}${mark}`
 
 const durationIssue = (
