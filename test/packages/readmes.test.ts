@@ -7,15 +7,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { readFileSync } from "node:fs"
 import ts from "typescript"
+import { packages, publicModules, read } from "./support.js"
 
-const packages = ["policy", "client", "redis", "testing", "storm", "cli"] as const
 const packagesDir = new URL("../../packages/", import.meta.url)
-const read = (url: URL) => readFileSync(url, "utf8")
-
-/** The modules a package's index re-exports: its public surface. */
-const publicModules = (name: string): ReadonlyArray<string> =>
-  [...read(new URL(`${name}/src/index.ts`, packagesDir)).matchAll(/export \* as (\w+) from "\.\/(\w+)\.js"/g)]
-    .map((match) => match[2]!)
 
 const isExported = (statement: ts.Statement) =>
   ts.canHaveModifiers(statement) &&
@@ -29,7 +23,7 @@ const hasDoc = (node: ts.Node) =>
  * schema and its type) needs one, and a re-exported name has the one where it is declared.
  */
 const exportsOf = (file: URL): ReadonlyMap<string, boolean> => {
-  const source = ts.createSourceFile(file.pathname, read(file), ts.ScriptTarget.ES2022, true)
+  const source = ts.createSourceFile(file.pathname, readFileSync(file, "utf8"), ts.ScriptTarget.ES2022, true)
   const names = new Map<string, boolean>()
   const add = (name: string, documented: boolean) => names.set(name, names.get(name) === true || documented)
   for (const statement of source.statements) {
@@ -64,7 +58,7 @@ const exportsOf = (file: URL): ReadonlyMap<string, boolean> => {
 const listed = (name: string): ReadonlyMap<string, ReadonlyArray<string>> => {
   const modules = new Map<string, Array<string>>()
   let current: Array<string> | undefined
-  for (const line of read(new URL(`${name}/README.md`, packagesDir)).split("\n")) {
+  for (const line of read(`${name}/README.md`).split("\n")) {
     if (line.startsWith("## ")) {
       const module = /^## `(\w+)`$/.exec(line)?.[1]
       current = module === undefined ? undefined : []
