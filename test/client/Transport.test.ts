@@ -126,6 +126,23 @@ describe("Transport requests", () => {
         "{\"model\":\"d\"}"
       ])
     }))
+
+  it.effect("postJson sends with the HTTP client in context, and decodes the body with the schema", () =>
+    Effect.gen(function*() {
+      const sent: Array<string> = []
+      const client = HttpClient.make((request) => {
+        sent.push(request.url)
+        const body = request.url.endsWith("/broken") ? "{\"ok\":\"yes\"}" : "{\"ok\":true}"
+        return Effect.succeed(HttpClientResponse.fromWeb(request, new Response(body)))
+      })
+      const post = (path: string) =>
+        Transport.postJson(endpoint, path, {}, Ok, () => undefined).pipe(
+          Effect.provideService(HttpClient.HttpClient, client)
+        )
+      assert.deepStrictEqual(yield* post("/chat/completions"), { ok: true })
+      assert.strictEqual((yield* Effect.flip(post("/broken")))._tag, "ContractViolation")
+      assert.deepStrictEqual(sent, ["http://127.0.0.1:1/v1/chat/completions", "http://127.0.0.1:1/v1/broken"])
+    }))
 })
 
 describe("Transport.serverSentEvents", () => {

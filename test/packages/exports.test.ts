@@ -1,17 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
-import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
+import { packages, publicModules, read } from "./support.js"
 
 // Node's own resolution, as an application that installed the packages gets it (vitest's aliases
 // map the names to sources and would not see an exports map at all).
 const require = createRequire(import.meta.url)
-const packages = ["policy", "client", "redis", "testing", "storm", "cli"] as const
-
-const read = (path: string) => readFileSync(new URL(`../../packages/${path}`, import.meta.url), "utf8")
-
-/** The modules a package's index re-exports: its public surface. */
-const publicModules = (name: string) =>
-  [...read(`${name}/src/index.ts`).matchAll(/export \* as (\w+) from "\.\/(\w+)\.js"/g)].map((match) => match[2]!)
 
 const resolves = (specifier: string): string => {
   try {
@@ -46,9 +39,12 @@ describe("the packages' exports maps", () => {
       "@resilient-ai/redis/internal/script",
       "@resilient-ai/cli/internal/flags",
       "@resilient-ai/cli/internal/colour",
+      "@resilient-ai/testing/internal/faultServerBody",
+      "@resilient-ai/storm/internal/series",
       // Internal helpers that used to be public modules.
       "@resilient-ai/cli/Flags",
-      "@resilient-ai/cli/Progress"
+      "@resilient-ai/cli/Progress",
+      "@resilient-ai/testing/FaultServerBody"
     ]
     for (const specifier of internal) {
       assert.strictEqual(resolves(specifier), "ERR_PACKAGE_PATH_NOT_EXPORTED", specifier)

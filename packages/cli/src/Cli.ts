@@ -5,6 +5,7 @@
  *   reports what the failure path cost, as a table or one JSON object.
  * - `faults` serves the fault server with a plan read from a JSON file, until interrupted.
  * - `demo` runs a load against the fault server with a realistic bad few seconds, and explains it.
+ * - `storm` runs the storm simulator's scenarios under every policy and writes the report.
  *
  * Stdout carries only the report; progress and log lines go to stderr, colour only to a terminal
  * (and never with `NO_COLOR`). Usage mistakes (a bad flag value, named with what it accepts; an
@@ -84,7 +85,7 @@ const maxRate = 100_000
  * about a minute and 1.3 GB at the bound). The contention experiment grows with their square:
  * 1,000 clients already take minutes.
  */
-export const maxClients = 10_000
+const maxClients = 10_000
 
 const verbose = Options.boolean("verbose").pipe(
   Options.withDescription("Show the policy's log line for every attempt, on stderr (as --log-level debug).")

@@ -10,7 +10,7 @@
 import * as Schema from "effect/Schema"
 
 /** Why the model stopped: the common values, and any other string a provider adds (Mistral's `model_length`). */
-export const FinishReason = Schema.String.annotations({ identifier: "FinishReason" })
+const FinishReason = Schema.String.annotations({ identifier: "FinishReason" })
 
 /** A function call the model asks for. `arguments` is JSON text, exactly as the model wrote it. */
 export const ToolCall = Schema.Struct({
@@ -24,20 +24,18 @@ export const ToolCall = Schema.Struct({
 export type ToolCall = typeof ToolCall.Type
 
 /** Tokens the provider counted, and billed. */
-export const Usage = Schema.Struct({
+const Usage = Schema.Struct({
   prompt_tokens: Schema.Number,
   completion_tokens: Schema.Number,
   total_tokens: Schema.Number
 }).annotations({ identifier: "Usage" })
-export type Usage = typeof Usage.Type
 
 /** The assistant's answer in a completion. */
-export const AssistantMessage = Schema.Struct({
+const AssistantMessage = Schema.Struct({
   role: Schema.Literal("assistant"),
   content: Schema.NullOr(Schema.String),
   tool_calls: Schema.optional(Schema.NullOr(Schema.Array(ToolCall)))
 }).annotations({ identifier: "AssistantMessage" })
-export type AssistantMessage = typeof AssistantMessage.Type
 
 /** The fields a completion and each of its streamed chunks start with. */
 const envelope = <Name extends string>(object: Name) => ({
@@ -60,7 +58,7 @@ export const ChatCompletion = Schema.Struct({
 export type ChatCompletion = typeof ChatCompletion.Type
 
 /** A tool call as it arrives in pieces in a stream: everything but the index may be absent. */
-export const ToolCallDelta = Schema.Struct({
+const ToolCallDelta = Schema.Struct({
   index: Schema.Number,
   id: Schema.optional(Schema.String),
   type: Schema.optional(Schema.Literal("function")),

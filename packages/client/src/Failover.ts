@@ -21,7 +21,7 @@ import * as Stream from "effect/Stream"
 import type * as ModelClient from "./ModelClient.js"
 
 /** Stop reasons after which another target may serve the call. */
-export const failsOverOn: ReadonlySet<Failure.StopReason> = new Set([
+const failsOverOn: ReadonlySet<Failure.StopReason> = new Set([
   "attempts",
   "budget",
   "shed",

@@ -61,13 +61,13 @@ export interface Service {
 export class ModelClient extends Context.Tag("@resilient-ai/client/ModelClient")<ModelClient, Service>() {}
 
 /** A target's state: its budget and gate, and what its calls learn. */
-export type Services = Coordination.TargetServices
+type Services = Coordination.TargetServices
 
 /**
  * The state of `target` in the `Coordination` in context (this process's memory unless one is
  * provided): made on first use, then shared by every client of the target and API key.
  */
-export const servicesFor = (target: Target.Target): Effect.Effect<Services, Settings.InvalidSettings> =>
+const servicesFor = (target: Target.Target): Effect.Effect<Services, Settings.InvalidSettings> =>
   Effect.flatMap(Coordination.current, (coordination) => {
     const policy = Target.policyFor(target)
     return Coordination.servicesOf(coordination, {
@@ -79,7 +79,7 @@ export const servicesFor = (target: Target.Target): Effect.Effect<Services, Sett
   })
 
 /** A client of `target`, with the given budget and gate. */
-export const makeWith = (
+const makeWith = (
   target: Target.Target,
   services: Services
 ): Effect.Effect<Service, never, HttpClient.HttpClient> =>
@@ -156,6 +156,14 @@ export const makeWith = (
  * A client of `target`: a checked target, or the effect that checks one (`Target.managed(options)`,
  * `Target.managedConfig(prefix)`), whose failure is the client's. Its budget and gate come from the
  * `Coordination` in context: in this process unless one is provided.
+ *
+ * ```ts
+ * class Pool extends Context.Tag("app/Pool")<Pool, ModelClient.Service>() {}
+ * const PoolLive = Layer.effect(
+ *   Pool,
+ *   ModelClient.make(Target.selfHosted({ name: "pool", baseUrl: "http://gpu-pool:8000/v1", model: "mistral-small" }))
+ * )
+ * ```
  */
 export const make = <E = never, R = never>(
   target: Target.Target | Effect.Effect<Target.Target, E, R>

@@ -25,16 +25,15 @@ const Fields = {
 }
 
 /** OpenAI's shape. */
-export const OpenAiError = Schema.Struct({ error: Schema.Struct(Fields) }).annotations({ identifier: "OpenAiError" })
+const OpenAiError = Schema.Struct({ error: Schema.Struct(Fields) }).annotations({ identifier: "OpenAiError" })
 
 /** Mistral's shape. */
-export const MistralError = Schema.Struct({ object: Schema.Literal("error"), ...Fields }).annotations({
+const MistralError = Schema.Struct({ object: Schema.Literal("error"), ...Fields }).annotations({
   identifier: "MistralError"
 })
 
 /** Either shape. */
-export const ProviderError = Schema.Union(OpenAiError, MistralError)
-export type ProviderError = typeof ProviderError.Type
+const ProviderError = Schema.Union(OpenAiError, MistralError)
 
 /** What an error body said, whichever shape it had. */
 export interface Details {

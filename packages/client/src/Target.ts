@@ -198,7 +198,7 @@ const baseUrlProblem = (value: string): string | undefined => {
 }
 
 /** Whether `value` is an absolute http or https URL. */
-export const isHttpUrl = (value: string): boolean => {
+const isHttpUrl = (value: string): boolean => {
   try {
     const url = new URL(value)
     return url.protocol === "http:" || url.protocol === "https:"
@@ -337,7 +337,7 @@ const settingsFor = (kind: Kind) => {
 }
 
 /** The rules of each kind's settings, defaults included: what `managed`, `selfHosted` and `config` check. */
-export const settings: Readonly<Record<Kind, Schema.Schema<Target, unknown>>> = {
+const settings: Readonly<Record<Kind, Schema.Schema<Target, unknown>>> = {
   managed: settingsFor("managed"),
   "self-hosted": settingsFor("self-hosted")
 }
@@ -408,7 +408,7 @@ export const gateMode = (target: Target): "queue" | "shed" => target.kind === "m
 export const selfHostedClassifier: Classifier.Service = { classify: Classifier.classifyFixedCapacity }
 
 /** The classifier a target's calls use. */
-export const classifierFor = (target: Target): Classifier.Service =>
+const classifierFor = (target: Target): Classifier.Service =>
   target.kind === "managed" ? { classify: Classifier.classifyDefault } : selfHostedClassifier
 
 /**
@@ -417,13 +417,20 @@ export const classifierFor = (target: Target): Classifier.Service =>
  * `_ATTEMPT_TIMEOUTS` (`model=duration,…`), `_MAX_ATTEMPTS`, `_BASE_DELAY`, `_MAX_DELAY`,
  * `_HINT_SPREAD`, `_MAX_RETRY_AFTER`, `_MIN_ATTEMPT_TIME`, `_REPLAY_SAFE`, `_PROPAGATE_TRACE`,
  * `_BUDGET_RATIO`, `_BUDGET_MIN_PER_SECOND`, `_CONCURRENCY`, `_IDEMPOTENCY_HEADER`,
- * `_MAX_RESPONSE_BYTES`, `_CONNECT_TIMEOUT`. The rules are those of the options object (`settings`);
+ * `_MAX_RESPONSE_BYTES`, `_CONNECT_TIMEOUT`. The rules are those of the options object (`managed`, `selfHosted`);
  * anything invalid is one `ConfigError` naming every bad variable and the rule it breaks.
  */
 export const config = (kind: Kind, prefix: string, name: string = prefix.toLowerCase()): Config.Config<Target> =>
   Settings.config(settings[kind], { prefix, variables, subject: `target ${name}`, fixed: { name } })
 
-/** `config("managed", prefix)`. */
+/**
+ * `config("managed", prefix)`: a managed target read from `{prefix}_*`, checked when the layer is built.
+ *
+ * ```ts
+ * // MISTRAL_BASE_URL, MISTRAL_MODEL, MISTRAL_API_KEY, and any of the tuning variables `config` lists.
+ * const MistralLive = ModelClient.layer(Target.managedConfig("MISTRAL")).pipe(Layer.provide(NodeHttpClient.layerUndici))
+ * ```
+ */
 export const managedConfig = (prefix: string, name?: string): Config.Config<Target> => config("managed", prefix, name)
 
 /** `config("self-hosted", prefix)`. */

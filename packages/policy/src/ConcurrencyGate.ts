@@ -157,7 +157,7 @@ export interface Snapshot {
  * The gate's bookkeeping without Effect: permits, health and the ramp. Time is passed in, so the
  * storm simulator and the Redis layer's fallback use the same arithmetic.
  */
-export class Limiter {
+class Limiter {
   private inFlightCount = 0
   private healthState: Health = "steady"
   private recoveredAt = 0

@@ -65,6 +65,11 @@ export const layerMemory: Layer.Layer<Coordination> = Layer.sync(Coordination, m
  * Provides a coordination in memory whose targets all get the given `budget` and/or `gate` instead
  * of their own: for a test that swaps one part, such as `RetryBudget.unlimited`, a
  * `RetryBudget.recording` or `ConcurrencyGate.unbounded`.
+ *
+ * ```ts
+ * // A budget that grants nothing: the call stops after its first attempt.
+ * findFortyTwo.pipe(Effect.provide(Coordination.layerWith({ budget: RetryBudget.disabled })))
+ * ```
  */
 export const layerWith = (parts: {
   readonly budget?: RetryBudget.Service | undefined

@@ -19,63 +19,63 @@ import * as Failure from "./Failure.js"
 const counter = (name: string, description: string) => Metric.counter(name, { description, incremental: true })
 
 /** Attempts started, first attempts included. */
-export const attempts = counter("resilient_ai_attempts", "attempts sent to the provider, first attempts included")
+const attempts = counter("resilient_ai_attempts", "attempts sent to the provider, first attempts included")
 
 /** Logical calls that succeeded. */
-export const successes = counter("resilient_ai_successes", "logical calls that returned a validated success")
+const successes = counter("resilient_ai_successes", "logical calls that returned a validated success")
 
 /** Logical calls that ended in `CallFailed`, tagged by `reason`. */
-export const callsFailed = counter(
+const callsFailed = counter(
   "resilient_ai_calls_failed",
   "logical calls that ended without a success, by stop reason"
 )
 
 /** For each successful call, the attempts it took. */
-export const attemptsPerSuccess = Metric.histogram(
+const attemptsPerSuccess = Metric.histogram(
   "resilient_ai_attempts_per_success",
   MetricBoundaries.fromIterable([1, 2, 3, 4, 5, 6, 8, 10]),
   "attempts each successful call took"
 )
 
 /** Attempt failures, tagged by `kind` (the failure's tag). */
-export const failures = counter("resilient_ai_failures", "failed attempts, by failure kind")
+const failures = counter("resilient_ai_failures", "failed attempts, by failure kind")
 
 /** Retries started (second and later attempts). */
-export const retries = counter("resilient_ai_retries", "retries started")
+const retries = counter("resilient_ai_retries", "retries started")
 
 /** Retries that returned the call's success. */
-export const retriesSucceeded = counter("resilient_ai_retries_succeeded", "retries that returned the call's success")
+const retriesSucceeded = counter("resilient_ai_retries_succeeded", "retries that returned the call's success")
 
 /** Retries the budget refused. */
-export const budgetExhausted = counter("resilient_ai_budget_exhausted", "retries refused by the retry budget")
+const budgetExhausted = counter("resilient_ai_budget_exhausted", "retries refused by the retry budget")
 
 /** Attempts and sleeps not started because they could not finish before the deadline. */
-export const deadlineSkips = counter(
+const deadlineSkips = counter(
   "resilient_ai_deadline_skips",
   "attempts or sleeps skipped because they could not finish before the deadline"
 )
 
 /** Delays actually slept before retries, in milliseconds. */
-export const retryDelay = Metric.histogram(
+const retryDelay = Metric.histogram(
   "resilient_ai_retry_delay_ms",
   MetricBoundaries.exponential({ start: 1, factor: 2, count: 18 }),
   "delays slept before retries, in milliseconds"
 )
 
 /** Calls refused at once by a full gate of a shedding target. */
-export const shed = counter("resilient_ai_shed", "calls shed by a full concurrency gate")
+const shed = counter("resilient_ai_shed", "calls shed by a full concurrency gate")
 
 /** Resilient calls that ran inside another's attempt and so made a single attempt. */
-export const nestedSingleAttempts = counter(
+const nestedSingleAttempts = counter(
   "resilient_ai_nested_single_attempts",
   "resilient calls nested in another's attempt, which made one attempt and left retrying to it"
 )
 
 /** Tokens the provider reported, tagged by `kind` (`prompt`, `completion`). */
-export const tokens = counter("resilient_ai_tokens", "tokens the provider reported as used, by kind")
+const tokens = counter("resilient_ai_tokens", "tokens the provider reported as used, by kind")
 
 /** The labels that name a target and a model. */
-export const labelsFor = (target: string, model: string | undefined): ReadonlyArray<MetricLabel.MetricLabel> => [
+const labelsFor = (target: string, model: string | undefined): ReadonlyArray<MetricLabel.MetricLabel> => [
   MetricLabel.make("target", target),
   MetricLabel.make("model", model ?? "default")
 ]

@@ -169,7 +169,7 @@ const ScheduleSetting = Schema.declare(
 )
 
 /** The rules of a policy's settings, its defaults included: what `policy` checks. */
-export const PolicySettings = Schema.Struct({
+const PolicySettings = Schema.Struct({
   target: Settings.nonEmpty,
   model: Settings.optional(Schema.String),
   maxAttempts: Settings.withDefault(Settings.integerAtLeast(1), 3),
@@ -893,6 +893,13 @@ const isEffect = (args: IArguments | ReadonlyArray<unknown>) => Effect.isEffect(
  *
  * With `classify`, `self` may fail with any error: `classify` judges it, and `CallFailed.last`
  * keeps its type.
+ *
+ * ```ts
+ * const answer = yield* sendChat(request).pipe(Resilient.retry(mistral, { timeout: "20 seconds" }))
+ * const user = yield* findUser("42").pipe(
+ *   Resilient.retry(usersDb, { classify: (error: DbError) => error.code === "deadlock" ? "retryable" : "terminal" })
+ * )
+ * ```
  */
 export const retry: {
   <E>(policy: Policy, options: ClassifyOptions<E>): <A, E2 extends E, R>(

@@ -98,8 +98,9 @@ export const allowance = (settings: Settings, successes: number, floorShare = 1)
   Math.max((floorShare * settings.minPerSecond * settings.windowMillis) / 1000, settings.ratio * successes)
 
 /**
- * The budget's arithmetic without Effect, for callers that decide synchronously (the storm
- * simulator, the Redis layer's fallback). Time is passed in, so it is whatever clock the caller uses.
+ * The budget's arithmetic without Effect, for callers that decide synchronously: public for
+ * `@resilient-ai/redis`, whose budget falls back to one in process, and for the bench. Time is
+ * passed in, so it is whatever clock the caller uses.
  */
 export class Window {
   private readonly counts: SlidingCounts

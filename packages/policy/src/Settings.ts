@@ -46,7 +46,7 @@ const shown = (value: unknown): string => typeof value === "string" ? JSON.strin
  * Reads `text` as a duration, or says why it cannot: a bare number is milliseconds (`250`),
  * anything else Effect's form (`30 seconds`).
  */
-export const parseDuration = (text: string): Either.Either<Duration.Duration, "negative" | "unreadable"> => {
+const parseDuration = (text: string): Either.Either<Duration.Duration, "negative" | "unreadable"> => {
   const trimmed = text.trim()
   if (trimmed.startsWith("-")) return Either.left("negative")
   const decoded = /^\d+(\.\d+)?$/.test(trimmed)
@@ -191,15 +191,15 @@ const definedOnly = (input: unknown): unknown => {
 }
 
 /** The default way a problem's setting is named: its option, `budget.ratio` for a nested one. */
-export const optionLabel = (path: Path): string => path.map(String).join(".")
+const optionLabel = (path: Path): string => path.map(String).join(".")
 
 // Marks another setting's name in a rule. A control character: values are shown through
 // `JSON.stringify`, which escapes it, so no value can pass for a setting's name.
 const mark = "\u0001"
 const marked = new RegExp(`${mark}([^${mark}]*)${mark}`, "g")
 
-/** Names another setting in a rule (`must not exceed ${Settings.other(["maxDelay"])}`), as the reader names it. */
-export const other = (path: Path): string => `${mark}${JSON.stringify(path.map(String))}${mark}`
+/** Names another setting in a rule (`must not exceed ${other(["maxDelay"])}`), as the reader names it. */
+const other = (path: Path): string => `${mark}${JSON.stringify(path.map(String))}${mark}`
 
 const durationIssue = (
   path: Path,
@@ -235,7 +235,7 @@ export const shorterThan = (
     : durationIssue(path, value, "must be shorter than", otherPath, otherValue)
 
 /** What is wrong, one line per problem, each starting with the name `label` gives its setting. */
-export const problemsOf = (error: ParseResult.ParseError, label: (path: Path) => string): ReadonlyArray<string> =>
+const problemsOf = (error: ParseResult.ParseError, label: (path: Path) => string): ReadonlyArray<string> =>
   ParseResult.ArrayFormatter.formatErrorSync(error).map(({ _tag, message, path }) => {
     const rule = _tag === "Missing"
       ? "is required"

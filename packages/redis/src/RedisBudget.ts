@@ -8,7 +8,7 @@
  * stored), in buckets that expire, and each decision is one Lua script: it reads the window, decides
  * and counts, atomically. Time is the caller's Effect `Clock` (so `TestClock` drives it, as it
  * drives the in-memory budget); hosts kept in step by NTP agree to far better than a bucket. The
- * semantics are those of `RetryBudget.layerMemory`. When Redis cannot answer within its short
+ * semantics are those of the in-memory `RetryBudget.make`. When Redis cannot answer within its short
  * timeout, the process decides alone within its share of the fleet's floor (see `make` and
  * `RedisConnection`).
  */

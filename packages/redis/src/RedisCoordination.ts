@@ -41,7 +41,16 @@ export const make = (
     gate: (gate) => Effect.provide(RedisGate.make({ ...leases, ...gate }), context)
   }))
 
-/** Provides `Coordination` on the `RedisConnection` in context. */
+/**
+ * Provides `Coordination` on the `RedisConnection` in context.
+ *
+ * ```ts
+ * const Fleet = RedisCoordination.layer({ leaseTime: "1 minute" }).pipe(
+ *   Layer.provide(RedisConnection.layer({ url: Redacted.make(process.env.REDIS_URL!) }))
+ * )
+ * const MistralLive = ModelClient.layerConfig(Target.managedConfig("MISTRAL")).pipe(Layer.provide(Fleet))
+ * ```
+ */
 export const layer = (
   options?: Options
 ): Layer.Layer<Coordination.Coordination, Settings.InvalidSettings, RedisConnection.RedisConnection> =>

@@ -18,6 +18,7 @@ import * as Simulation from "./Simulation.js"
 /** The backoff algorithms the article compares. */
 export type Algorithm = "none" | "exponential" | "equal-jitter" | "full-jitter" | "decorrelated-jitter"
 
+/** Every algorithm, in the article's order. */
 export const algorithms: ReadonlyArray<Algorithm> = [
   "none",
   "exponential",
@@ -82,7 +83,7 @@ const backoffFor = (algorithm: Algorithm): Effect.Effect<(attempt: number) => Ef
 }
 
 /** What one run of the race cost. */
-export interface Race {
+interface Race {
   /** Writes the row received, conflicts included. */
   readonly calls: number
   /** When the last client's update was confirmed. */
@@ -90,7 +91,7 @@ export interface Race {
 }
 
 /** One race of `clients` clients under `algorithm`, in simulated time. */
-export const race = (algorithm: Algorithm, clients: number, seed: number): Race => {
+const race = (algorithm: Algorithm, clients: number, seed: number): Race => {
   const program = Effect.gen(function*() {
     let version = 0
     let calls = 0

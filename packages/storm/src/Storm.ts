@@ -11,6 +11,7 @@
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Random from "effect/Random"
+import { mean, sum } from "./internal/series.js"
 import * as SimulatedProvider from "./SimulatedProvider.js"
 import * as Simulation from "./Simulation.js"
 import * as StormPolicies from "./StormPolicies.js"
@@ -140,17 +141,6 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
     wallMillis: outcome.wallMillis
   }
 }
-
-/** The sum of `values` over `[from, to)` (indices; by default all of them). */
-export const sum = (values: ReadonlyArray<number>, from = 0, to = values.length): number => {
-  let total = 0
-  for (let index = from; index < to; index++) total += values[index] ?? 0
-  return total
-}
-
-/** The mean of `values` over `[from, to)` (indices). */
-export const mean = (values: ReadonlyArray<number>, from: number, to: number): number =>
-  to > from ? sum(values, from, to) / (to - from) : 0
 
 /**
  * Seconds after `fromSecond` until goodput, averaged over the next `windowSeconds`, is back to

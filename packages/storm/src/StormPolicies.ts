@@ -137,7 +137,7 @@ export const grpcThrottling = (maxTokens: number, tokenRatio: number): Effect.Ef
  * `percentCanRetry` of a token that lasts `ttl`; a retry withdraws one; a reserve of
  * `minRetriesPerSec · ttl` is always there.
  */
-export const finagleBudget = (
+const finagleBudget = (
   ttlMillis: number,
   minRetriesPerSecond: number,
   percentCanRetry: number
@@ -186,7 +186,7 @@ export const finagleBudget = (
  * The AWS SDKs' standard retry quota: 500 tokens; a retry costs 5 (10 after a timeout); a
  * successful retried call refunds its cost; a call that succeeds first time adds 1.
  */
-export const awsRetryQuota = (
+const awsRetryQuota = (
   initial = 500,
   retryCost = 5,
   timeoutCost = 10,

@@ -5,6 +5,7 @@
  */
 import { Metrics } from "@resilient-ai/policy"
 import * as Contention from "./Contention.js"
+import { mean, sum } from "./internal/series.js"
 import * as Storm from "./Storm.js"
 import * as StormPolicies from "./StormPolicies.js"
 import * as Scenarios from "./StormScenarios.js"
@@ -103,7 +104,7 @@ const scenarioSection = (scenario: Storm.Scenario, runs: ReadonlyArray<Storm.Run
 })
 
 /** S1: attempts per logical call and per success under a correlated 10% failure. */
-export const s1 = (seed: number, scale = 1): Section => {
+const s1 = (seed: number, scale = 1): Section => {
   const scenario = Scenarios.correlatedFailure(scale)
   const runs = runAll(scenario, seed)
   const figures: Record<string, Record<string, number>> = {}
@@ -151,7 +152,7 @@ export const s1 = (seed: number, scale = 1): Section => {
 }
 
 /** S2: goodput before, during and after a 60 s outage; recovery time; wasted work. */
-export const s2 = (seed: number, scale = 1): Section => {
+const s2 = (seed: number, scale = 1): Section => {
   const scenario = Scenarios.outageThenRecovery(scale)
   const runs = runAll(scenario, seed)
   const { from, to } = Scenarios.outageMillis(scale)
@@ -159,9 +160,9 @@ export const s2 = (seed: number, scale = 1): Section => {
   const seconds = Math.ceil(scenario.horizonMillis / 1000)
   const figures: Record<string, Record<string, number | null>> = {}
   const rows = runs.map((run) => {
-    const before = Storm.mean(run.goodput, 10, from / 1000) / demand
-    const during = Storm.mean(run.goodput, from / 1000, to / 1000) / demand
-    const after = Storm.mean(run.goodput, to / 1000, seconds) / demand
+    const before = mean(run.goodput, 10, from / 1000) / demand
+    const during = mean(run.goodput, from / 1000, to / 1000) / demand
+    const after = mean(run.goodput, to / 1000, seconds) / demand
     const recovery = Storm.recoverySeconds(run.goodput, to / 1000, demand)
     figures[run.contender.name] = {
       goodputBefore: before,
@@ -306,8 +307,8 @@ export const s4 = (
       const capacity = (slotsAt(second) * 1000) / Scenarios.serviceMillis
       peak = Math.max(peak, (run.offered[second] ?? 0) / capacity)
     }
-    const refusedFirst = Storm.sum(run.refused, restored, restored + firstWindow)
-    const refusedAfter = Storm.sum(run.refused, restored)
+    const refusedFirst = sum(run.refused, restored, restored + firstWindow)
+    const refusedAfter = sum(run.refused, restored)
     const recovery = Storm.recoverySeconds(run.goodput, restored, scenario.workload.ratePerSecond(0))
     figures[run.contender.name] = {
       peakLoad: peak,
@@ -360,7 +361,7 @@ export const s4 = (
 }
 
 /** S5: retrying into a saturated fixed-capacity pool against shedding. */
-export const s5 = (seed: number, scale = 1): Section => {
+const s5 = (seed: number, scale = 1): Section => {
   const scenario = Scenarios.saturatedPool(scale)
   const runs = runAll(scenario, seed)
   const surgeEnds = Scenarios.surgeEndsMillis(scale) / 1000
@@ -422,7 +423,7 @@ export const s5 = (seed: number, scale = 1): Section => {
 }
 
 /** Brooker's contention experiment, beside the article's figures. */
-export const contention = (seed: number, clients = 100, trials = 20): Section => {
+const contention = (seed: number, clients = 100, trials = 20): Section => {
   const started = performance.now()
   const figures: Record<string, Record<string, number>> = {}
   const rows = Contention.algorithms.map((algorithm) => {
@@ -483,6 +484,7 @@ export const contention = (seed: number, clients = 100, trials = 20): Section =>
 /** The scenarios a storm can run. */
 export type ScenarioId = "S1" | "S2" | "S3" | "S4" | "S5" | "contention"
 
+/** Every scenario, in the order a storm runs them. */
 export const scenarioIds: ReadonlyArray<ScenarioId> = ["S1", "S2", "S3", "S4", "S5", "contention"]
 
 /** Runs one scenario at full size. */

@@ -9,8 +9,9 @@ import type * as SimulatedProvider from "./SimulatedProvider.js"
 import type { Scenario } from "./Storm.js"
 import * as StormPolicies from "./StormPolicies.js"
 
-/** The standard provider: 20 slots × 200 ms = 100 requests a second. */
+/** The standard provider's slots: 20 slots × 200 ms = 100 requests a second. */
 export const slots = 20
+/** The standard provider's time to serve one request. */
 export const serviceMillis = 200
 /** Requests a second the provider can serve. */
 export const capacityPerSecond = (slots * 1000) / serviceMillis
@@ -52,9 +53,10 @@ export const outageThenRecovery = (scale = 1): Scenario => {
   }
 }
 
-/** When S3's burst is refused, and for how long the provider refuses. */
+/** When S3's burst is refused. */
 export const burstAtMillis = 1_000
-export const burstRetryAfterMillis = 2_000
+/** How long the provider refuses from then. */
+const burstRetryAfterMillis = 2_000
 
 /**
  * S3: `clients` callers refused at the same instant with `Retry-After: 2`; the provider keeps
@@ -149,12 +151,3 @@ export const saturatedPool = (scale = 1): Scenario => {
     horizonMillis: seconds(120, scale) + 15_000
   }
 }
-
-/** Every scenario at full size. */
-export const all = (clients = 200): ReadonlyArray<Scenario> => [
-  correlatedFailure(),
-  outageThenRecovery(),
-  synchronisedBurst(clients),
-  recoveryStampede(),
-  saturatedPool()
-]

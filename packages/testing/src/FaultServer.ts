@@ -6,27 +6,25 @@
  * `FaultPlan` to each request: error statuses with provider bodies and retry hints, stalls before
  * or inside the body, connection resets, truncated or contract-breaking bodies, proxy HTML pages,
  * recorded fixtures, broken streams and a concurrency limit. Every arrival is recorded, so a test
- * counts attempts and reads the headers a client sent. The bodies are `FaultServerBody`'s; which
- * fault a request gets is decided apart from the sockets (`internal/faultEngine`); this module holds
- * the sockets, the timers and the writing.
+ * counts attempts and reads the headers a client sent. The bodies are built apart from the server
+ * (`internal/faultServerBody`), and which fault a request gets is decided apart from the sockets
+ * (`internal/faultEngine`); this module holds the sockets, the timers and the writing.
  *
  * It is built on `node:http` rather than a framework because the interesting faults live below
  * HTTP: a reset must be a TCP reset, a stall must hold a real socket. For the same reason time is
  * real (timers, not `TestClock`); every timer and socket is released with the scope.
  */
-import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import { Buffer } from "node:buffer"
 import * as Http from "node:http"
 import type * as Net from "node:net"
 import { performance } from "node:perf_hooks"
 import type * as FaultPlan from "./FaultPlan.js"
-import * as FaultServerBody from "./FaultServerBody.js"
 import { fixtures } from "./Fixtures.js"
 import { type ChatRequest, FaultEngine, type ModelRequest } from "./internal/faultEngine.js"
+import * as FaultServerBody from "./internal/faultServerBody.js"
 
 /** One request the server received, and what it did with it. */
 export interface Arrival {
@@ -70,14 +68,20 @@ export interface Service {
   readonly elapsed: Effect.Effect<number>
 }
 
-/** The fault server a test talks to. */
-export class FaultServer extends Context.Tag("@resilient-ai/testing/FaultServer")<FaultServer, Service>() {}
-
 /** A stall of this many milliseconds or more never ends. */
 export const never = 1e9
 
-// What the generated bodies contain, where the server's users have always read it.
-export { defaultDimensions, embedding, replyText, toBase64, tokenCount } from "./FaultServerBody.js"
+// What the generated bodies contain, for a test to compare with what it read, and the OpenAI
+// completion the recorded fixture and the e2e bench's server answer with.
+export {
+  type Completion,
+  embedding,
+  openAiChatCompletion,
+  replyText,
+  toBase64,
+  type Usage,
+  usage
+} from "./internal/faultServerBody.js"
 
 /** A response before it is written: JSON is one part, a stream one part per event. */
 interface Reply {
@@ -510,9 +514,14 @@ export const serve = (plan: FaultPlan.Plan, port: number): Effect.Effect<Service
     })
   )
 
-/** Starts a fault server on `127.0.0.1` at a free port. */
+/**
+ * Starts a fault server on `127.0.0.1` at a free port, for the scope's lifetime.
+ *
+ * ```ts
+ * const server = yield* FaultServer.make({ steps: [{ _tag: "Status", status: 503 }, { _tag: "Ok" }] })
+ * const client = yield* ModelClient.make(Target.managed({ name: "test", baseUrl: server.url, model: "m", apiKey }))
+ * // …call it, then count the attempts the server saw: (yield* server.arrivals).length
+ * ```
+ */
 export const make = (plan: FaultPlan.Plan = {}): Effect.Effect<Service, never, Scope.Scope> =>
   Effect.orDie(serve(plan, 0))
-
-/** A fault server for the layer's lifetime. */
-export const layer = (plan: FaultPlan.Plan = {}): Layer.Layer<FaultServer> => Layer.scoped(FaultServer, make(plan))

@@ -6,7 +6,7 @@
  * our idea of it. Identifiers, organisations and timestamps are made up; shapes, types, codes,
  * messages and headers are the providers'.
  */
-import * as FaultServerBody from "./FaultServerBody.js"
+import * as FaultServerBody from "./internal/faultServerBody.js"
 
 /** The names of every recorded response, in a stable order. */
 export const fixtureNames = [

@@ -5,5 +5,4 @@
  */
 export * as FaultPlan from "./FaultPlan.js"
 export * as FaultServer from "./FaultServer.js"
-export * as FaultServerBody from "./FaultServerBody.js"
 export * as Fixtures from "./Fixtures.js"

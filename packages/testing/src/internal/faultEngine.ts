@@ -9,7 +9,7 @@
  * covers its arrival and wins its draw, else `otherwise`. A refusal takes no step and no draw.
  */
 import type * as FaultPlan from "../FaultPlan.js"
-import * as FaultServerBody from "../FaultServerBody.js"
+import * as FaultServerBody from "./faultServerBody.js"
 import { prng } from "./prng.js"
 
 /** A chat completions request, as far as the answer depends on it. */

@@ -3,13 +3,13 @@
  * their chunks framed as server-sent events, embeddings lists, bodies that break the contract,
  * provider error bodies and a proxy's HTML error page.
  *
- * Pure functions of plain values, apart from any server: a test builds the exact body it expects
- * to read, or one to serve verbatim with a `Raw` fault, and the recorded `Fixtures` use the same
- * formatting as the server.
+ * Pure functions of plain values, apart from any server, so the recorded `Fixtures` use the same
+ * formatting as the server. `FaultServer` re-exports what its users read: the generated reply and
+ * embeddings, and the OpenAI completion the e2e bench's server answers with.
  */
 import { Buffer } from "node:buffer"
 import * as Http from "node:http"
-import { prng } from "./internal/prng.js"
+import { prng } from "./prng.js"
 
 /** The content of every generated chat reply. */
 export const replyText = "The fault server answered."

@@ -1,0 +1,11 @@
+/** What the package tests share: where the packages are, and which of their modules are public. */
+import { readFileSync } from "node:fs"
+
+export const packages = ["policy", "client", "redis", "testing", "storm", "cli"] as const
+
+/** The text of `path`, relative to `packages/`. */
+export const read = (path: string): string => readFileSync(new URL(`../../packages/${path}`, import.meta.url), "utf8")
+
+/** The modules a package's index re-exports: its public surface. */
+export const publicModules = (name: string): ReadonlyArray<string> =>
+  [...read(`${name}/src/index.ts`).matchAll(/export \* as (\w+) from "\.\/(\w+)\.js"/g)].map((match) => match[2]!)
