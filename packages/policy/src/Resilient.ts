@@ -817,12 +817,9 @@ class Sequence<A, E, R> {
   }
 }
 
-/** The target's state for `policy`, from the `Coordination` in the fiber's context, if it is made. */
+/** The `Coordination` in the fiber's context, or the process's own: read on every call, without an `Option`. */
 const coordinationOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Coordination.Service =>
-  Option.getOrElse(
-    Context.getOption(fiber.currentContext as Context.Context<never>, Coordination.Coordination),
-    () => Coordination.memory
-  )
+  fiber.currentContext.unsafeMap.get(Coordination.Coordination.key) ?? Coordination.memory
 
 const badMaxAttempts = (policy: Policy, maxAttempts: number) =>
   Effect.die(
