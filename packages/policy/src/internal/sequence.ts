@@ -1,0 +1,631 @@
+/**
+ * The engine of a resilient call: one `Sequence` object per call, whose methods are its steps (the
+ * stop rules, the provider's hint, the schedule's delay against the deadline, the budget, the
+ * sleep, the attempt), so a call that succeeds at once allocates little beyond its attempt's fiber.
+ * `Resilient.retry` and `retryWith` run it; nothing else should.
+ */
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import type * as Fiber from "effect/Fiber"
+import type * as FiberId from "effect/FiberId"
+import * as FiberRef from "effect/FiberRef"
+import * as FiberRefs from "effect/FiberRefs"
+import { globalValue } from "effect/GlobalValue"
+import * as LogLevel from "effect/LogLevel"
+import type * as MetricLabel from "effect/MetricLabel"
+import * as Option from "effect/Option"
+import type * as RuntimeFlags from "effect/RuntimeFlags"
+import * as Backoff from "../Backoff.js"
+import { Classifier } from "../Classifier.js"
+import type * as Classifiers from "../Classifier.js"
+import * as ConcurrencyGate from "../ConcurrencyGate.js"
+import * as Coordination from "../Coordination.js"
+import { CurrentDeadline } from "../Deadline.js"
+import * as Failure from "../Failure.js"
+import type * as Metrics from "../Metrics.js"
+import type { CallOptions, Judgement, LastFailure, Policy, TargetServices } from "../Resilient.js"
+import type * as RetryBudget from "../RetryBudget.js"
+import * as Settings from "../Settings.js"
+import { type AttemptInfo, CurrentAttempt } from "./attempt.js"
+import { startBounded, timedOut } from "./boundedRun.js"
+import type { TypicalLatency } from "./learned.js"
+
+/**
+ * The gates whose permits the enclosing attempts hold: one gate, or several when calls through
+ * different gates nest. Internal, so `AttemptInfo` stays what a transport needs.
+ */
+type HeldGates = ConcurrencyGate.Service | ReadonlyArray<ConcurrencyGate.Service> | undefined
+
+const CurrentHeldGates: FiberRef.FiberRef<HeldGates> = globalValue(
+  "@resilient-ai/policy/Resilient/CurrentHeldGates",
+  () => FiberRef.unsafeMake<HeldGates>(undefined, { join: (parent) => parent })
+)
+
+const holds = (held: HeldGates, gate: ConcurrencyGate.Service): boolean =>
+  held === gate || (held !== undefined && !("acquire" in held) && held.includes(gate))
+
+// The timeouts calls pass, as written ("20 seconds"), read once each: a call is too short-lived to
+// parse its deadline every time. Bounded, in case a program writes a new one per call.
+const timeoutsRead = new Map<string, number>()
+
+const millisOf = (timeout: Duration.DurationInput): number => {
+  if (typeof timeout !== "string") return Duration.toMillis(timeout)
+  let millis = timeoutsRead.get(timeout)
+  if (millis === undefined) {
+    millis = Duration.toMillis(timeout)
+    if (timeoutsRead.size < 256) timeoutsRead.set(timeout, millis)
+  }
+  return millis
+}
+
+const randomId = (): string => {
+  const crypto = (globalThis as { readonly crypto?: { readonly randomUUID?: () => string } }).crypto
+  return crypto?.randomUUID?.() ?? `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 12)}`
+}
+
+/** A FiberRef's value for an attempt's fiber, as `FiberRefs.updateManyAs` takes it. */
+type RefEntry = readonly [FiberRef.FiberRef<any>, readonly [readonly [FiberId.Single, unknown]]]
+
+type Restore = <X, Y, Z>(effect: Effect.Effect<X, Y, Z>) => Effect.Effect<X, Y, Z>
+
+/** One attempt, as the transport sees it (`AttemptInfo`) and as it told the sequence about itself. */
+class Attempt implements AttemptInfo {
+  phase: "headers" | "body" | undefined = undefined
+  annotations: Record<string, unknown> | undefined = undefined
+
+  constructor(
+    private readonly sequence: Sequence<any, any, any>,
+    readonly attempt: number,
+    readonly deadline: number
+  ) {}
+
+  get requestId(): string {
+    return this.sequence.requestIdNow()
+  }
+
+  get target(): string {
+    return this.sequence.policy.target
+  }
+
+  get replaySafe(): boolean {
+    return this.sequence.replaySafe
+  }
+
+  enter(phase: "headers" | "body"): void {
+    this.phase = phase
+  }
+
+  annotate(key: string, value: unknown): void {
+    ;(this.annotations ??= {})[key] = value
+  }
+}
+
+/** A judge of the errors an attempt ends with: the policy's classifier, or a call's `classify`. */
+export type Judge = (error: unknown) => Judgement
+
+/** How a sequence failure reads in metrics, logs and its history: its tag, or `"Error"`. */
+const kindOf = (error: unknown): string => {
+  const tag = typeof error === "object" && error !== null ? (error as { readonly _tag?: unknown })._tag : undefined
+  return typeof tag === "string" ? tag : "Error"
+}
+
+/** A judgement read: the verdict, the hint in milliseconds, and what the schedule steps on. */
+interface Judged {
+  readonly verdict: Classifiers.Verdict
+  readonly hintMillis: number | undefined
+  /**
+   * The failure, or, for a wait `classify` named, the caller's error with the wait as `retryAfter`:
+   * the schedule reads a hint where a provider's failure carries one.
+   */
+  readonly scheduleInput: unknown
+}
+
+/** A judgement's verdict and hint; without a wait of its own, the hint is the one the failure carries. */
+const readJudgement = (judgement: Judgement, failure: unknown): Judged => {
+  if (typeof judgement === "string" || judgement.retryAfter === undefined) {
+    const verdict = typeof judgement === "string" ? judgement : judgement.verdict
+    const hint = Failure.retryAfterOf(failure)
+    return { verdict, hintMillis: hint === undefined ? undefined : Duration.toMillis(hint), scheduleInput: failure }
+  }
+  const retryAfter = Duration.millis(millisOf(judgement.retryAfter))
+  return {
+    verdict: judgement.verdict,
+    hintMillis: Duration.toMillis(retryAfter),
+    scheduleInput: { _tag: kindOf(failure), error: failure, retryAfter }
+  }
+}
+
+/** What an attempt's failure says about the target's capacity: only the toolkit's failures say anything. */
+const outcomeOfError = (error: unknown): ConcurrencyGate.Outcome =>
+  Failure.isFailure(error) ? ConcurrencyGate.outcomeOf(error) : "neutral"
+
+/**
+ * One resilient call: its attempts, waits and decisions. One object per call, its steps methods,
+ * so a call that succeeds at once allocates little beyond its attempt's fiber. A failed attempt
+ * goes through `fail` (metrics, the budget's record), then `decide`: the stop rules, the provider's
+ * hint, the schedule's delay and the deadline, the budget, the sleep, the next attempt.
+ */
+class Sequence<A, E, R> {
+  // Attempts run with the caller's flags, not with those of the region that guards the permit.
+  readonly callerFlags: RuntimeFlags.RuntimeFlags
+  readonly budget: RetryBudget.Service
+  readonly gate: ConcurrencyGate.Service
+  /** Judges the attempt's own errors. */
+  readonly judge: Judge
+  /** Judges the toolkit's failures, the sequence's own (a timeout, the deadline) included. */
+  readonly classifyFailure: (failure: Failure.Failure) => Classifiers.Verdict
+  readonly attemptRefs: TargetServices["attemptRefs"]
+  readonly clock: Clock.Clock
+  readonly metricLabels: ReadonlyArray<MetricLabel.MetricLabel>
+  readonly minimumLogLevel: LogLevel.LogLevel
+  readonly latency: TypicalLatency
+  readonly metrics: Metrics.TargetMetrics
+  readonly deadline: number
+  readonly nested: boolean
+  readonly gated: boolean
+  /** What this call's attempts hold, for the calls nested in them to see. */
+  readonly heldGates: HeldGates
+  readonly maxAttempts: number
+  readonly replaySafe: boolean
+  readonly attemptTimeoutMillis: number
+  /**
+   * An attempt with less time left than the target's successes usually take could only be cut off,
+   * after the provider started (and billed) it; the policy's floor covers a cold start.
+   */
+  readonly minAttemptMillis: number
+  readonly maxRetryAfterMillis: number
+  requestId: string | undefined
+  history: Array<Failure.AttemptRecord> | undefined = undefined
+  scheduleState: unknown
+  lastFailure: LastFailure<E> | undefined = undefined
+
+  constructor(
+    readonly self: Effect.Effect<A, E, R>,
+    readonly policy: Policy,
+    options: CallOptions | undefined,
+    services: TargetServices,
+    judge: Judge | undefined,
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    callerFlags: RuntimeFlags.RuntimeFlags
+  ) {
+    this.callerFlags = callerFlags
+    this.budget = services.budget
+    this.gate = services.gate
+    this.classifyFailure = policy.classify ?? Context.get(fiber.currentContext as Context.Context<never>, Classifier)
+      .classify
+    this.judge = judge ?? (this.classifyFailure as Judge)
+    this.attemptRefs = services.attemptRefs
+    this.clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
+    this.metricLabels = fiber.getFiberRef(FiberRef.currentMetricLabels)
+    this.minimumLogLevel = fiber.getFiberRef(FiberRef.currentMinimumLogLevel)
+    const outer = fiber.getFiberRef(CurrentAttempt)
+    const model = services.learned.of(policy.target, policy.model)
+    this.latency = model.latency
+    this.metrics = model.metrics
+
+    const inheritedDeadline = fiber.getFiberRef(CurrentDeadline)
+    this.deadline = options?.timeout === undefined
+      ? inheritedDeadline
+      : Math.min(inheritedDeadline, this.clock.unsafeCurrentTimeMillis() + millisOf(options.timeout))
+    this.nested = outer !== undefined
+    // An enclosing call already holds a permit of this gate: waiting for a second one could wait on
+    // that very permit. The gate itself decides, not the target's name: two targets may share a
+    // gate, and two policies may name one target over different gates.
+    const outerGates = this.nested ? fiber.getFiberRef(CurrentHeldGates) : undefined
+    this.gated = !holds(outerGates, this.gate)
+    this.heldGates = !this.gated
+      ? outerGates
+      : outerGates === undefined
+      ? this.gate
+      : "acquire" in outerGates
+      ? [outerGates, this.gate]
+      : [...outerGates, this.gate]
+    this.maxAttempts = this.nested ? 1 : options?.maxAttempts ?? policy.maxAttempts
+    this.replaySafe = options?.replaySafe ?? policy.replaySafe
+    // Generated on first use: a first-try success that nobody logs or reads never needs one.
+    this.requestId = options?.requestId ?? outer?.requestId
+    this.attemptTimeoutMillis = Duration.toMillis(policy.attemptTimeout)
+    this.minAttemptMillis = Math.max(Duration.toMillis(policy.minAttemptTime), this.latency.millis)
+    this.maxRetryAfterMillis = Duration.toMillis(policy.maxRetryAfter)
+    this.scheduleState = policy.schedule.initial
+  }
+
+  start(): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
+    if (this.nested) {
+      this.count(this.metrics.nestedSingleAttempts)
+      return this.attemptFrom(1, 0)
+    }
+    const recordCall = this.budget.recordCall
+    return recordCall === undefined ? this.attemptFrom(1, 0) : Effect.zipRight(recordCall, this.attemptFrom(1, 0))
+  }
+
+  requestIdNow(): string {
+    return this.requestId ??= randomId()
+  }
+
+  /**
+   * Whether an attempt would still get its time after sleeping `delay` from `now`: the test
+   * `attemptFrom` makes when the sleep ends. With a zero `minAttemptMillis`, a sleep ending exactly
+   * at the deadline would otherwise be granted, spent and then wasted.
+   */
+  leavesRoom(now: number, delay: number): boolean {
+    const left = this.deadline - (now + delay)
+    return left > 0 && left >= this.minAttemptMillis
+  }
+
+  count(metric: { unsafeUpdate: (input: number, tags: ReadonlyArray<MetricLabel.MetricLabel>) => void }, value = 1) {
+    metric.unsafeUpdate(value, this.metricLabels)
+  }
+
+  log(level: LogLevel.LogLevel, message: string, annotations: Record<string, unknown>): Effect.Effect<void> {
+    return LogLevel.lessThan(level, this.minimumLogLevel)
+      ? Effect.void
+      : Effect.annotateLogs(
+        Effect.logWithLevel(level, message),
+        definedOnly({
+          requestId: this.requestIdNow(),
+          target: this.policy.target,
+          model: this.policy.model,
+          ...annotations
+        })
+      )
+  }
+
+  stop(reason: Failure.StopReason, last: LastFailure<E>): Effect.Effect<never, Failure.CallFailed<LastFailure<E>>> {
+    if (!this.nested) this.count(this.metrics.callsFailed(reason))
+    return Effect.fail(
+      new Failure.CallFailed({ reason, last, attempts: this.history ?? [], target: this.policy.target })
+    )
+  }
+
+  skipForDeadline(phase: Failure.DeadlinePhase) {
+    this.count(this.metrics.deadlineSkips)
+    return this.stop("deadline", this.lastFailure ?? new Failure.DeadlineExceeded({ deadline: this.deadline, phase }))
+  }
+
+  succeed(attempt: Attempt, value: A, took: number): Effect.Effect<A> {
+    this.latency.record(took)
+    const done = LogLevel.lessThan(LogLevel.Debug, this.minimumLogLevel)
+      ? Effect.succeed(value)
+      : Effect.as(
+        this.log(LogLevel.Debug, "attempt succeeded", {
+          attempt: attempt.attempt,
+          durationMs: took,
+          ...attempt.annotations
+        }),
+        value
+      )
+    if (this.nested) return done
+    this.count(this.metrics.successes)
+    this.count(this.metrics.attemptsPerSuccess, attempt.attempt)
+    if (attempt.attempt > 1) this.count(this.metrics.retriesSucceeded)
+    const budget = this.budget
+    if (budget.recordSuccessNow === undefined) return Effect.zipRight(budget.recordSuccess(attempt.attempt), done)
+    budget.recordSuccessNow(attempt.attempt)
+    return done
+  }
+
+  /** Counts a failed attempt and lets the budget see it, then decides what comes next. */
+  fail(
+    attempt: Attempt,
+    failed: AttemptFailure,
+    took: number,
+    delayBefore: number
+  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
+    const failure = failed.failure
+    this.lastFailure = failure as LastFailure<E>
+    if (!this.nested) this.count(this.metrics.failures(kindOf(failure)))
+    const recordFailure = this.budget.recordFailure
+    if (!this.nested && recordFailure !== undefined) {
+      return Effect.zipRight(
+        recordFailure(failure),
+        Effect.suspend(() => this.decide(attempt, failed, took, delayBefore))
+      )
+    }
+    return this.decide(attempt, failed, took, delayBefore)
+  }
+
+  /** The failure's verdict and hint: a nested call that already retried has only stopping left. */
+  judgementOf({ failure, own, settled }: AttemptFailure): Judged {
+    if (settled) return { verdict: "terminal", hintMillis: undefined, scheduleInput: failure }
+    return readJudgement(own ? this.classifyFailure(failure as Failure.Failure) : this.judge(failure), failure)
+  }
+
+  /** The rules that end a sequence whatever the clock says, in order; `undefined`: go on. */
+  stopRule(failure: unknown, verdict: Classifiers.Verdict, attempt: number): Failure.StopReason | undefined {
+    if (this.nested) return "deferred"
+    if (Failure.isFailure(failure) && failure._tag === "DeadlineExceeded") return "deadline"
+    if (verdict === "terminal") return Failure.isFailure(failure) && failure._tag === "Shed" ? "shed" : "terminal"
+    if (verdict === "ambiguous" && !this.replaySafe) return "not-replay-safe"
+    if (attempt >= this.maxAttempts) return "attempts"
+    return undefined
+  }
+
+  /**
+   * The provider's hint against the policy's ceiling and the time left: a wait the call cannot afford
+   * says this target cannot serve it in time, while the time left may well be enough for another
+   * target: that is a failover (`retry-after-too-long`), not a deadline.
+   */
+  hintRule(hintMillis: number | undefined): Failure.StopReason | "skip" | undefined {
+    if (hintMillis === undefined) return undefined
+    if (hintMillis > this.maxRetryAfterMillis) return "retry-after-too-long"
+    const now = this.clock.unsafeCurrentTimeMillis()
+    if (this.leavesRoom(now, hintMillis)) return undefined
+    return this.leavesRoom(now, 0) ? "retry-after-too-long" : "skip"
+  }
+
+  /**
+   * The schedule's delay before the next attempt, fitted to the deadline: `undefined` when the
+   * schedule is done, `"skip"` when no sleep leaves the attempt its time. The provider's wait fits
+   * but what the schedule added to it does not: the addition gives way, down to the last moment that
+   * still leaves an attempt its time.
+   */
+  nextDelay(scheduleInput: unknown, hintMillis: number | undefined): Effect.Effect<number | "skip" | undefined> {
+    const clock = this.clock
+    return Effect.map(
+      this.policy.schedule.step(clock.unsafeCurrentTimeMillis(), scheduleInput as Failure.Failure, this.scheduleState),
+      (step) => {
+        const now = clock.unsafeCurrentTimeMillis()
+        this.scheduleState = step[0]
+        const delay = Backoff.delayOf(step[2], now)
+        if (delay === undefined || this.leavesRoom(now, delay)) return delay
+        if (hintMillis === undefined || !this.leavesRoom(now, hintMillis)) return "skip"
+        return Math.max(hintMillis, Math.ceil(this.deadline - now - this.minAttemptMillis) - 1)
+      }
+    )
+  }
+
+  decide(
+    attempt: Attempt,
+    failed: AttemptFailure,
+    took: number,
+    delayBefore: number
+  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
+    const { failure } = failed
+    const last = failure as LastFailure<E>
+    const number = attempt.attempt
+    const status = Failure.statusOf(failure)
+    const kind = kindOf(failure)
+    ;(this.history ??= []).push({
+      attempt: number,
+      outcome: kind,
+      status,
+      latency: Duration.millis(took),
+      delayBefore: Duration.millis(delayBefore)
+    })
+    const { hintMillis, scheduleInput, verdict } = this.judgementOf(failed)
+    const logged = {
+      attempt: number,
+      durationMs: took,
+      failure: kind,
+      status,
+      verdict,
+      retryAfterMs: hintMillis,
+      ...attempt.annotations
+    }
+    const stopHere = (reason: Failure.StopReason) => {
+      if (reason === "deferred") {
+        return Effect.zipRight(
+          this.log(LogLevel.Info, "attempt failed; retrying is left to the enclosing resilient call", {
+            ...logged,
+            stop: reason
+          }),
+          this.stop(reason, last)
+        )
+      }
+      return Effect.zipRight(
+        this.log(LogLevel.Warning, "attempt failed, stopping", { ...logged, stop: reason }),
+        this.stop(reason, last)
+      )
+    }
+    const skipHere = () => {
+      this.count(this.metrics.deadlineSkips)
+      return stopHere("deadline")
+    }
+
+    const stopped = this.stopRule(failure, verdict, number) ?? this.hintRule(hintMillis)
+    if (stopped === "skip") return skipHere()
+    if (stopped !== undefined) return stopHere(stopped)
+    return Effect.flatMap(this.nextDelay(scheduleInput, hintMillis), (delay) => {
+      if (delay === undefined) return stopHere("attempts")
+      if (delay === "skip") return skipHere()
+      return Effect.flatMap(this.budget.tryAcquire(failure), (granted) => {
+        if (!granted) {
+          this.count(this.metrics.budgetExhausted)
+          return stopHere("budget")
+        }
+        return this.sleepThenRetry(number + 1, delay, logged)
+      })
+    })
+  }
+
+  /** Sleeps the granted delay, then starts attempt `next`. */
+  sleepThenRetry(
+    next: number,
+    delay: number,
+    logged: Record<string, unknown>
+  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
+    this.count(this.metrics.retries)
+    return this.log(LogLevel.Info, "attempt failed, retrying", { ...logged, retryInMs: Math.round(delay) }).pipe(
+      Effect.zipRight(Effect.sleep(Duration.millis(delay))),
+      Effect.zipRight(Effect.suspend(() => {
+        this.count(this.metrics.retryDelay, delay)
+        return this.attemptFrom(next, delay)
+      }))
+    )
+  }
+
+  /** Gives the permit back with what the attempt said about capacity, then goes on with `next`. */
+  releasing<X, Y, Z>(outcome: ConcurrencyGate.Outcome, next: Effect.Effect<X, Y, Z>): Effect.Effect<X, Y, Z> {
+    if (!this.gated) return next
+    const gate = this.gate
+    if (gate.releaseNow === undefined) return Effect.zipRight(gate.release(outcome), next)
+    gate.releaseNow(outcome)
+    return next
+  }
+
+  settle(
+    restore: Restore,
+    attempt: Attempt,
+    exit: Exit.Exit<A, E>,
+    took: number,
+    delayBefore: number
+  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
+    if (Exit.isSuccess(exit)) return this.releasing("success", this.succeed(attempt, exit.value, took))
+    const failure = Cause.failureOption(exit.cause)
+    // Defects and interruptions are not failures of the call: they propagate untouched.
+    if (Cause.isDie(exit.cause) || Cause.isInterrupted(exit.cause) || Option.isNone(failure)) {
+      return this.releasing("neutral", Effect.failCause(Cause.stripFailures(exit.cause)))
+    }
+    const unwrapped = unwrap(failure.value)
+    return this.releasing(
+      outcomeOfError(unwrapped.failure),
+      restore(this.fail(attempt, unwrapped, took, delayBefore))
+    )
+  }
+
+  /**
+   * Runs one attempt in a bounded fiber of its own, holding the permit already taken. Only
+   * waiting for a suspended attempt can be interrupted; the permit goes back however it ends.
+   */
+  runAttempt(
+    restore: Restore,
+    number: number,
+    delayBefore: number
+  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
+    return Effect.withFiberRuntime((current) => {
+      const clock = this.clock
+      // Timed from now, after any wait for the permit: a wait in the queue may have used the time.
+      const started = clock.unsafeCurrentTimeMillis()
+      if (!this.leavesRoom(started, 0)) return this.releasing("neutral", this.skipForDeadline("queue"))
+      const deadline = this.deadline
+      const remaining = deadline - started
+      const boundByDeadline = remaining <= this.attemptTimeoutMillis
+      const timeoutMillis = boundByDeadline ? remaining : this.attemptTimeoutMillis
+      const attempt = new Attempt(this, number, started + timeoutMillis)
+      const id = current.id()
+      const entries: [RefEntry, ...Array<RefEntry>] = [
+        [CurrentAttempt, [[id, attempt]]],
+        [CurrentDeadline, [[id, deadline]]],
+        [CurrentHeldGates, [[id, this.heldGates]]],
+        // The attempt's failure is this sequence's to handle, not an unhandled error to report.
+        [FiberRef.unhandledErrorLogLevel, [[id, Option.none()]]]
+      ]
+      const attemptRefs = this.attemptRefs
+      if (attemptRefs !== undefined) {
+        for (const [ref, value] of attemptRefs) entries.push([ref, [[id, value]]])
+      }
+      const fiberRefs = FiberRefs.updateManyAs(current.getFiberRefs(), { entries })
+      if (!this.nested) this.count(this.metrics.attempts)
+      const run = startBounded(this.self, current, this.callerFlags, fiberRefs, timeoutMillis, clock)
+      if (run._tag === "Finished") {
+        return this.settle(restore, attempt, run.exit, clock.unsafeCurrentTimeMillis() - started, delayBefore)
+      }
+      // Interrupted while awaiting it: the attempt is stopped, then its permit given back.
+      return Effect.flatMap(
+        restore(run.await(Effect.suspend(() => this.releasing("neutral", Effect.void)))),
+        (result) => {
+          const took = clock.unsafeCurrentTimeMillis() - started
+          if (result !== timedOut) return this.settle(restore, attempt, result, took, delayBefore)
+          const failure = boundByDeadline
+            ? new Failure.DeadlineExceeded({ deadline, phase: "attempt" })
+            : new Failure.ReadTimeout({ timeout: Duration.millis(timeoutMillis), phase: attempt.phase ?? "attempt" })
+          // The gate reads this failure as it reads any other: a `ReadTimeout` is a capacity
+          // signal, a deadline that cut the attempt short is not.
+          return this.releasing(
+            ConcurrencyGate.outcomeOf(failure),
+            restore(this.fail(attempt, { failure, settled: false, own: true }, took, delayBefore))
+          )
+        }
+      )
+    })
+  }
+
+  refused(refusal: Failure.Shed | Failure.DeadlineExceeded) {
+    this.lastFailure = refusal
+    if (refusal._tag === "DeadlineExceeded") return this.skipForDeadline("queue")
+    this.count(this.metrics.shed)
+    return this.stop("shed", refusal)
+  }
+
+  attemptFrom(number: number, delayBefore: number): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
+    if (!this.leavesRoom(this.clock.unsafeCurrentTimeMillis(), 0)) return this.skipForDeadline("before-attempt")
+    // Only waiting (for a permit, for a suspended attempt) can be interrupted: between taking the
+    // permit, starting the attempt's fiber and awaiting it, nothing can be lost. A permit free at
+    // once is taken without an effect.
+    return Effect.uninterruptibleMask((restore) =>
+      !this.gated || this.gate.tryAcquireNow?.() === true
+        ? this.runAttempt(restore, number, delayBefore)
+        : Effect.matchEffect(restore(this.gate.acquire(this.deadline)), {
+          onFailure: (refusal) => this.refused(refusal),
+          onSuccess: () => this.runAttempt(restore, number, delayBefore)
+        })
+    )
+  }
+}
+
+/** The `Coordination` in the fiber's context, or the process's own: read on every call, without an `Option`. */
+const coordinationOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Coordination.Service =>
+  fiber.currentContext.unsafeMap.get(Coordination.Coordination.key) ?? Coordination.memory
+
+const badMaxAttempts = (policy: Policy, maxAttempts: number) =>
+  Effect.die(
+    new Settings.InvalidSettings({
+      subject: `call to ${policy.target}`,
+      problems: [`maxAttempts must be an integer >= 1, got ${maxAttempts}`]
+    })
+  )
+
+export const runSequence = <A, E, R>(
+  self: Effect.Effect<A, E, R>,
+  policy: Policy,
+  options: CallOptions | undefined,
+  given: TargetServices | undefined,
+  judge: Judge | undefined
+): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> => {
+  const maxAttempts = options?.maxAttempts
+  if (maxAttempts !== undefined && !(Number.isInteger(maxAttempts) && maxAttempts >= 1)) {
+    return badMaxAttempts(policy, maxAttempts)
+  }
+  return Effect.withFiberRuntime((fiber, status) => {
+    if (given !== undefined) {
+      return new Sequence(self, policy, options, given, judge, fiber, status.runtimeFlags).start()
+    }
+    const coordination = coordinationOf(fiber)
+    const made = Coordination.madeServices(coordination, policy.target)
+    if (made !== undefined) return new Sequence(self, policy, options, made, judge, fiber, status.runtimeFlags).start()
+    // The target's first call: its budget and gate are made, from settings `policy` already checked.
+    return Effect.flatMap(
+      Effect.orDie(Coordination.servicesOf(coordination, policy)),
+      (services) => runSequence(self, policy, options, services, judge)
+    )
+  })
+}
+
+const definedOnly = (annotations: Record<string, unknown>): Record<string, unknown> => {
+  const defined: Record<string, unknown> = {}
+  for (const key in annotations) {
+    if (annotations[key] !== undefined) defined[key] = annotations[key]
+  }
+  return defined
+}
+
+/**
+ * An attempt's failure; whether it was already retried (by a nested call) so only stopping is left;
+ * and whether the sequence made it (a timeout), so the policy judges it rather than a call's `classify`.
+ */
+interface AttemptFailure {
+  readonly failure: unknown
+  readonly settled: boolean
+  readonly own: boolean
+}
+
+/** A nested call's aggregate is unwrapped to its last failure; unless it deferred, it already retried. */
+const unwrap = (error: unknown): AttemptFailure =>
+  error instanceof Failure.CallFailed
+    ? { failure: error.last, settled: error.reason !== "deferred", own: Failure.isFailure(error.last) }
+    : { failure: error, settled: false, own: false }

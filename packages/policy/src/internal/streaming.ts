@@ -1,0 +1,105 @@
+/**
+ * A streamed call on the engine: one permit of the target's gate held for the whole stream, its
+ * attempts (each in a scope of its own) retried until one delivers the first element, and the
+ * deadline bounding the rest. `Resilient.retryStream` and `retryStreamWith` run it.
+ */
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
+import * as Exit from "effect/Exit"
+import * as FiberRef from "effect/FiberRef"
+import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as ConcurrencyGate from "../ConcurrencyGate.js"
+import * as Coordination from "../Coordination.js"
+import { CurrentDeadline, within } from "../Deadline.js"
+import * as Failure from "../Failure.js"
+import type { AttemptError, CallOptions, LastFailure, Opened, Policy, TargetServices } from "../Resilient.js"
+import { runSequence } from "./sequence.js"
+
+/**
+ * A gate that takes no permits but passes what attempts say about capacity to `gate`: for a stream,
+ * which holds one permit of its own across all its attempts.
+ */
+const observing = (gate: ConcurrencyGate.Service): ConcurrencyGate.Service => ({
+  ...gate,
+  acquire: () => Effect.void,
+  release: gate.observe,
+  // The gate's own shortcuts would take and give back real permits.
+  tryAcquireNow: () => true,
+  releaseNow: undefined
+})
+
+/** The failure of a stream that could not take a permit, counted as `retry` counts a refused call. */
+const refusedStream = (
+  services: TargetServices,
+  policy: Policy,
+  refusal: Failure.Shed | Failure.DeadlineExceeded
+): Effect.Effect<never, Failure.CallFailed<Failure.Shed | Failure.DeadlineExceeded>> =>
+  Effect.flatMap(FiberRef.get(FiberRef.currentMetricLabels), (labels) => {
+    const { metrics } = services.learned.of(policy.target, policy.model)
+    const reason = refusal._tag === "Shed" ? "shed" : "deadline"
+    ;(refusal._tag === "Shed" ? metrics.shed : metrics.deadlineSkips).unsafeUpdate(1, labels)
+    metrics.callsFailed(reason).unsafeUpdate(1, labels)
+    return Effect.fail(new Failure.CallFailed({ reason, last: refusal, attempts: [], target: policy.target }))
+  })
+
+/**
+ * Each attempt opens in a scope of its own: a failed attempt's resources (its connection) close at
+ * once, the one that delivered the first element stays open, in the caller's scope, for the rest.
+ */
+const inScopeOfItsOwn = <X, Y, Z>(
+  open: Effect.Effect<X, Y, Z>
+): Effect.Effect<X, Y, Exclude<Z, Scope.Scope> | Scope.Scope> =>
+  Effect.flatMap(
+    Effect.scope,
+    (outer) =>
+      Effect.flatMap(Scope.fork(outer, ExecutionStrategy.sequential), (scope) =>
+        open.pipe(
+          Scope.extend(scope),
+          Effect.onExit((exit) => Exit.isFailure(exit) ? Scope.close(scope, exit) : Effect.void)
+        ))
+  )
+
+export const streamSequence = <A, E extends AttemptError, R, E2, R2>(
+  open: Effect.Effect<Opened<A, E2, R2>, E, R>,
+  policy: Policy,
+  options: CallOptions | undefined,
+  given: TargetServices | undefined
+): Stream.Stream<
+  A,
+  Failure.CallFailed<LastFailure<E>> | E2 | Failure.DeadlineExceeded,
+  Exclude<R, Scope.Scope> | R2
+> => {
+  const opened = Effect.gen(function*() {
+    const services = given ??
+      (yield* Effect.orDie(
+        Effect.flatMap(Coordination.current, (coordination) => Coordination.servicesOf(coordination, policy))
+      ))
+    const deadline = yield* FiberRef.get(CurrentDeadline)
+    const gate = services.gate
+    const permit = yield* Effect.acquireRelease(
+      Effect.either(Effect.interruptible(gate.acquire(deadline))),
+      (taken, exit) => taken._tag === "Right" ? gate.release(ConcurrencyGate.outcomeOfExit(exit)) : Effect.void
+    )
+    if (permit._tag === "Left") return yield* refusedStream(services, policy, permit.left)
+    const { first, rest } = yield* runSequence(
+      inScopeOfItsOwn(open),
+      policy,
+      options,
+      { ...services, gate: observing(gate) },
+      undefined
+    )
+    const whole = Stream.concat(Stream.succeed(first), rest)
+    if (!Number.isFinite(deadline)) return whole
+    // The deadline bounds the whole stream, not only the wait for its first element.
+    const passed = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      Effect.zipRight(
+        Effect.sleep(Duration.millis(Math.max(0, deadline - now))),
+        Effect.fail(new Failure.DeadlineExceeded({ deadline, phase: "attempt" }))
+      ))
+    return Stream.interruptWhen(whole, passed)
+  })
+  return Stream.unwrapScoped(options?.timeout === undefined ? opened : within(opened, options.timeout))
+}
