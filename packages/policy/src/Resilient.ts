@@ -61,7 +61,7 @@ export interface Policy {
   readonly attemptTimeout: Duration.Duration
   /**
    * An attempt with less time than this before the deadline is not started: it could only be cut
-   * off. The bar rises to what the policy's successful attempts take lately (a moving average).
+   * off. The bar rises to what the model's successful attempts on this target take lately (a moving average).
    */
   readonly minAttemptTime: Duration.Duration
   /**
