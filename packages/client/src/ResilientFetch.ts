@@ -1,0 +1,310 @@
+/**
+ * A `fetch` for promise SDKs (the `openai` package, `@mistralai/mistralai`, the Vercel AI SDK,
+ * LangChain): handed to the SDK in place of the global one, it sends each model call through its
+ * target's policy — classification of the provider's answer, budget, gate, full jitter, the
+ * provider's hint, one idempotency key for every attempt — and gives the SDK the provider's
+ * `Response`. The SDK's own retries are switched off, so retrying happens at exactly one layer.
+ *
+ * ```ts
+ * const fetch = yield* ResilientFetch.make(Target.managedConfig("OPENAI"))
+ * const openai = new OpenAI({ apiKey, baseURL, fetch, maxRetries: 0 })
+ * ```
+ *
+ * The SDK's `AbortSignal` is honoured at every point, the backoff's sleep included. A success is
+ * read whole within its attempt (a stream up to its first chunk), so a body cut short is retried
+ * like any failure, and a stream is never replayed once its first chunk reached the SDK. When the
+ * call stops on an error response, the SDK gets that response, and raises its own error for it;
+ * when it stops without one (the connection failed, the gate shed it, the deadline passed), the
+ * returned promise rejects with a `TypeError`, as `fetch` does, whose `cause` is the `CallFailed`.
+ * Requests that are not model calls pass through untouched. A request the SDK retries itself
+ * (`x-stainless-retry-count` above 0) is a second retrying layer: it is logged once per target and
+ * counted (`resilient_ai_sdk_retries`).
+ */
+import { Coordination, Failure, Resilient, type Settings } from "@resilient-ai/policy"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FiberRef from "effect/FiberRef"
+import * as Metric from "effect/Metric"
+import * as Runtime from "effect/Runtime"
+import * as ProviderError from "./ProviderError.js"
+import * as Target from "./Target.js"
+import * as Transport from "./Transport.js"
+
+/** The `fetch` signature SDKs take. */
+export type Fetch = (input: string | URL | Request, init?: RequestInit) => Promise<Response>
+
+/** Settings of the adapter. */
+export interface Options {
+  /** Sends each attempt, and every request that is not a model call. Default: the global `fetch`. */
+  readonly fetch?: Fetch | undefined
+  /**
+   * Which requests are model calls. Default: a POST to a path ending in `chat/completions`,
+   * `completions`, `embeddings`, `responses`, `messages` or `fim/completions`.
+   */
+  readonly isModelCall?: ((url: URL, method: string) => boolean) | undefined
+}
+
+const modelPaths = /\/(chat\/completions|completions|embeddings|responses|messages|fim\/completions)$/
+
+const defaultIsModelCall = (url: URL, method: string): boolean =>
+  method === "POST" && modelPaths.test(url.pathname.replace(/\/+$/, ""))
+
+/** Requests an SDK retried itself, by target: a second retrying layer above this one. */
+export const sdkRetries = Metric.counter("resilient_ai_sdk_retries", {
+  description: "requests an SDK sent as its own retry, above the resilient layer",
+  incremental: true
+})
+
+/** A provider's error response, kept whole so the SDK can be given it when the call stops on it. */
+interface ErrorAnswer {
+  readonly status: number
+  readonly statusText: string
+  readonly headers: Headers
+  readonly bytes: Uint8Array<ArrayBuffer>
+}
+
+/** The body of a request, read once so every attempt can send it again. */
+const replayable = async (init: RequestInit | undefined): Promise<string | Uint8Array<ArrayBuffer> | undefined> => {
+  const body = init?.body
+  if (body === undefined || body === null) return undefined
+  if (typeof body === "string") return body
+  return new Uint8Array(await new Response(body).arrayBuffer())
+}
+
+/** What the call's JSON body says, when it is JSON: the model asked for and whether it streams. */
+const describe = (body: string | Uint8Array | undefined): { readonly model?: unknown; readonly stream?: unknown } => {
+  try {
+    const text = typeof body === "string" ? body : body instanceof Uint8Array ? new TextDecoder().decode(body) : ""
+    const parsed: unknown = JSON.parse(text)
+    return typeof parsed === "object" && parsed !== null ? parsed : {}
+  } catch {
+    return {}
+  }
+}
+
+/** Reads at most `limit` bytes of `response`'s body; more is `ResponseTooLarge`. */
+const readAll = (response: Response, limit: number): Effect.Effect<Uint8Array<ArrayBuffer>, Failure.Failure> =>
+  Effect.tryPromise({
+    try: async () => {
+      const chunks: Array<Uint8Array> = []
+      let size = 0
+      const reader = response.body?.getReader()
+      if (reader === undefined) return new Uint8Array(0)
+      for (;;) {
+        const { done, value } = await reader.read()
+        if (done) break
+        size += value.byteLength
+        if (size > limit) {
+          await reader.cancel()
+          throw new TooLarge(size)
+        }
+        chunks.push(value)
+      }
+      const whole = new Uint8Array(size)
+      let at = 0
+      for (const chunk of chunks) {
+        whole.set(chunk, at)
+        at += chunk.byteLength
+      }
+      return whole
+    },
+    catch: (error) =>
+      error instanceof TooLarge
+        ? new Failure.ResponseTooLarge({ status: response.status, limitBytes: limit })
+        : bodyFailed(error)
+  })
+
+/** A body that had started and broke: the request was delivered, so it may have run. */
+const bodyFailed = (error: unknown): Failure.Failure =>
+  new Failure.ConnectionReset({ afterSend: true, detail: error instanceof Error ? error.message : String(error) })
+
+class TooLarge {
+  constructor(readonly size: number) {}
+}
+
+/**
+ * A streamed success, read up to its first chunk within the attempt: the SDK gets a body that
+ * starts with that chunk and goes on with the rest of the same read.
+ */
+const firstChunk = (response: Response): Effect.Effect<Response, Failure.Failure> =>
+  Effect.tryPromise({
+    try: async () => {
+      const reader = response.body?.getReader()
+      if (reader === undefined) return response
+      const first = await reader.read()
+      let delivered = first.done
+      const body = new ReadableStream<Uint8Array>({
+        pull: async (controller) => {
+          if (!delivered) {
+            delivered = true
+            if (first.value !== undefined) controller.enqueue(first.value)
+            return
+          }
+          const next = await reader.read()
+          if (next.done) controller.close()
+          else controller.enqueue(next.value)
+        },
+        cancel: (reason) => reader.cancel(reason)
+      })
+      return new Response(first.done ? null : body, {
+        status: response.status,
+        statusText: response.statusText,
+        headers: response.headers
+      })
+    },
+    catch: bodyFailed
+  })
+
+/**
+ * A `fetch` that sends each model call to `target` (a checked target, or the effect that checks
+ * one) through its policy, its budget and gate taken from the `Coordination` in context.
+ */
+export const make = <E = never, R = never>(
+  target: Target.Target | Effect.Effect<Target.Target, E, R>,
+  options: Options = {}
+): Effect.Effect<Fetch, E | Settings.InvalidSettings, R> =>
+  Effect.gen(function*() {
+    const checked = Effect.isEffect(target) ? yield* target : target
+    const coordination = yield* Coordination.current
+    const services = yield* Coordination.servicesOf(coordination, {
+      target: checked.name,
+      apiKey: checked.apiKey,
+      budget: Target.policyFor(checked).budget,
+      gate: Target.policyFor(checked).gate
+    })
+    const runtime = yield* Effect.runtime<never>()
+    const send = options.fetch ?? globalThis.fetch
+    const isModelCall = options.isModelCall ?? defaultIsModelCall
+    const endpoint: Transport.Endpoint = {
+      target: checked.name,
+      baseUrl: checked.baseUrl,
+      apiKey: checked.apiKey,
+      idempotencyHeader: checked.idempotencyHeader,
+      maxResponseBytes: checked.maxResponseBytes,
+      connectTimeout: checked.connectTimeout
+    }
+    const policies = new Map<string, Resilient.Policy>()
+    const policyFor = (model: string) => {
+      let policy = policies.get(model)
+      if (policy === undefined) policies.set(model, policy = Target.policyFor(checked, model))
+      return policy
+    }
+    const warnedOfSdkRetries = { done: false }
+    const idempotencyHeader = checked.idempotencyHeader
+
+    /** `answered.last`: the error response the last attempt ended with, if it ended with one. */
+    const call = (
+      url: URL,
+      init: RequestInit,
+      headers: Headers,
+      body: string | Uint8Array<ArrayBuffer> | undefined,
+      answered: { last: ErrorAnswer | undefined }
+    ) => {
+      const described = describe(body)
+      const model = typeof described.model === "string" ? described.model : checked.model
+      const streams = described.stream === true
+      const policy = policyFor(model)
+      const attempt = Effect.flatMap(FiberRef.get(Resilient.CurrentAttempt), (info) => {
+        answered.last = undefined
+        const attemptHeaders = new Headers(headers)
+        if (info !== undefined) attemptHeaders.set(idempotencyHeader, info.requestId)
+        return Effect.tryPromise({
+          try: (abort) => {
+            const signals = init.signal === undefined || init.signal === null ? [abort] : [abort, init.signal]
+            return send(url, { ...init, headers: attemptHeaders, body: body ?? null, signal: AbortSignal.any(signals) })
+          },
+          catch: (error) => Transport.fromRequestError(error, endpoint)
+        }).pipe(
+          Effect.tap(() => info?.enter("body")),
+          Effect.flatMap((response): Effect.Effect<Response, Failure.Failure> => {
+            if (response.status < 400) {
+              return streams
+                ? firstChunk(response)
+                : Effect.map(readAll(response, checked.maxResponseBytes), (bytes) =>
+                  new Response(bytes.byteLength === 0 ? null : bytes, {
+                    status: response.status,
+                    statusText: response.statusText,
+                    headers: response.headers
+                  }))
+            }
+            return Effect.flatMap(
+              Effect.either(readAll(response, checked.maxResponseBytes)),
+              (read) =>
+                Effect.flatMap(Clock.currentTimeMillis, (now) => {
+                  const bytes = read._tag === "Right" ? read.right : new Uint8Array(0)
+                  answered.last = {
+                    status: response.status,
+                    statusText: response.statusText,
+                    headers: response.headers,
+                    bytes
+                  }
+                  const text = new TextDecoder().decode(bytes)
+                  let parsed: unknown = text
+                  try {
+                    parsed = JSON.parse(text)
+                  } catch {
+                    // An error body that is not JSON is evidence all the same.
+                  }
+                  return Effect.fail(
+                    ProviderError.toFailure(
+                      { status: response.status, headers: response.headers, body: parsed, model },
+                      now
+                    )
+                  )
+                })
+            )
+          })
+        )
+      })
+      const sdkRetry = Number(headers.get("x-stainless-retry-count") ?? "0")
+      const noticed = sdkRetry > 0
+        ? Effect.zipRight(
+          Effect.sync(() =>
+            sdkRetries.pipe(Metric.tagged("target", checked.name)).unsafeUpdate(1, [])
+          ),
+          warnedOfSdkRetries.done ? Effect.void : Effect.suspend(() => {
+            warnedOfSdkRetries.done = true
+            return Effect.logWarning(
+              "the SDK retries this target's calls itself: switch its retries off (maxRetries: 0), so retrying happens at exactly one layer"
+            ).pipe(Effect.annotateLogs({ target: checked.name, sdkRetryCount: sdkRetry }))
+          })
+        )
+        : Effect.void
+      const requestId = headers.get(idempotencyHeader) ?? undefined
+      // Embeddings change nothing when replayed; a generation is billed again.
+      const replaySafe = url.pathname.endsWith("/embeddings") ? true : undefined
+      return Effect.zipRight(noticed, attempt.pipe(Resilient.retryWith(policy, services, { requestId, replaySafe })))
+    }
+
+    return async (input, init) => {
+      const request = input instanceof Request ? input : undefined
+      const url = new URL(request?.url ?? String(input))
+      const method = (init?.method ?? request?.method ?? "GET").toUpperCase()
+      if (!isModelCall(url, method)) return send(input, init)
+      const signal = init?.signal ?? request?.signal ?? undefined
+      const headers = new Headers(request?.headers)
+      new Headers(init?.headers).forEach((value, name) => headers.set(name, value))
+      const body = await replayable(
+        init?.body !== undefined ? init : request === undefined ? undefined : { body: await request.arrayBuffer() }
+      )
+      const answered: { last: ErrorAnswer | undefined } = { last: undefined }
+      const exit = await Runtime.runPromiseExit(runtime)(
+        call(url, { ...init, method }, headers, body, answered),
+        signal === null || signal === undefined ? undefined : { signal }
+      )
+      if (Exit.isSuccess(exit)) return exit.value
+      if (signal?.aborted === true) throw signal.reason ?? new DOMException("This operation was aborted", "AbortError")
+      // The call stopped on the provider's error: the SDK gets it, and raises its own error for it.
+      const last = answered.last
+      if (last !== undefined) {
+        return new Response(last.bytes.byteLength === 0 ? null : last.bytes, {
+          status: last.status,
+          statusText: last.statusText,
+          headers: last.headers
+        })
+      }
+      throw new TypeError("fetch failed", { cause: Cause.squash(exit.cause) })
+    }
+  })

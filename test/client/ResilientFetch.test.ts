@@ -1,0 +1,165 @@
+/**
+ * The `openai` SDK (v6, the last major that runs on Node 20) with `ResilientFetch` under it, its own
+ * retries off, against the real fault server: what the server saw decides each test.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { ResilientFetch, Target } from "@resilient-ai/client"
+import { Coordination, RetryBudget } from "@resilient-ai/policy"
+import { FaultServer } from "@resilient-ai/testing"
+import { Effect, Fiber, Logger, Metric, Redacted, TestClock } from "effect"
+import OpenAI from "openai"
+import { canary } from "../canary.js"
+import { captureLogs } from "../policy/support.js"
+import { freshName } from "./support.js"
+
+const messages: Array<OpenAI.Chat.ChatCompletionMessageParam> = [{ role: "user", content: "Say hello" }]
+
+/** A managed target at `url`, with tiny backoff so a live test stays fast. */
+const targetAt = (url: string, options: Partial<Target.Options> = {}) =>
+  Target.managed({
+    name: freshName("sdk"),
+    baseUrl: url,
+    model: "gpt-4o-mini",
+    apiKey: Redacted.make(canary),
+    baseDelay: "1 millis",
+    maxDelay: "5 millis",
+    hintSpread: 0,
+    ...options
+  })
+
+/** An OpenAI client on `fetch`, its own retries off unless `maxRetries` says otherwise. */
+const openAiOn = (server: FaultServer.Service, fetch: ResilientFetch.Fetch, maxRetries = 0) =>
+  new OpenAI({ apiKey: canary, baseURL: server.url, fetch, maxRetries })
+
+/** The SDK's rejection, as a value. */
+const rejection = <A>(f: () => Promise<A>) => Effect.flip(Effect.tryPromise({ try: f, catch: (error) => error }))
+
+const quiet = Logger.remove(Logger.defaultLogger)
+
+describe("ResilientFetch under the openai SDK", () => {
+  it.scopedLive("503s are retried by the policy, not the SDK, up to the attempt ceiling", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ otherwise: { _tag: "Status", status: 503 } })
+      const fetch = yield* ResilientFetch.make(targetAt(server.url, { maxAttempts: 3 }))
+      const error = yield* rejection(() =>
+        openAiOn(server, fetch).chat.completions.create({ model: "gpt-4o-mini", messages })
+      )
+      // The SDK raises its own error for the provider's last answer.
+      assert.instanceOf(error, OpenAI.InternalServerError)
+      assert.strictEqual((error as InstanceType<typeof OpenAI.APIError>).status, 503)
+      const arrivals = yield* server.arrivals
+      assert.strictEqual(arrivals.length, 3)
+      // One logical call: every attempt carries the same idempotency key; the SDK never retried.
+      assert.strictEqual(new Set(arrivals.map((arrival) => arrival.headers["idempotency-key"])).size, 1)
+      assert.deepStrictEqual(arrivals.map((arrival) => arrival.headers["x-stainless-retry-count"]), ["0", "0", "0"])
+    }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
+
+  it.scopedLive("the budget bounds them: a budget that grants nothing sends one request", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ otherwise: { _tag: "Status", status: 503 } })
+      const fetch = yield* ResilientFetch.make(targetAt(server.url, { maxAttempts: 5 }))
+      yield* rejection(() => openAiOn(server, fetch).chat.completions.create({ model: "gpt-4o-mini", messages }))
+      assert.strictEqual((yield* server.arrivals).length, 1)
+    }).pipe(Effect.provide(Coordination.layerWith({ budget: RetryBudget.disabled })), Effect.provide(quiet)))
+
+  it.scopedLive("the provider's Retry-After is honoured, then the success reaches the SDK", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({
+        steps: [{ _tag: "Status", status: 429, retryAfterMs: "300" }, { _tag: "Ok" }]
+      })
+      const fetch = yield* ResilientFetch.make(targetAt(server.url))
+      const completion = yield* Effect.promise(() =>
+        openAiOn(server, fetch).chat.completions.create({ model: "gpt-4o-mini", messages })
+      )
+      assert.strictEqual(completion.choices[0]!.message.content, FaultServer.replyText)
+      const [first, second] = yield* server.arrivals
+      assert.isAtLeast(second!.at - first!.at, 300)
+    }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
+
+  it.scopedLive("a 400 and a spent quota are one request each", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({
+        steps: [{ _tag: "Status", status: 400 }, { _tag: "Status", status: 429, code: "insufficient_quota" }]
+      })
+      const fetch = yield* ResilientFetch.make(targetAt(server.url))
+      const client = openAiOn(server, fetch)
+      const bad = yield* rejection(() => client.chat.completions.create({ model: "gpt-4o-mini", messages }))
+      const quota = yield* rejection(() => client.chat.completions.create({ model: "gpt-4o-mini", messages }))
+      assert.instanceOf(bad, OpenAI.BadRequestError)
+      assert.instanceOf(quota, OpenAI.RateLimitError)
+      assert.strictEqual((yield* server.arrivals).length, 2)
+    }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
+
+  it.scoped("an abort during the backoff's sleep ends the call at once, and no other request is sent", () =>
+    Effect.gen(function*() {
+      // The sleep is on the TestClock, which never moves by itself: only the abort can end it.
+      const server = yield* FaultServer.make({ otherwise: { _tag: "Status", status: 503, retryAfter: "5" } })
+      const fetch = yield* ResilientFetch.make(targetAt(server.url))
+      const controller = new AbortController()
+      const call = yield* Effect.fork(
+        rejection(() =>
+          openAiOn(server, fetch).chat.completions.create({ model: "gpt-4o-mini", messages }, {
+            signal: controller.signal
+          })
+        )
+      )
+      yield* Effect.promise(async () => {
+        for (let turn = 0; turn < 2_000; turn++) {
+          if ((await Effect.runPromise(server.arrivals)).length > 0) return
+          await new Promise((resolve) => setTimeout(resolve, 5))
+        }
+      })
+      // Let the attempt's failure be judged and the sleep begin.
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))
+      controller.abort()
+      const error = yield* Fiber.join(call)
+      assert.instanceOf(error, OpenAI.APIUserAbortError)
+      yield* TestClock.adjust("1 minute")
+      assert.strictEqual((yield* server.arrivals).length, 1)
+    }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
+
+  it.scopedLive("a stream is retried before its first chunk, never after it", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({
+        steps: [{ _tag: "Status", status: 503 }, { _tag: "StreamBreak", afterChunks: 2 }]
+      })
+      const fetch = yield* ResilientFetch.make(targetAt(server.url))
+      const received: Array<string> = []
+      const error = yield* rejection(async () => {
+        const stream = await openAiOn(server, fetch).chat.completions.create({
+          model: "gpt-4o-mini",
+          messages,
+          stream: true
+        })
+        for await (const chunk of stream) received.push(chunk.choices[0]?.delta.content ?? "")
+      })
+      assert.isAtLeast(received.length, 1, "the first chunks reached the SDK")
+      assert.isDefined(error)
+      // The 503 was retried; the break after the first chunk was not.
+      assert.strictEqual((yield* server.arrivals).length, 2)
+    }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
+
+  it.scopedLive("an SDK left retrying is noticed: one warning per target, and a counter", () =>
+    Effect.gen(function*() {
+      const logs = yield* captureLogs
+      const server = yield* FaultServer.make({ otherwise: { _tag: "Status", status: 500 } })
+      const target = yield* targetAt(server.url, { maxAttempts: 1 })
+      const fetch = yield* ResilientFetch.make(target).pipe(Effect.provide(logs.layer))
+      // The SDK's own two retries, each a request our layer sees with x-stainless-retry-count above 0.
+      yield* rejection(() => openAiOn(server, fetch, 2).chat.completions.create({ model: "gpt-4o-mini", messages }))
+      assert.strictEqual((yield* server.arrivals).length, 3)
+      const counted = yield* Metric.value(ResilientFetch.sdkRetries.pipe(Metric.tagged("target", target.name)))
+      assert.strictEqual(counted.count, 2)
+      const warnings = (yield* logs.lines).filter((line) => line.message.includes("retries this target's calls itself"))
+      assert.strictEqual(warnings.length, 1)
+    }).pipe(Effect.provide(Coordination.layerMemory)))
+
+  it.scopedLive("requests that are not model calls pass through untouched", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ otherwise: { _tag: "Status", status: 503 } })
+      const fetch = yield* ResilientFetch.make(targetAt(server.url))
+      const response = yield* Effect.promise(() => fetch(`${server.url}/models`))
+      assert.strictEqual(response.status, 404)
+      assert.strictEqual((yield* server.arrivals).length, 1)
+    }).pipe(Effect.provide(Coordination.layerMemory)))
+})
