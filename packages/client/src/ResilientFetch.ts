@@ -28,6 +28,7 @@ import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
 import * as Metric from "effect/Metric"
 import * as Runtime from "effect/Runtime"
+import { concat } from "./internal/bytes.js"
 import * as ProviderError from "./ProviderError.js"
 import * as Target from "./Target.js"
 import * as Transport from "./Transport.js"
@@ -102,13 +103,7 @@ const readAll = (response: Response, limit: number): Effect.Effect<Uint8Array<Ar
         }
         chunks.push(value)
       }
-      const whole = new Uint8Array(size)
-      let at = 0
-      for (const chunk of chunks) {
-        whole.set(chunk, at)
-        at += chunk.byteLength
-      }
-      return whole
+      return concat(chunks, size)
     },
     catch: (error) =>
       error instanceof TooLarge

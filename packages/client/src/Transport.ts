@@ -27,6 +27,7 @@ import type * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import { concat } from "./internal/bytes.js"
 import { scrubFailure } from "./internal/secrets.js"
 import * as ProviderError from "./ProviderError.js"
 
@@ -192,15 +193,7 @@ const readBody = (
       read.parts.push(part)
       return Effect.succeed({ parts: read.parts, size })
     }),
-    Effect.map(({ parts, size }) => {
-      const whole = new Uint8Array(size)
-      let offset = 0
-      for (const part of parts) {
-        whole.set(part, offset)
-        offset += part.byteLength
-      }
-      return whole
-    })
+    Effect.map(({ parts, size }) => concat(parts, size))
   )
 }
 
