@@ -20,16 +20,14 @@
  * (`x-stainless-retry-count` above 0) is a second retrying layer: it is logged once per target and
  * counted (`resilient_ai_sdk_retries`).
  */
-import { Coordination, Failure, Resilient, type Settings } from "@resilient-ai/policy"
+import { Failure, Resilient, type Settings } from "@resilient-ai/policy"
 import * as Cause from "effect/Cause"
-import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
-import * as Metric from "effect/Metric"
 import * as Runtime from "effect/Runtime"
 import { concat } from "./internal/bytes.js"
-import * as ProviderError from "./ProviderError.js"
+import * as SdkCall from "./internal/sdkCall.js"
 import * as Target from "./Target.js"
 import * as Transport from "./Transport.js"
 
@@ -47,24 +45,8 @@ export interface Options {
   readonly isModelCall?: ((url: URL, method: string) => boolean) | undefined
 }
 
-const modelPaths = /\/(chat\/completions|completions|embeddings|responses|messages|fim\/completions)$/
-
-const defaultIsModelCall = (url: URL, method: string): boolean =>
-  method === "POST" && modelPaths.test(url.pathname.replace(/\/+$/, ""))
-
-/** Requests an SDK retried itself, by target: a second retrying layer above this one. */
-export const sdkRetries = Metric.counter("resilient_ai_sdk_retries", {
-  description: "requests an SDK sent as its own retry, above the resilient layer",
-  incremental: true
-})
-
-/** A provider's error response, kept whole so the SDK can be given it when the call stops on it. */
-interface ErrorAnswer {
-  readonly status: number
-  readonly statusText: string
-  readonly headers: Headers
-  readonly bytes: Uint8Array<ArrayBuffer>
-}
+/** Requests an SDK sent as its own retry, above the resilient layer, counted by target. */
+export const sdkRetries = SdkCall.sdkRetries
 
 /** The body of a request, read once so every attempt can send it again. */
 const replayable = async (init: RequestInit | undefined): Promise<string | Uint8Array<ArrayBuffer> | undefined> => {
@@ -72,17 +54,6 @@ const replayable = async (init: RequestInit | undefined): Promise<string | Uint8
   if (body === undefined || body === null) return undefined
   if (typeof body === "string") return body
   return new Uint8Array(await new Response(body).arrayBuffer())
-}
-
-/** What the call's JSON body says, when it is JSON: the model asked for and whether it streams. */
-const describe = (body: string | Uint8Array | undefined): { readonly model?: unknown; readonly stream?: unknown } => {
-  try {
-    const text = typeof body === "string" ? body : body instanceof Uint8Array ? new TextDecoder().decode(body) : ""
-    const parsed: unknown = JSON.parse(text)
-    return typeof parsed === "object" && parsed !== null ? parsed : {}
-  } catch {
-    return {}
-  }
 }
 
 /** Reads at most `limit` bytes of `response`'s body; more is `ResponseTooLarge`. */
@@ -108,12 +79,8 @@ const readAll = (response: Response, limit: number): Effect.Effect<Uint8Array<Ar
     catch: (error) =>
       error instanceof TooLarge
         ? new Failure.ResponseTooLarge({ status: response.status, limitBytes: limit })
-        : bodyFailed(error)
+        : SdkCall.bodyFailed(error)
   })
-
-/** A body that had started and broke: the request was delivered, so it may have run. */
-const bodyFailed = (error: unknown): Failure.Failure =>
-  new Failure.ConnectionReset({ afterSend: true, detail: error instanceof Error ? error.message : String(error) })
 
 class TooLarge {
   constructor(readonly size: number) {}
@@ -149,7 +116,7 @@ const firstChunk = (response: Response): Effect.Effect<Response, Failure.Failure
         headers: response.headers
       })
     },
-    catch: bodyFailed
+    catch: SdkCall.bodyFailed
   })
 
 /**
@@ -161,32 +128,12 @@ export const make = <E = never, R = never>(
   options: Options = {}
 ): Effect.Effect<Fetch, E | Settings.InvalidSettings, R> =>
   Effect.gen(function*() {
-    const checked = Effect.isEffect(target) ? yield* target : target
-    const coordination = yield* Coordination.current
-    const services = yield* Coordination.servicesOf(coordination, {
-      target: checked.name,
-      apiKey: checked.apiKey,
-      budget: Target.policyFor(checked).budget,
-      gate: Target.policyFor(checked).gate
-    })
+    const { endpoint, policyFor, services, target: checked, warned: warnedOfSdkRetries } = yield* SdkCall.adapterFor(
+      target
+    )
     const runtime = yield* Effect.runtime<never>()
     const send = options.fetch ?? globalThis.fetch
-    const isModelCall = options.isModelCall ?? defaultIsModelCall
-    const endpoint: Transport.Endpoint = {
-      target: checked.name,
-      baseUrl: checked.baseUrl,
-      apiKey: checked.apiKey,
-      idempotencyHeader: checked.idempotencyHeader,
-      maxResponseBytes: checked.maxResponseBytes,
-      connectTimeout: checked.connectTimeout
-    }
-    const policies = new Map<string, Resilient.Policy>()
-    const policyFor = (model: string) => {
-      let policy = policies.get(model)
-      if (policy === undefined) policies.set(model, policy = Target.policyFor(checked, model))
-      return policy
-    }
-    const warnedOfSdkRetries = { done: false }
+    const isModelCall = options.isModelCall ?? SdkCall.isModelCall
     const idempotencyHeader = checked.idempotencyHeader
 
     /** `answered.last`: the error response the last attempt ended with, if it ended with one. */
@@ -195,11 +142,11 @@ export const make = <E = never, R = never>(
       init: RequestInit,
       headers: Headers,
       body: string | Uint8Array<ArrayBuffer> | undefined,
-      answered: { last: ErrorAnswer | undefined }
+      answered: { last: SdkCall.ErrorAnswer | undefined }
     ) => {
-      const described = describe(body)
-      const model = typeof described.model === "string" ? described.model : checked.model
-      const streams = described.stream === true
+      const described = SdkCall.describe(body)
+      const model = described.model ?? checked.model
+      const streams = described.streams
       const policy = policyFor(model)
       const attempt = Effect.flatMap(FiberRef.get(Resilient.CurrentAttempt), (info) => {
         answered.last = undefined
@@ -226,51 +173,30 @@ export const make = <E = never, R = never>(
             }
             return Effect.flatMap(
               Effect.either(readAll(response, checked.maxResponseBytes)),
-              (read) =>
-                Effect.flatMap(Clock.currentTimeMillis, (now) => {
-                  const bytes = read._tag === "Right" ? read.right : new Uint8Array(0)
-                  answered.last = {
-                    status: response.status,
-                    statusText: response.statusText,
-                    headers: response.headers,
-                    bytes
-                  }
-                  const text = new TextDecoder().decode(bytes)
-                  let parsed: unknown = text
-                  try {
-                    parsed = JSON.parse(text)
-                  } catch {
-                    // An error body that is not JSON is evidence all the same.
-                  }
-                  return Effect.fail(
-                    ProviderError.toFailure(
-                      { status: response.status, headers: response.headers, body: parsed, model },
-                      now
-                    )
-                  )
-                })
+              (read) => {
+                const answer: SdkCall.ErrorAnswer = {
+                  status: response.status,
+                  statusText: response.statusText,
+                  headers: response.headers,
+                  bytes: read._tag === "Right" ? read.right : new Uint8Array(0)
+                }
+                answered.last = answer
+                return Effect.flatMap(SdkCall.failureOf(answer, model), Effect.fail)
+              }
             )
           })
         )
       })
-      const sdkRetry = Number(headers.get("x-stainless-retry-count") ?? "0")
-      const noticed = sdkRetry > 0
-        ? Effect.zipRight(
-          Effect.sync(() =>
-            sdkRetries.pipe(Metric.tagged("target", checked.name)).unsafeUpdate(1, [])
-          ),
-          warnedOfSdkRetries.done ? Effect.void : Effect.suspend(() => {
-            warnedOfSdkRetries.done = true
-            return Effect.logWarning(
-              "the SDK retries this target's calls itself: switch its retries off (maxRetries: 0), so retrying happens at exactly one layer"
-            ).pipe(Effect.annotateLogs({ target: checked.name, sdkRetryCount: sdkRetry }))
-          })
-        )
-        : Effect.void
+      const noticed = Effect.suspend(() =>
+        SdkCall.noticeSdkRetry(checked.name, headers.get("x-stainless-retry-count"), warnedOfSdkRetries)
+      )
       const requestId = headers.get(idempotencyHeader) ?? undefined
-      // Embeddings change nothing when replayed; a generation is billed again.
-      const replaySafe = url.pathname.endsWith("/embeddings") ? true : undefined
-      return Effect.zipRight(noticed, attempt.pipe(Resilient.retryWith(policy, services, { requestId, replaySafe })))
+      return Effect.zipRight(
+        Effect.suspend(() =>
+          noticed
+        ),
+        attempt.pipe(Resilient.retryWith(policy, services, { requestId, replaySafe: SdkCall.replaySafe(url) }))
+      )
     }
 
     return async (input, init) => {
@@ -284,7 +210,7 @@ export const make = <E = never, R = never>(
       const body = await replayable(
         init?.body !== undefined ? init : request === undefined ? undefined : { body: await request.arrayBuffer() }
       )
-      const answered: { last: ErrorAnswer | undefined } = { last: undefined }
+      const answered: { last: SdkCall.ErrorAnswer | undefined } = { last: undefined }
       const exit = await Runtime.runPromiseExit(runtime)(
         call(url, { ...init, method }, headers, body, answered),
         signal === null || signal === undefined ? undefined : { signal }
@@ -292,14 +218,7 @@ export const make = <E = never, R = never>(
       if (Exit.isSuccess(exit)) return exit.value
       if (signal?.aborted === true) throw signal.reason ?? new DOMException("This operation was aborted", "AbortError")
       // The call stopped on the provider's error: the SDK gets it, and raises its own error for it.
-      const last = answered.last
-      if (last !== undefined) {
-        return new Response(last.bytes.byteLength === 0 ? null : last.bytes, {
-          status: last.status,
-          statusText: last.statusText,
-          headers: last.headers
-        })
-      }
+      if (answered.last !== undefined) return SdkCall.responseOf(answered.last)
       throw new TypeError("fetch failed", { cause: Cause.squash(exit.cause) })
     }
   })

@@ -1,0 +1,145 @@
+/**
+ * An `HttpClient` for Effect SDKs (`@effect/ai-openai`, `@effect/ai-anthropic`, any code on
+ * `@effect/platform`'s `HttpClient`): each model call the client executes goes through its target's
+ * policy — classification of the provider's answer, budget, gate, full jitter, the provider's
+ * hint — and the SDK gets the provider's response.
+ *
+ * ```ts
+ * // Under an SDK's layer: the HttpClient it is given is the resilient one.
+ * const OpenAiLive = OpenAiClient.layer({ apiKey }).pipe(
+ *   Layer.provide(ResilientHttpClient.layer(Target.managedConfig("OPENAI"))),
+ *   Layer.provide(NodeHttpClient.layerUndici)
+ * )
+ * ```
+ *
+ * Every attempt of a call carries the same idempotency key. A success is read whole within its
+ * attempt, so a body cut short is retried; a streamed one is retried until its headers arrive.
+ * When the call stops on an error response, the SDK gets that response and judges its status as it
+ * always does; when it stops without one, the error is the platform's `RequestError` (reason
+ * `Transport`) whose `cause` is the `CallFailed`. Errors reaching the SDK stay the platform's types.
+ */
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClientError from "@effect/platform/HttpClientError"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import * as HttpClientResponse from "@effect/platform/HttpClientResponse"
+import { Failure, Resilient, type Settings } from "@resilient-ai/policy"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as SdkCall from "./internal/sdkCall.js"
+import * as Target from "./Target.js"
+import * as Transport from "./Transport.js"
+
+/** Settings of the transformation. */
+export interface Options {
+  /** Which requests are model calls. Default: a POST to a model API's call path (`chat/completions`, …). */
+  readonly isModelCall?: ((url: URL, method: string) => boolean) | undefined
+}
+
+/** The body of a platform request as bytes, when it is bytes (an SDK's JSON). */
+const bodyBytes = (request: HttpClientRequest.HttpClientRequest): Uint8Array | undefined =>
+  request.body._tag === "Uint8Array" ? request.body.body : undefined
+
+const urlOf = (request: HttpClientRequest.HttpClientRequest): URL | undefined => {
+  try {
+    return new URL(request.url)
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Makes `client` resilient for `target` (a checked target, or the effect that checks one): its
+ * model calls go through the target's policy, its budget and gate from the `Coordination` in
+ * context; other requests are executed as they were.
+ */
+export const transform = <E = never, R = never>(
+  target: Target.Target | Effect.Effect<Target.Target, E, R>,
+  options: Options = {}
+) =>
+<CE, CR>(
+  client: HttpClient.HttpClient.With<CE, CR>
+): Effect.Effect<HttpClient.HttpClient.With<CE | HttpClientError.RequestError, CR>, E | Settings.InvalidSettings, R> =>
+  Effect.gen(function*() {
+    const { endpoint, policyFor, services, target: checked, warned } = yield* SdkCall.adapterFor(target)
+    const isModelCall = options.isModelCall ?? SdkCall.isModelCall
+    const idempotencyHeader = checked.idempotencyHeader.toLowerCase()
+
+    // One key for the whole call, set before the attempts: each executes the request again, as it is.
+    const keyed = HttpClient.mapRequest(client, (request) => {
+      const url = urlOf(request)
+      return url === undefined || !isModelCall(url, request.method) || request.headers[idempotencyHeader] !== undefined
+        ? request
+        : HttpClientRequest.setHeader(request, checked.idempotencyHeader, globalThis.crypto.randomUUID())
+    })
+    return HttpClient.transform(keyed, (
+      execute,
+      request
+    ): Effect.Effect<HttpClientResponse.HttpClientResponse, CE | HttpClientError.RequestError, CR> => {
+      const url = urlOf(request)
+      if (url === undefined || !isModelCall(url, request.method)) return execute
+      const described = SdkCall.describe(bodyBytes(request))
+      const model = described.model ?? checked.model
+      const answered: { last: SdkCall.ErrorAnswer | undefined } = { last: undefined }
+      const requestId = request.headers[idempotencyHeader]
+      const attempt = Effect.flatMap(
+        Effect.mapError(
+          execute,
+          (error): Failure.Failure => {
+            // The platform wraps the transport's own error: its code says what failed.
+            const wrapped = error as { readonly _tag?: unknown; readonly cause?: unknown }
+            return Transport.fromRequestError(
+              wrapped._tag === "RequestError" ? wrapped.cause ?? error : error,
+              endpoint
+            )
+          }
+        ),
+        (response): Effect.Effect<HttpClientResponse.HttpClientResponse, Failure.Failure> => {
+          answered.last = undefined
+          if (described.streams && response.status < 400) return Effect.succeed(response)
+          return Effect.flatMap(
+            Effect.mapError(response.arrayBuffer, SdkCall.bodyFailed),
+            (buffer) => {
+              const answer: SdkCall.ErrorAnswer = {
+                status: response.status,
+                statusText: "",
+                headers: new Headers(response.headers),
+                bytes: new Uint8Array(buffer)
+              }
+              if (response.status < 400) {
+                return Effect.succeed(HttpClientResponse.fromWeb(request, SdkCall.responseOf(answer)))
+              }
+              answered.last = answer
+              return Effect.flatMap(SdkCall.failureOf(answer, model), Effect.fail)
+            }
+          )
+        }
+      )
+      return Effect.zipRight(
+        Effect.suspend(() => SdkCall.noticeSdkRetry(checked.name, request.headers["x-stainless-retry-count"], warned)),
+        attempt.pipe(
+          Resilient.retryWith(policyFor(model), services, { requestId, replaySafe: SdkCall.replaySafe(url) }),
+          Effect.catchTag("CallFailed", (failed) =>
+            answered.last !== undefined
+              ? Effect.succeed(HttpClientResponse.fromWeb(request, SdkCall.responseOf(answered.last)))
+              : Effect.fail(
+                new HttpClientError.RequestError({
+                  request,
+                  reason: "Transport",
+                  cause: failed,
+                  description: failed.message
+                })
+              ))
+        )
+      )
+    })
+  })
+
+/**
+ * Replaces the `HttpClient` in context with its resilient form for `target`: provide it under an
+ * Effect SDK's layer, and the client in context (`NodeHttpClient.layerUndici`, …) under it.
+ */
+export const layer = <E = never, R = never>(
+  target: Target.Target | Effect.Effect<Target.Target, E, R>,
+  options?: Options
+): Layer.Layer<HttpClient.HttpClient, E | Settings.InvalidSettings, R | HttpClient.HttpClient> =>
+  Layer.effect(HttpClient.HttpClient, Effect.flatMap(HttpClient.HttpClient, transform(target, options)))

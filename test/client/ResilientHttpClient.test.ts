@@ -1,0 +1,98 @@
+/**
+ * `ResilientHttpClient` under code that uses `@effect/platform`'s `HttpClient` the way an Effect SDK
+ * does (`@effect/ai-openai` posts JSON and reads the body), against the real fault server.
+ */
+import { HttpClient, HttpClientRequest } from "@effect/platform"
+import { NodeHttpClient } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { ResilientHttpClient, Target } from "@resilient-ai/client"
+import { Coordination, Failure } from "@resilient-ai/policy"
+import { FaultServer } from "@resilient-ai/testing"
+import { Effect, Layer, Logger, Redacted } from "effect"
+import { createServer } from "node:net"
+import { canary } from "../canary.js"
+import { freshName } from "./support.js"
+
+const targetAt = (url: string, options: Partial<Target.Options> = {}) =>
+  Target.managed({
+    name: freshName("effect-sdk"),
+    baseUrl: url,
+    model: "gpt-4o-mini",
+    apiKey: Redacted.make(canary),
+    baseDelay: "1 millis",
+    maxDelay: "5 millis",
+    ...options
+  })
+
+/** What an Effect SDK does: post the call's JSON, and read the answer's status and body. */
+const chat = (url: string) =>
+  Effect.flatMap(HttpClient.HttpClient, (client) =>
+    HttpClientRequest.post(`${url}/chat/completions`).pipe(
+      HttpClientRequest.bodyUnsafeJson({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] }),
+      client.execute,
+      Effect.flatMap((response) => Effect.map(response.text, (text) => ({ status: response.status, text })))
+    ))
+
+/** The resilient client for `target`, over the Node client. */
+const resilient = (target: ReturnType<typeof targetAt>) =>
+  ResilientHttpClient.layer(target).pipe(Layer.provide(NodeHttpClient.layerUndici))
+
+const quiet = Logger.remove(Logger.defaultLogger)
+
+describe("ResilientHttpClient", () => {
+  it.scopedLive("retries an overloaded call under the SDK, one idempotency key for every attempt", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({
+        steps: [{ _tag: "Status", status: 503 }, { _tag: "Status", status: 503 }, { _tag: "Ok" }]
+      })
+      const answer = yield* chat(server.url).pipe(Effect.provide(resilient(targetAt(server.url))))
+      assert.strictEqual(answer.status, 200)
+      assert.include(answer.text, FaultServer.replyText)
+      const arrivals = yield* server.arrivals
+      assert.strictEqual(arrivals.length, 3)
+      const keys = new Set(arrivals.map((arrival) => arrival.headers["idempotency-key"]))
+      assert.strictEqual(keys.size, 1)
+      assert.isDefined([...keys][0])
+    }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
+
+  it.scopedLive("when the call stops on an error response, the SDK gets that response", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ otherwise: { _tag: "Status", status: 503, message: "busy" } })
+      const answer = yield* chat(server.url).pipe(Effect.provide(resilient(targetAt(server.url, { maxAttempts: 2 }))))
+      assert.strictEqual(answer.status, 503)
+      assert.include(answer.text, "busy")
+      assert.strictEqual((yield* server.arrivals).length, 2)
+    }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
+
+  it.scopedLive("a call that gets no response fails with the platform's RequestError, the CallFailed its cause", () =>
+    Effect.gen(function*() {
+      const port = yield* Effect.promise(() =>
+        new Promise<number>((resolve) => {
+          const probe = createServer().listen(0, "127.0.0.1", () => {
+            const address = probe.address()
+            probe.close(() => resolve(typeof address === "object" && address !== null ? address.port : 0))
+          })
+        })
+      )
+      const url = `http://127.0.0.1:${port}/v1`
+      const error = yield* Effect.flip(chat(url).pipe(Effect.provide(resilient(targetAt(url, { maxAttempts: 2 })))))
+      assert.strictEqual(error._tag, "RequestError")
+      const cause = error._tag === "RequestError" ? error.cause : undefined
+      assert.instanceOf(cause, Failure.CallFailed)
+      const failed = cause as Failure.CallFailed
+      assert.strictEqual(failed.reason, "attempts")
+      assert.strictEqual(failed.last._tag, "ConnectFailed")
+      assert.strictEqual(failed.attempts.length, 2)
+    }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
+
+  it.scopedLive("requests that are not model calls are executed as they were", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ otherwise: { _tag: "Status", status: 503 } })
+      const status = yield* Effect.flatMap(HttpClient.HttpClient, (client) => client.get(`${server.url}/models`)).pipe(
+        Effect.map((response) => response.status),
+        Effect.provide(resilient(targetAt(server.url)))
+      )
+      assert.strictEqual(status, 404)
+      assert.strictEqual((yield* server.arrivals).length, 1)
+    }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
+})
