@@ -154,6 +154,32 @@ describe("ResilientFetch under the openai SDK", () => {
       assert.strictEqual(warnings.length, 1)
     }).pipe(Effect.provide(Coordination.layerMemory)))
 
+  it.scopedLive("a call sent again with the idempotency key of one before is an SDK retrying too", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make()
+      const target = yield* targetAt(server.url)
+      const fetch = yield* ResilientFetch.make(target)
+      const send = (key: string) =>
+        Effect.promise(() =>
+          fetch(`${server.url}/chat/completions`, {
+            method: "POST",
+            headers: { "content-type": "application/json", "idempotency-key": key },
+            body: JSON.stringify({ model: "gpt-4o-mini", messages })
+          }).then((response) => response.status)
+        )
+      const counted = () => Metric.value(ResilientFetch.sdkRetries.pipe(Metric.tagged("target", target.name)))
+      assert.deepStrictEqual([yield* send("call-1"), yield* send("call-2")], [200, 200])
+      assert.strictEqual((yield* counted()).count, 0)
+      assert.strictEqual(yield* send("call-1"), 200)
+      assert.strictEqual((yield* counted()).count, 1)
+      // Every attempt of a call carries the key the SDK chose.
+      assert.deepStrictEqual((yield* server.arrivals).map((arrival) => arrival.headers["idempotency-key"]), [
+        "call-1",
+        "call-2",
+        "call-1"
+      ])
+    }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
+
   it.scopedLive("requests that are not model calls pass through untouched", () =>
     Effect.gen(function*() {
       const server = yield* FaultServer.make({ otherwise: { _tag: "Status", status: 503 } })

@@ -128,9 +128,8 @@ export const make = <E = never, R = never>(
   options: Options = {}
 ): Effect.Effect<Fetch, E | Settings.InvalidSettings, R> =>
   Effect.gen(function*() {
-    const { endpoint, policyFor, services, target: checked, warned: warnedOfSdkRetries } = yield* SdkCall.adapterFor(
-      target
-    )
+    const adapter = yield* SdkCall.adapterFor(target)
+    const { endpoint, policyFor, services, target: checked } = adapter
     const runtime = yield* Effect.runtime<never>()
     const send = options.fetch ?? globalThis.fetch
     const isModelCall = options.isModelCall ?? SdkCall.isModelCall
@@ -187,13 +186,10 @@ export const make = <E = never, R = never>(
           })
         )
       })
-      const noticed = Effect.suspend(() =>
-        SdkCall.noticeSdkRetry(checked.name, headers.get("x-stainless-retry-count"), warnedOfSdkRetries)
-      )
       const requestId = headers.get(idempotencyHeader) ?? undefined
       return Effect.zipRight(
         Effect.suspend(() =>
-          noticed
+          SdkCall.noticeSdkRetry(adapter, headers.get("x-stainless-retry-count"), requestId)
         ),
         attempt.pipe(Resilient.retryWith(policy, services, { requestId, replaySafe: SdkCall.replaySafe(url) }))
       )

@@ -60,7 +60,8 @@ export const transform = <E = never, R = never>(
   client: HttpClient.HttpClient.With<CE, CR>
 ): Effect.Effect<HttpClient.HttpClient.With<CE | HttpClientError.RequestError, CR>, E | Settings.InvalidSettings, R> =>
   Effect.gen(function*() {
-    const { endpoint, policyFor, services, target: checked, warned } = yield* SdkCall.adapterFor(target)
+    const adapter = yield* SdkCall.adapterFor(target)
+    const { endpoint, policyFor, services, target: checked } = adapter
     const isModelCall = options.isModelCall ?? SdkCall.isModelCall
     const idempotencyHeader = checked.idempotencyHeader.toLowerCase()
 
@@ -115,7 +116,7 @@ export const transform = <E = never, R = never>(
         }
       )
       return Effect.zipRight(
-        Effect.suspend(() => SdkCall.noticeSdkRetry(checked.name, request.headers["x-stainless-retry-count"], warned)),
+        Effect.suspend(() => SdkCall.noticeSdkRetry(adapter, request.headers["x-stainless-retry-count"], requestId)),
         attempt.pipe(
           Resilient.retryWith(policyFor(model), services, { requestId, replaySafe: SdkCall.replaySafe(url) }),
           Effect.catchTag("CallFailed", (failed) =>

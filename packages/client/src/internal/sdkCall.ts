@@ -19,7 +19,12 @@ export interface Adapter {
   readonly policyFor: (model: string) => Resilient.Policy
   /** Whether the target's warning of an SDK that retries by itself was logged. */
   readonly warned: { done: boolean }
+  /** The idempotency keys the SDK sent lately: a key sent again is the SDK retrying. */
+  readonly keysSeen: Set<string>
 }
+
+/** How many of the SDK's idempotency keys an adapter remembers: enough for the calls in flight. */
+const keysRemembered = 4_096
 
 /**
  * The adapter of `target` (a checked target, or the effect that checks one), its state from the
@@ -55,7 +60,8 @@ export const adapterFor = <E, R>(
         if (policy === undefined) policies.set(model, policy = Target.policyFor(checked, model))
         return policy
       },
-      warned: { done: false }
+      warned: { done: false },
+      keysSeen: new Set()
     }
   })
 
@@ -124,20 +130,29 @@ export const sdkRetries = Metric.counter("resilient_ai_sdk_retries", {
 })
 
 /**
- * Notices a request an SDK retries by itself (`x-stainless-retry-count` above 0): counted, and
- * warned of once per target (`warned` is the target's).
+ * Notices a request an SDK retries by itself: one it marks as a retry (`x-stainless-retry-count`
+ * above 0), or one carrying an idempotency key it sent before. Counted, and warned of once per
+ * target.
  */
 export const noticeSdkRetry = (
-  target: string,
+  adapter: Adapter,
   retryCount: string | null | undefined,
-  warned: { done: boolean }
+  sdkKey: string | null | undefined
 ): Effect.Effect<void> => {
   const count = Number(retryCount ?? "0")
-  if (!(count > 0)) return Effect.void
+  const keys = adapter.keysSeen
+  const keySentBefore = sdkKey !== null && sdkKey !== undefined && keys.has(sdkKey)
+  if (sdkKey !== null && sdkKey !== undefined && !keySentBefore) {
+    keys.add(sdkKey)
+    // A Set iterates in insertion order: the first key is the oldest.
+    if (keys.size > keysRemembered) keys.delete(keys.values().next().value!)
+  }
+  if (!(count > 0) && !keySentBefore) return Effect.void
+  const target = adapter.target.name
   sdkRetries.pipe(Metric.tagged("target", target)).unsafeUpdate(1, [])
-  if (warned.done) return Effect.void
-  warned.done = true
+  if (adapter.warned.done) return Effect.void
+  adapter.warned.done = true
   return Effect.logWarning(
     "the SDK retries this target's calls itself: switch its retries off (maxRetries: 0), so retrying happens at exactly one layer"
-  ).pipe(Effect.annotateLogs({ target, sdkRetryCount: count }))
+  ).pipe(Effect.annotateLogs({ target, sdkRetryCount: count, idempotencyKeySentBefore: keySentBefore }))
 }
