@@ -17,8 +17,8 @@
  * when it stops without one (the connection failed, the gate shed it, the deadline passed), the
  * returned promise rejects with a `TypeError`, as `fetch` does, whose `cause` is the `CallFailed`.
  * Requests that are not model calls pass through untouched. A request the SDK retries itself
- * (`x-stainless-retry-count` above 0) is a second retrying layer: it is logged once per target and
- * counted (`resilient_ai_sdk_retries`).
+ * (`x-stainless-retry-count` above 0, or an idempotency key it sent before) is a second retrying
+ * layer: it is logged once per target and counted (`resilient_ai_sdk_retries`).
  */
 import { Failure, Resilient, type Settings } from "@resilient-ai/policy"
 import * as Cause from "effect/Cause"
