@@ -152,3 +152,10 @@ export const excerpt = (body: string, length = 200): string => {
   const flat = body.replace(/\s+/g, " ").trim()
   return flat.length > length ? `${flat.slice(0, length)}…` : flat
 }
+
+/**
+ * The provider's own id of a response, which its support asks for: OpenAI's and Mistral's
+ * `x-request-id`, Anthropic's `request-id`.
+ */
+export const requestIdOf = (headers: RetryHint.HeaderSource): string | undefined =>
+  RetryHint.header(headers, "x-request-id") ?? RetryHint.header(headers, "request-id")

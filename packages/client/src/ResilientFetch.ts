@@ -158,7 +158,7 @@ export const make = <E = never, R = never>(
           },
           catch: (error) => Transport.fromRequestError(error, endpoint)
         }).pipe(
-          Effect.tap(() => info?.enter("body")),
+          Effect.tap((response) => SdkCall.entered(info, response.headers)),
           Effect.flatMap((response): Effect.Effect<Response, Failure.Failure> => {
             if (response.status < 400) {
               return streams

@@ -24,6 +24,7 @@ import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import { Failure, Resilient, type Settings } from "@resilient-ai/policy"
 import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as SdkCall from "./internal/sdkCall.js"
 import * as Target from "./Target.js"
@@ -83,19 +84,23 @@ export const transform = <E = never, R = never>(
       const answered: { last: SdkCall.ErrorAnswer | undefined } = { last: undefined }
       const requestId = request.headers[idempotencyHeader]
       const attempt = Effect.flatMap(
-        Effect.mapError(
-          execute,
-          (error): Failure.Failure => {
-            // The platform wraps the transport's own error: its code says what failed.
-            const wrapped = error as { readonly _tag?: unknown; readonly cause?: unknown }
-            return Transport.fromRequestError(
-              wrapped._tag === "RequestError" ? wrapped.cause ?? error : error,
-              endpoint
-            )
-          }
+        Effect.zip(
+          Effect.mapError(
+            execute,
+            (error): Failure.Failure => {
+              // The platform wraps the transport's own error: its code says what failed.
+              const wrapped = error as { readonly _tag?: unknown; readonly cause?: unknown }
+              return Transport.fromRequestError(
+                wrapped._tag === "RequestError" ? wrapped.cause ?? error : error,
+                endpoint
+              )
+            }
+          ),
+          FiberRef.get(Resilient.CurrentAttempt)
         ),
-        (response): Effect.Effect<HttpClientResponse.HttpClientResponse, Failure.Failure> => {
+        ([response, info]): Effect.Effect<HttpClientResponse.HttpClientResponse, Failure.Failure> => {
           answered.last = undefined
+          SdkCall.entered(info, new Headers(response.headers))
           if (described.streams && response.status < 400) return Effect.succeed(response)
           return Effect.flatMap(
             Effect.mapError(response.arrayBuffer, SdkCall.bodyFailed),

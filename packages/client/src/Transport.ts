@@ -368,7 +368,11 @@ const send = <A, B, R, RR>(
     return client.execute(request).pipe(
       Effect.mapError((error: HttpClientError.HttpClientError) => fromRequestError(error.cause ?? error, endpoint)),
       Effect.flatMap((response) => {
-        info?.enter("body")
+        if (info !== undefined) {
+          info.enter("body")
+          const providerRequestId = ProviderError.requestIdOf(response.headers)
+          if (providerRequestId !== undefined) info.annotate("providerRequestId", providerRequestId)
+        }
         return response.status >= 400
           ? errorResponse(response, endpoint, call.model)
           : read(call, response, info)

@@ -90,6 +90,14 @@ export const describe = (
   }
 }
 
+/** The answer's headers arrived: the attempt reads its body now, and logs the provider's id of it. */
+export const entered = (info: Resilient.AttemptInfo | undefined, headers: Headers): void => {
+  if (info === undefined) return
+  info.enter("body")
+  const providerRequestId = ProviderError.requestIdOf(headers)
+  if (providerRequestId !== undefined) info.annotate("providerRequestId", providerRequestId)
+}
+
 /** A provider's error response, kept whole so the SDK can be given it when the call stops on it. */
 export interface ErrorAnswer {
   readonly status: number
