@@ -370,7 +370,8 @@ const send = <A, B, R, RR>(
       Effect.flatMap((response) => {
         if (info !== undefined) {
           info.enter("body")
-          const providerRequestId = ProviderError.requestIdOf(response.headers)
+          // The platform's headers are a record of lower-case names: looked up, not searched.
+          const providerRequestId = response.headers["x-request-id"] ?? response.headers["request-id"]
           if (providerRequestId !== undefined) info.annotate("providerRequestId", providerRequestId)
         }
         return response.status >= 400
