@@ -6,7 +6,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { ResilientFetch, Target } from "@resilient-ai/client"
 import { Coordination, RetryBudget } from "@resilient-ai/policy"
 import { FaultServer } from "@resilient-ai/testing"
-import { Effect, Fiber, Logger, Metric, Redacted, TestClock } from "effect"
+import { Chunk, Effect, Fiber, Logger, Metric, Redacted, TestClock } from "effect"
 import OpenAI from "openai"
 import { canary } from "../canary.js"
 import { captureLogs } from "../policy/support.js"
@@ -103,14 +103,14 @@ describe("ResilientFetch under the openai SDK", () => {
           })
         )
       )
-      yield* Effect.promise(async () => {
-        for (let turn = 0; turn < 2_000; turn++) {
-          if ((await Effect.runPromise(server.arrivals)).length > 0) return
-          await new Promise((resolve) => setTimeout(resolve, 5))
-        }
-      })
-      // Let the attempt's failure be judged and the sleep begin.
-      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))
+      // On the real clock, until the backoff's 5 s sleep is on the TestClock: the abort lands in it,
+      // however slowly a busy machine got there.
+      let sleeping = false
+      for (let turn = 0; turn < 4_000 && !sleeping; turn++) {
+        sleeping = Chunk.some(yield* TestClock.sleeps(), (wake) => wake === 5_000)
+        if (!sleeping) yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 5)))
+      }
+      assert.isTrue(sleeping, "the call never slept for the provider's Retry-After")
       controller.abort()
       const error = yield* Fiber.join(call)
       assert.instanceOf(error, OpenAI.APIUserAbortError)

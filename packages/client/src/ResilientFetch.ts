@@ -49,9 +49,13 @@ export interface Options {
 export const sdkRetries = SdkCall.sdkRetries
 
 /** The body of a request, read once so every attempt can send it again. */
-const replayable = async (init: RequestInit | undefined): Promise<string | Uint8Array<ArrayBuffer> | undefined> => {
-  const body = init?.body
-  if (body === undefined || body === null) return undefined
+const replayable = async (
+  body: BodyInit | null | undefined,
+  request: Request | undefined
+): Promise<string | Uint8Array<ArrayBuffer> | undefined> => {
+  if (body === undefined || body === null) {
+    return request?.body === null || request === undefined ? undefined : new Uint8Array(await request.arrayBuffer())
+  }
   if (typeof body === "string") return body
   return new Uint8Array(await new Response(body).arrayBuffer())
 }
@@ -203,9 +207,7 @@ export const make = <E = never, R = never>(
       const signal = init?.signal ?? request?.signal ?? undefined
       const headers = new Headers(request?.headers)
       new Headers(init?.headers).forEach((value, name) => headers.set(name, value))
-      const body = await replayable(
-        init?.body !== undefined ? init : request === undefined ? undefined : { body: await request.arrayBuffer() }
-      )
+      const body = await replayable(init?.body, request)
       const answered: { last: SdkCall.ErrorAnswer | undefined } = { last: undefined }
       const exit = await Runtime.runPromiseExit(runtime)(
         call(url, { ...init, method }, headers, body, answered),

@@ -15,9 +15,8 @@ import { Backoff, Classifier, Resilient, Settings } from "@resilient-ai/policy"
 import type * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
-import type * as Either from "effect/Either"
+import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 
@@ -172,15 +171,9 @@ const reservedHeaders = ["accept", "authorization", "content-type", "content-len
 
 /** A rule on text: `check` says what is wrong with it, if anything. */
 const text = (check: (value: string) => string | undefined): Schema.Schema<string, unknown> =>
-  Schema.transformOrFail(Schema.Unknown, Schema.String, {
-    strict: true,
-    decode: (input, _, ast) => {
-      const problem = typeof input === "string" ? check(input) : "must be text"
-      return problem === undefined
-        ? ParseResult.succeed(input as string)
-        : ParseResult.fail(new ParseResult.Type(ast, input, problem))
-    },
-    encode: ParseResult.succeed
+  Settings.rule(Schema.String, (input) => {
+    const problem = typeof input === "string" ? check(input) : "must be text"
+    return problem === undefined ? Either.right(input as string) : Either.left(problem)
   })
 
 /** What is wrong with a base URL, if anything; any credentials in it are not shown. */
@@ -208,27 +201,19 @@ const isHttpUrl = (value: string): boolean => {
 }
 
 /** An API key, given redacted or (from the environment) as text; its value is never shown. */
-const ApiKey: Schema.Schema<Redacted.Redacted, unknown> = Schema.transformOrFail(
-  Schema.Unknown,
+const ApiKey: Schema.Schema<Redacted.Redacted, unknown> = Settings.rule(
   Schema.RedactedFromSelf(Schema.String),
-  {
-    strict: true,
-    decode: (input, _, ast) => {
-      const key = Redacted.isRedacted(input) ? input : typeof input === "string" ? Redacted.make(input) : undefined
-      const value = key === undefined ? undefined : Redacted.value(key)
-      const problem = typeof value !== "string"
-        ? "must be a Redacted string"
-        : value === ""
-        ? "must not be empty"
-        // Shown in no message: a key with a stray newline is still a key.
-        : /^[\x21-\x7e]+$/.test(value)
-        ? undefined
-        : "must not contain spaces, control or non-ASCII characters (its value is not shown)"
-      return problem === undefined
-        ? ParseResult.succeed(key as Redacted.Redacted<string>)
-        : ParseResult.fail(new ParseResult.Type(ast, "(not shown)", problem))
-    },
-    encode: ParseResult.succeed
+  (input) => {
+    const key = Redacted.isRedacted(input) ? input : typeof input === "string" ? Redacted.make(input) : undefined
+    const value = key === undefined ? undefined : Redacted.value(key)
+    return typeof value !== "string"
+      ? Either.left("must be a Redacted string")
+      : value === ""
+      ? Either.left("must not be empty")
+      // Shown in no message: a key with a stray newline is still a key.
+      : /^[\x21-\x7e]+$/.test(value)
+      ? Either.right(key as Redacted.Redacted<string>)
+      : Either.left("must not contain spaces, control or non-ASCII characters (its value is not shown)")
   }
 )
 
@@ -237,27 +222,22 @@ const ApiKey: Schema.Schema<Redacted.Redacted, unknown> = Schema.transformOrFail
  * commas. Each timeout follows the rules of `attemptTimeout`.
  */
 const TimeoutsByModel = Schema.compose(
-  Schema.transformOrFail(Schema.Unknown, Schema.Record({ key: Schema.String, value: Schema.Unknown }), {
-    strict: true,
-    decode: (input, _, ast) => {
-      const refuse = (message: string) => ParseResult.fail(new ParseResult.Type(ast, input, message))
-      if (typeof input !== "string") {
-        return typeof input === "object" && input !== null && !Array.isArray(input)
-          ? ParseResult.succeed(input as Record<string, unknown>)
-          : refuse("must be a record of model => duration")
+  Settings.rule(Schema.Record({ key: Schema.String, value: Schema.Unknown }), (input) => {
+    if (typeof input !== "string") {
+      return typeof input === "object" && input !== null && !Array.isArray(input)
+        ? Either.right(input as Record<string, unknown>)
+        : Either.left("must be a record of model => duration")
+    }
+    const result: Record<string, unknown> = {}
+    for (const pair of input.split(",").map((part) => part.trim()).filter((part) => part !== "")) {
+      const [model, timeout, ...extra] = pair.split("=").map((part) => part.trim())
+      if (model === undefined || model === "" || timeout === undefined || extra.length > 0) {
+        return Either.left(`must read model=duration,…, got ${JSON.stringify(pair)}`)
       }
-      const result: Record<string, unknown> = {}
-      for (const pair of input.split(",").map((part) => part.trim()).filter((part) => part !== "")) {
-        const [model, timeout, ...extra] = pair.split("=").map((part) => part.trim())
-        if (model === undefined || model === "" || timeout === undefined || extra.length > 0) {
-          return refuse(`must read model=duration,…, got ${JSON.stringify(pair)}`)
-        }
-        if (Object.hasOwn(result, model)) return refuse(`must name each model once, got ${model} twice`)
-        result[model] = timeout
-      }
-      return ParseResult.succeed(result)
-    },
-    encode: ParseResult.succeed
+      if (Object.hasOwn(result, model)) return Either.left(`must name each model once, got ${model} twice`)
+      result[model] = timeout
+    }
+    return Either.right(result)
   }),
   Schema.Record({ key: Schema.String, value: Settings.positiveDuration })
 )

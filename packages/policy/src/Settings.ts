@@ -100,18 +100,31 @@ export const finitePositiveDuration: Schema.Schema<Duration.Duration, unknown> =
   Schema.filter((value) => Duration.isFinite(value) || `must be finite, got ${Duration.format(value)}`)
 )
 
+/**
+ * A setting read from whatever a program or an operator wrote: `check` gives the value, or the rule
+ * it breaks. The value is never kept in the failure (it may be a secret); the message says what it
+ * shows of it.
+ */
+export const rule = <A>(
+  to: Schema.Schema<A>,
+  check: (input: unknown) => Either.Either<A, string>
+): Schema.Schema<A, unknown> =>
+  Schema.transformOrFail(Schema.Unknown, to, {
+    strict: true,
+    decode: (input, _, ast) =>
+      Either.match(check(input), {
+        onLeft: (message) => failWith(ast, "(not shown)", message),
+        onRight: ParseResult.succeed
+      }),
+    encode: ParseResult.succeed
+  })
+
 /** A number, given as one or as text. */
-export const number: Schema.Schema<number, unknown> = Schema.transformOrFail(Schema.Unknown, Schema.Number, {
-  strict: true,
-  decode: (input, _, ast) => {
-    const value = typeof input === "number" ? input : typeof input === "string" && input.trim() !== ""
-      ? Number(input)
-      : Number.NaN
-    return Number.isNaN(value)
-      ? failWith(ast, input, `must be a number, got ${shown(input)}`)
-      : ParseResult.succeed(value)
-  },
-  encode: ParseResult.succeed
+export const number: Schema.Schema<number, unknown> = rule(Schema.Number, (input) => {
+  const value = typeof input === "number" ? input : typeof input === "string" && input.trim() !== ""
+    ? Number(input)
+    : Number.NaN
+  return Number.isNaN(value) ? Either.left(`must be a number, got ${shown(input)}`) : Either.right(value)
 })
 
 /** A whole number of at least `min` (infinity only with `orInfinite`). */
@@ -140,30 +153,23 @@ const flagWords: Readonly<Record<string, boolean>> = {
 }
 
 /** True or false, given as a boolean or as text (`yes`/`no`, `on`/`off`, `1`/`0`), as `Config.boolean` reads it. */
-export const flag: Schema.Schema<boolean, unknown> = Schema.transformOrFail(Schema.Unknown, Schema.Boolean, {
-  strict: true,
-  decode: (input, _, ast) => {
-    const value = typeof input === "boolean" ? input : typeof input === "string"
-      ? flagWords[input.trim().toLowerCase()]
-      : undefined
-    return value === undefined
-      ? failWith(ast, input, `must be true or false, got ${shown(input)}`)
-      : ParseResult.succeed(value)
-  },
-  encode: ParseResult.succeed
+export const flag: Schema.Schema<boolean, unknown> = rule(Schema.Boolean, (input) => {
+  const value = typeof input === "boolean" ? input : typeof input === "string"
+    ? flagWords[input.trim().toLowerCase()]
+    : undefined
+  return value === undefined ? Either.left(`must be true or false, got ${shown(input)}`) : Either.right(value)
 })
 
 /** Text with something in it. */
-export const nonEmpty: Schema.Schema<string, unknown> = Schema.transformOrFail(Schema.Unknown, Schema.String, {
-  strict: true,
-  decode: (input, _, ast) =>
+export const nonEmpty: Schema.Schema<string, unknown> = rule(
+  Schema.String,
+  (input) =>
     typeof input !== "string"
-      ? failWith(ast, input, `must be text, got ${shown(input)}`)
+      ? Either.left(`must be text, got ${shown(input)}`)
       : input.trim() === ""
-      ? failWith(ast, input, "must not be empty")
-      : ParseResult.succeed(input),
-  encode: ParseResult.succeed
-})
+      ? Either.left("must not be empty")
+      : Either.right(input)
+)
 
 /** A setting that may be left out (or given as `undefined`), taking `fallback` then. */
 export const withDefault = <A, I>(schema: Schema.Schema<A, I>, fallback: A) =>
@@ -201,38 +207,27 @@ const marked = new RegExp(`${mark}([^${mark}]*)${mark}`, "g")
 /** Names another setting in a rule (`must not exceed ${other(["maxDelay"])}`), as the reader names it. */
 const other = (path: Path): string => `${mark}${JSON.stringify(path.map(String))}${mark}`
 
-const durationIssue = (
-  path: Path,
-  value: Duration.Duration,
-  rule: string,
-  otherPath: Path,
-  otherValue: Duration.Duration
-): Schema.FilterIssue => ({
-  path,
-  message: `(${Duration.format(value)}) ${rule} ${other(otherPath)} (${Duration.format(otherValue)})`
-})
-
-/** For a `Schema.filter` over a record of settings: the duration at `path` must not exceed the other's. */
-export const notLongerThan = (
+/**
+ * For a `Schema.filter` over a record of settings: the duration at `path` must stand to the
+ * other's as `rule` says (`"must not exceed"`, `"must be shorter than"`); the problem, if not.
+ */
+const ordered = (rule: string, holds: (value: Duration.Duration, other: Duration.Duration) => boolean) =>
+(
   path: Path,
   value: Duration.Duration,
   otherPath: Path,
   otherValue: Duration.Duration
 ): Schema.FilterIssue | undefined =>
-  Duration.greaterThan(value, otherValue)
-    ? durationIssue(path, value, "must not exceed", otherPath, otherValue)
-    : undefined
+  holds(value, otherValue) ? undefined : {
+    path,
+    message: `(${Duration.format(value)}) ${rule} ${other(otherPath)} (${Duration.format(otherValue)})`
+  }
 
-/** For a `Schema.filter` over a record of settings: the duration at `path` must be shorter than the other's. */
-export const shorterThan = (
-  path: Path,
-  value: Duration.Duration,
-  otherPath: Path,
-  otherValue: Duration.Duration
-): Schema.FilterIssue | undefined =>
-  Duration.lessThan(value, otherValue)
-    ? undefined
-    : durationIssue(path, value, "must be shorter than", otherPath, otherValue)
+/** The duration at `path` must not exceed the other's. */
+export const notLongerThan = ordered("must not exceed", Duration.lessThanOrEqualTo)
+
+/** The duration at `path` must be shorter than the other's. */
+export const shorterThan = ordered("must be shorter than", Duration.lessThan)
 
 /** What is wrong, one line per problem, each starting with the name `label` gives its setting. */
 const problemsOf = (error: ParseResult.ParseError, label: (path: Path) => string): ReadonlyArray<string> =>

@@ -20,7 +20,6 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as MetricLabel from "effect/MetricLabel"
-import * as ParseResult from "effect/ParseResult"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
@@ -162,19 +161,7 @@ const urlProblem = (url: string): string | undefined => {
   }
 }
 
-/** A rule on a setting, read from what a program or an operator wrote: `check` returns the value or what is wrong. */
-const rule = <A>(to: Schema.Schema<A>, check: (input: unknown) => Either.Either<A, string>) =>
-  Schema.transformOrFail(Schema.Unknown, to, {
-    strict: true,
-    decode: (input, _, ast) =>
-      Either.match(check(input), {
-        onLeft: (message) => ParseResult.fail(new ParseResult.Type(ast, "(not shown)", message)),
-        onRight: ParseResult.succeed
-      }),
-    encode: ParseResult.succeed
-  })
-
-const Url = rule(Schema.RedactedFromSelf(Schema.String), (input) => {
+const Url = Settings.rule(Schema.RedactedFromSelf(Schema.String), (input) => {
   const url = Redacted.isRedacted(input) ? input : typeof input === "string" ? Redacted.make(input) : undefined
   if (url === undefined || typeof Redacted.value(url) !== "string") return Either.left("must be a redis:// URL")
   const problem = urlProblem(Redacted.value(url) as string)
@@ -188,7 +175,7 @@ const PositiveDuration = Settings.duration.pipe(
   )
 )
 
-const FleetSize = rule(Schema.Number, (input) => {
+const FleetSize = Settings.rule(Schema.Number, (input) => {
   const value = typeof input === "number" ? input : typeof input === "string" && input.trim() !== ""
     ? Number(input)
     : Number.NaN
@@ -197,7 +184,7 @@ const FleetSize = rule(Schema.Number, (input) => {
     : Either.left(`must be a whole number of at least 1, got ${Number.isNaN(value) ? "no number" : value}`)
 })
 
-const KeyPrefix = rule(Schema.String, (input) =>
+const KeyPrefix = Settings.rule(Schema.String, (input) =>
   typeof input === "string" && /^[A-Za-z0-9:_.-]+$/.test(input)
     ? Either.right(input)
     : Either.left(`must be letters, digits and : _ . -, got ${JSON.stringify(input)}`))
