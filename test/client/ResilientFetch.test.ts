@@ -180,6 +180,34 @@ describe("ResilientFetch under the openai SDK", () => {
       ])
     }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
 
+  it.scoped("the body of a call that just failed, sent again, is a layer above retrying it", () =>
+    Effect.gen(function*() {
+      // As an SDK that marks its retries neither way (Vercel AI, Mistral's, LangChain's caller) sends them.
+      const server = yield* FaultServer.make({
+        steps: [{ _tag: "Ok" }, { _tag: "Ok" }, { _tag: "Status", status: 400 }, { _tag: "Status", status: 400 }]
+      })
+      const target = yield* targetAt(server.url)
+      const fetch = yield* ResilientFetch.make(target)
+      const send = (content: string) =>
+        Effect.promise(() =>
+          fetch(`${server.url}/chat/completions`, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content }] })
+          }).then((response) => response.status)
+        )
+      const counted = () => Metric.value(ResilientFetch.sdkRetries.pipe(Metric.tagged("target", target.name)))
+      // The same prompt twice, both answered: a user's second question, not a retry.
+      assert.deepStrictEqual([yield* send("hello"), yield* send("hello")], [200, 200])
+      assert.strictEqual((yield* counted()).count, 0)
+      assert.deepStrictEqual([yield* send("fails"), yield* send("fails")], [400, 400])
+      assert.strictEqual((yield* counted()).count, 1)
+      // Two minutes on, the same body is a new call.
+      yield* TestClock.adjust("121 seconds")
+      assert.strictEqual(yield* send("fails"), 200)
+      assert.strictEqual((yield* counted()).count, 1)
+    }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
+
   it.scopedLive("requests that are not model calls pass through untouched", () =>
     Effect.gen(function*() {
       const server = yield* FaultServer.make({ otherwise: { _tag: "Status", status: 503 } })

@@ -17,8 +17,9 @@
  * when it stops without one (the connection failed, the gate shed it, the deadline passed), the
  * returned promise rejects with a `TypeError`, as `fetch` does, whose `cause` is the `CallFailed`.
  * Requests that are not model calls pass through untouched. A request the SDK retries itself
- * (`x-stainless-retry-count` above 0, or an idempotency key it sent before) is a second retrying
- * layer: it is logged once per target and counted (`resilient_ai_sdk_retries`).
+ * (`x-stainless-retry-count` above 0, an idempotency key it sent before, or the body of a call that
+ * just failed) is a second retrying layer: it is logged once per target and counted
+ * (`resilient_ai_sdk_retries`).
  */
 import { Failure, Resilient, type Settings } from "@resilient-ai/policy"
 import * as Cause from "effect/Cause"
@@ -191,11 +192,19 @@ export const make = <E = never, R = never>(
         )
       })
       const requestId = headers.get(idempotencyHeader) ?? undefined
+      const fingerprint = SdkCall.fingerprint(body)
       return Effect.zipRight(
-        Effect.suspend(() =>
-          SdkCall.noticeSdkRetry(adapter, headers.get("x-stainless-retry-count"), requestId)
-        ),
-        attempt.pipe(Resilient.retryWith(policy, services, { requestId, replaySafe: SdkCall.replaySafe(url) }))
+        SdkCall.noticeSdkRetry(adapter, {
+          retryCount: headers.get("x-stainless-retry-count"),
+          sdkKey: requestId,
+          body: fingerprint
+        }),
+        attempt.pipe(
+          Resilient.retryWith(policy, services, { requestId, replaySafe: SdkCall.replaySafe(url) }),
+          Effect.tapError(() =>
+            SdkCall.noticeFailure(adapter, fingerprint)
+          )
+        )
       )
     }
 

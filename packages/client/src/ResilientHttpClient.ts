@@ -120,10 +120,16 @@ export const transform = <E = never, R = never>(
           )
         }
       )
+      const fingerprint = SdkCall.fingerprint(bodyBytes(request))
       return Effect.zipRight(
-        Effect.suspend(() => SdkCall.noticeSdkRetry(adapter, request.headers["x-stainless-retry-count"], requestId)),
+        SdkCall.noticeSdkRetry(adapter, {
+          retryCount: request.headers["x-stainless-retry-count"],
+          sdkKey: requestId,
+          body: fingerprint
+        }),
         attempt.pipe(
           Resilient.retryWith(policyFor(model), services, { requestId, replaySafe: SdkCall.replaySafe(url) }),
+          Effect.tapError(() => SdkCall.noticeFailure(adapter, fingerprint)),
           Effect.catchTag("CallFailed", (failed) =>
             answered.last !== undefined
               ? Effect.succeed(HttpClientResponse.fromWeb(request, SdkCall.responseOf(answered.last)))

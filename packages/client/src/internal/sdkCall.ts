@@ -20,11 +20,19 @@ export interface Adapter {
   /** Whether the target's warning of an SDK that retries by itself was logged. */
   readonly warned: { done: boolean }
   /** The idempotency keys the SDK sent lately: a key sent again is the SDK retrying. */
-  readonly keysSeen: Set<string>
+  readonly keysSeen: Map<string, number>
+  /**
+   * The bodies of calls that failed lately (a fingerprint each, with when it failed): the same body
+   * again soon after is a layer above retrying, for SDKs that mark their retries neither way.
+   */
+  readonly failedBodies: Map<number, number>
 }
 
-/** How many of the SDK's idempotency keys an adapter remembers: enough for the calls in flight. */
-const keysRemembered = 4_096
+/** How many keys and failed bodies an adapter remembers: enough for the calls in flight. */
+const remembered = 4_096
+
+/** Longer than any SDK's backoff before its last retry (LangChain's reaches a minute). */
+const failedBodyRemembered = 120_000
 
 /**
  * The adapter of `target` (a checked target, or the effect that checks one), its state from the
@@ -61,7 +69,8 @@ export const adapterFor = <E, R>(
         return policy
       },
       warned: { done: false },
-      keysSeen: new Set()
+      keysSeen: new Map(),
+      failedBodies: new Map()
     }
   })
 
@@ -138,29 +147,66 @@ export const sdkRetries = Metric.counter("resilient_ai_sdk_retries", {
 })
 
 /**
- * Notices a request an SDK retries by itself: one it marks as a retry (`x-stainless-retry-count`
- * above 0), or one carrying an idempotency key it sent before. Counted, and warned of once per
- * target.
+ * A fingerprint of a call's body (32-bit FNV-1a over its bytes or UTF-16 units, and its length): a
+ * collision costs at most a false warning, so a cryptographic hash would buy nothing.
  */
-export const noticeSdkRetry = (
-  adapter: Adapter,
-  retryCount: string | null | undefined,
-  sdkKey: string | null | undefined
-): Effect.Effect<void> => {
-  const count = Number(retryCount ?? "0")
-  const keys = adapter.keysSeen
-  const keySentBefore = sdkKey !== null && sdkKey !== undefined && keys.has(sdkKey)
-  if (sdkKey !== null && sdkKey !== undefined && !keySentBefore) {
-    keys.add(sdkKey)
-    // A Set iterates in insertion order: the first key is the oldest.
-    if (keys.size > keysRemembered) keys.delete(keys.values().next().value!)
+export const fingerprint = (body: string | Uint8Array | undefined): number => {
+  if (body === undefined) return 0
+  let hash = 0x811c9dc5 ^ body.length
+  if (typeof body === "string") {
+    for (let index = 0; index < body.length; index++) hash = Math.imul(hash ^ body.charCodeAt(index), 0x01000193)
+  } else {
+    for (let index = 0; index < body.length; index++) hash = Math.imul(hash ^ body[index]!, 0x01000193)
   }
-  if (!(count > 0) && !keySentBefore) return Effect.void
-  const target = adapter.target.name
-  sdkRetries.pipe(Metric.tagged("target", target)).unsafeUpdate(1, [])
-  if (adapter.warned.done) return Effect.void
-  adapter.warned.done = true
-  return Effect.logWarning(
-    "the SDK retries this target's calls itself: switch its retries off (maxRetries: 0), so retrying happens at exactly one layer"
-  ).pipe(Effect.annotateLogs({ target, sdkRetryCount: count, idempotencyKeySentBefore: keySentBefore }))
+  return hash >>> 0
 }
+
+/** Remembers `key` as seen `at`, forgetting the oldest past the bound (a Map iterates in insertion order). */
+const remember = <K>(seen: Map<K, number>, key: K, at: number): void => {
+  seen.delete(key)
+  seen.set(key, at)
+  if (seen.size > remembered) seen.delete(seen.keys().next().value!)
+}
+
+/** A call that failed: its body sent again soon is a layer above retrying it. */
+export const noticeFailure = (adapter: Adapter, body: number): Effect.Effect<void> =>
+  Effect.map(Clock.currentTimeMillis, (now) => remember(adapter.failedBodies, body, now))
+
+/** What marks a request as an SDK's own retry. */
+export interface Arrival {
+  /** `x-stainless-retry-count`, as the Stainless-made SDKs (openai, anthropic) send it. */
+  readonly retryCount: string | null | undefined
+  /** The idempotency key the SDK set, if it set one. */
+  readonly sdkKey: string | null | undefined
+  /** The body's `fingerprint`. */
+  readonly body: number
+}
+
+/**
+ * Notices a request a layer above retries by itself: one the SDK marks as a retry
+ * (`x-stainless-retry-count` above 0), one carrying an idempotency key it sent before, or the body
+ * of a call that failed in the last two minutes, sent again. Counted, and warned of once per target.
+ */
+export const noticeSdkRetry = (adapter: Adapter, arrival: Arrival): Effect.Effect<void> =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) => {
+    const { body, retryCount, sdkKey } = arrival
+    const count = Number(retryCount ?? "0")
+    const keySentBefore = sdkKey !== null && sdkKey !== undefined && adapter.keysSeen.has(sdkKey)
+    if (sdkKey !== null && sdkKey !== undefined && !keySentBefore) remember(adapter.keysSeen, sdkKey, now)
+    const failedAt = adapter.failedBodies.get(body)
+    const bodyFailedBefore = failedAt !== undefined && now - failedAt <= failedBodyRemembered
+    if (failedAt !== undefined) adapter.failedBodies.delete(body)
+    if (!(count > 0) && !keySentBefore && !bodyFailedBefore) return Effect.void
+    const target = adapter.target.name
+    sdkRetries.pipe(Metric.tagged("target", target)).unsafeUpdate(1, [])
+    if (adapter.warned.done) return Effect.void
+    adapter.warned.done = true
+    return Effect.logWarning(
+      "the SDK (or code above it) retries this target's calls itself: switch its retries off (maxRetries: 0), so retrying happens at exactly one layer"
+    ).pipe(Effect.annotateLogs({
+      target,
+      sdkRetryCount: count,
+      idempotencyKeySentBefore: keySentBefore,
+      failedBodySentAgain: bodyFailedBefore
+    }))
+  })
