@@ -3,38 +3,19 @@
  * retries off, against the real fault server: what the server saw decides each test.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ResilientFetch, Target } from "@resilient-ai/client"
+import { ResilientFetch } from "@resilient-ai/client"
 import { Coordination, RetryBudget } from "@resilient-ai/policy"
 import { FaultServer } from "@resilient-ai/testing"
-import { Chunk, Effect, Fiber, Logger, Metric, Redacted, TestClock } from "effect"
+import { Effect, Fiber, TestClock } from "effect"
 import OpenAI from "openai"
 import { canary } from "../canary.js"
-import { captureLogs } from "../policy/support.js"
-import { freshName } from "./support.js"
+import { captureLogs, quiet, rejection, sdkRetriesOf, targetAt, untilSleeping } from "./sdkSupport.js"
 
 const messages: Array<OpenAI.Chat.ChatCompletionMessageParam> = [{ role: "user", content: "Say hello" }]
-
-/** A managed target at `url`, with tiny backoff so a live test stays fast. */
-const targetAt = (url: string, options: Partial<Target.Options> = {}) =>
-  Target.managed({
-    name: freshName("sdk"),
-    baseUrl: url,
-    model: "gpt-4o-mini",
-    apiKey: Redacted.make(canary),
-    baseDelay: "1 millis",
-    maxDelay: "5 millis",
-    hintSpread: 0,
-    ...options
-  })
 
 /** An OpenAI client on `fetch`, its own retries off unless `maxRetries` says otherwise. */
 const openAiOn = (server: FaultServer.Service, fetch: ResilientFetch.Fetch, maxRetries = 0) =>
   new OpenAI({ apiKey: canary, baseURL: server.url, fetch, maxRetries })
-
-/** The SDK's rejection, as a value. */
-const rejection = <A>(f: () => Promise<A>) => Effect.flip(Effect.tryPromise({ try: f, catch: (error) => error }))
-
-const quiet = Logger.remove(Logger.defaultLogger)
 
 describe("ResilientFetch under the openai SDK", () => {
   it.scopedLive("503s are retried by the policy, not the SDK, up to the attempt ceiling", () =>
@@ -103,14 +84,7 @@ describe("ResilientFetch under the openai SDK", () => {
           })
         )
       )
-      // On the real clock, until the backoff's 5 s sleep is on the TestClock: the abort lands in it,
-      // however slowly a busy machine got there.
-      let sleeping = false
-      for (let turn = 0; turn < 4_000 && !sleeping; turn++) {
-        sleeping = Chunk.some(yield* TestClock.sleeps(), (wake) => wake === 5_000)
-        if (!sleeping) yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 5)))
-      }
-      assert.isTrue(sleeping, "the call never slept for the provider's Retry-After")
+      yield* untilSleeping(5_000)
       controller.abort()
       const error = yield* Fiber.join(call)
       assert.instanceOf(error, OpenAI.APIUserAbortError)
@@ -148,8 +122,7 @@ describe("ResilientFetch under the openai SDK", () => {
       // The SDK's own two retries, each a request our layer sees with x-stainless-retry-count above 0.
       yield* rejection(() => openAiOn(server, fetch, 2).chat.completions.create({ model: "gpt-4o-mini", messages }))
       assert.strictEqual((yield* server.arrivals).length, 3)
-      const counted = yield* Metric.value(ResilientFetch.sdkRetries.pipe(Metric.tagged("target", target.name)))
-      assert.strictEqual(counted.count, 2)
+      assert.strictEqual(yield* sdkRetriesOf(target), 2)
       const warnings = (yield* logs.lines).filter((line) => line.message.includes("retries this target's calls itself"))
       assert.strictEqual(warnings.length, 1)
     }).pipe(Effect.provide(Coordination.layerMemory)))
@@ -167,11 +140,10 @@ describe("ResilientFetch under the openai SDK", () => {
             body: JSON.stringify({ model: "gpt-4o-mini", messages })
           }).then((response) => response.status)
         )
-      const counted = () => Metric.value(ResilientFetch.sdkRetries.pipe(Metric.tagged("target", target.name)))
       assert.deepStrictEqual([yield* send("call-1"), yield* send("call-2")], [200, 200])
-      assert.strictEqual((yield* counted()).count, 0)
+      assert.strictEqual(yield* sdkRetriesOf(target), 0)
       assert.strictEqual(yield* send("call-1"), 200)
-      assert.strictEqual((yield* counted()).count, 1)
+      assert.strictEqual(yield* sdkRetriesOf(target), 1)
       // Every attempt of a call carries the key the SDK chose.
       assert.deepStrictEqual((yield* server.arrivals).map((arrival) => arrival.headers["idempotency-key"]), [
         "call-1",
@@ -196,16 +168,15 @@ describe("ResilientFetch under the openai SDK", () => {
             body: JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content }] })
           }).then((response) => response.status)
         )
-      const counted = () => Metric.value(ResilientFetch.sdkRetries.pipe(Metric.tagged("target", target.name)))
       // The same prompt twice, both answered: a user's second question, not a retry.
       assert.deepStrictEqual([yield* send("hello"), yield* send("hello")], [200, 200])
-      assert.strictEqual((yield* counted()).count, 0)
+      assert.strictEqual(yield* sdkRetriesOf(target), 0)
       assert.deepStrictEqual([yield* send("fails"), yield* send("fails")], [400, 400])
-      assert.strictEqual((yield* counted()).count, 1)
+      assert.strictEqual(yield* sdkRetriesOf(target), 1)
       // Two minutes on, the same body is a new call.
       yield* TestClock.adjust("121 seconds")
       assert.strictEqual(yield* send("fails"), 200)
-      assert.strictEqual((yield* counted()).count, 1)
+      assert.strictEqual(yield* sdkRetriesOf(target), 1)
     }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
 
   it.scopedLive("requests that are not model calls pass through untouched", () =>
