@@ -92,10 +92,19 @@ describe("ResilientFetch under the openai SDK", () => {
       assert.strictEqual((yield* server.arrivals).length, 1)
     }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
 
-  it.scopedLive("a stream is retried before its first chunk, never after it", () =>
+  it.scopedLive("a stream is retried before its first chunk (an error event as the first is none), never after it", () =>
     Effect.gen(function*() {
       const server = yield* FaultServer.make({
-        steps: [{ _tag: "Status", status: 503 }, { _tag: "StreamBreak", afterChunks: 2 }]
+        steps: [
+          { _tag: "Status", status: 503 },
+          // Anthropic's answer when overloaded after accepting a stream: its first event is the error.
+          {
+            _tag: "Raw",
+            headers: { "content-type": "text/event-stream" },
+            body: `event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n`
+          },
+          { _tag: "StreamBreak", afterChunks: 2 }
+        ]
       })
       const fetch = yield* ResilientFetch.make(targetAt(server.url))
       const received: Array<string> = []
@@ -109,8 +118,33 @@ describe("ResilientFetch under the openai SDK", () => {
       })
       assert.isAtLeast(received.length, 1, "the first chunks reached the SDK")
       assert.isDefined(error)
-      // The 503 was retried; the break after the first chunk was not.
-      assert.strictEqual((yield* server.arrivals).length, 2)
+      // The 503 and the error event that reached nobody were retried; the break after the first chunk was not.
+      assert.strictEqual((yield* server.arrivals).length, 3)
+    }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
+
+  it.scopedLive("a stream whose first event is a terminal error is one request, the SDK raising its own error for it", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({
+        otherwise: {
+          _tag: "Raw",
+          headers: { "content-type": "text/event-stream" },
+          body: `data: {"error":{"message":"context too long","type":"invalid_request_error","code":null}}\n\n`
+        }
+      })
+      const fetch = yield* ResilientFetch.make(targetAt(server.url))
+      const error = yield* rejection(async () => {
+        const stream = await openAiOn(server, fetch).chat.completions.create({
+          model: "gpt-4o-mini",
+          messages,
+          stream: true
+        })
+        for await (const _ of stream) {
+          // Nothing arrives before the error.
+        }
+      })
+      assert.instanceOf(error, OpenAI.APIError)
+      assert.include((error as Error).message, "context too long")
+      assert.strictEqual((yield* server.arrivals).length, 1)
     }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
 
   it.scopedLive("an SDK left retrying is noticed: one warning per target, and a counter", () =>

@@ -7,8 +7,8 @@ import { NodeHttpClient } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { ResilientHttpClient, Target } from "@resilient-ai/client"
 import { Coordination, Failure } from "@resilient-ai/policy"
-import { FaultServer } from "@resilient-ai/testing"
-import { Effect, Layer, Logger, Redacted } from "effect"
+import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
+import { Effect, Layer, Logger, Redacted, Stream } from "effect"
 import { createServer } from "node:net"
 import { canary } from "../canary.js"
 import { freshName } from "./support.js"
@@ -32,6 +32,31 @@ const chat = (url: string) =>
       client.execute,
       Effect.flatMap((response) => Effect.map(response.text, (text) => ({ status: response.status, text })))
     ))
+
+/** An SDK's streamed call: the chunks' text as they arrive, until the stream ends or fails. */
+const streamedChat = (url: string, received: Array<string>) =>
+  Effect.flatMap(HttpClient.HttpClient, (client) =>
+    HttpClientRequest.post(`${url}/chat/completions`).pipe(
+      HttpClientRequest.bodyUnsafeJson({
+        model: "gpt-4o-mini",
+        stream: true,
+        messages: [{ role: "user", content: "Hi" }]
+      }),
+      client.execute,
+      Effect.flatMap((response) =>
+        response.stream.pipe(
+          Stream.decodeText(),
+          Stream.runForEach((text) => Effect.sync(() => received.push(text)))
+        )
+      )
+    ))
+
+/** Anthropic's answer when it is overloaded after accepting a stream: a 200 whose first event is the error. */
+const overloadedStream: FaultPlan.Fault = {
+  _tag: "Raw",
+  headers: { "content-type": "text/event-stream" },
+  body: `event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n`
+}
 
 /** The resilient client for `target`, over the Node client. */
 const resilient = (target: ReturnType<typeof targetAt>) =>
@@ -83,6 +108,23 @@ describe("ResilientHttpClient", () => {
       assert.strictEqual(failed.reason, "attempts")
       assert.strictEqual(failed.last._tag, "ConnectFailed")
       assert.strictEqual(failed.attempts.length, 2)
+    }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
+
+  it.scopedLive("a stream is retried before its first chunk reaches the SDK, never after", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({
+        steps: [{ _tag: "Status", status: 503 }, overloadedStream, { _tag: "StreamBreak", afterChunks: 2 }]
+      })
+      const received: Array<string> = []
+      const error = yield* Effect.flip(
+        streamedChat(server.url, received).pipe(Effect.provide(resilient(targetAt(server.url))))
+      )
+      // The 503 and the overloaded first event reached nobody: retried. The break after two chunks
+      // reached the SDK as the platform's error of its body.
+      assert.strictEqual((yield* server.arrivals).length, 3)
+      assert.include(received.join(""), "data: ")
+      assert.notInclude(received.join(""), "overloaded_error")
+      assert.strictEqual(error._tag, "ResponseError")
     }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
 
   it.scopedLive("requests that are not model calls are executed as they were", () =>

@@ -92,39 +92,6 @@ class TooLarge {
 }
 
 /**
- * A streamed success, read up to its first chunk within the attempt: the SDK gets a body that
- * starts with that chunk and goes on with the rest of the same read.
- */
-const firstChunk = (response: Response): Effect.Effect<Response, Failure.Failure> =>
-  Effect.tryPromise({
-    try: async () => {
-      const reader = response.body?.getReader()
-      if (reader === undefined) return response
-      const first = await reader.read()
-      let delivered = first.done
-      const body = new ReadableStream<Uint8Array>({
-        pull: async (controller) => {
-          if (!delivered) {
-            delivered = true
-            if (first.value !== undefined) controller.enqueue(first.value)
-            return
-          }
-          const next = await reader.read()
-          if (next.done) controller.close()
-          else controller.enqueue(next.value)
-        },
-        cancel: (reason) => reader.cancel(reason)
-      })
-      return new Response(first.done ? null : body, {
-        status: response.status,
-        statusText: response.statusText,
-        headers: response.headers
-      })
-    },
-    catch: SdkCall.bodyFailed
-  })
-
-/**
  * A `fetch` that sends each model call to `target` (a checked target, or the effect that checks
  * one) through its policy, its budget and gate taken from the `Coordination` in context.
  */
@@ -167,7 +134,7 @@ export const make = <E = never, R = never>(
           Effect.flatMap((response): Effect.Effect<Response, Failure.Failure> => {
             if (response.status < 400) {
               return streams
-                ? firstChunk(response)
+                ? SdkCall.firstChunk(response, model, answered)
                 : Effect.map(readAll(response, checked.maxResponseBytes), (bytes) =>
                   new Response(bytes.byteLength === 0 ? null : bytes, {
                     status: response.status,

@@ -13,7 +13,8 @@
  * ```
  *
  * Every attempt of a call carries the same idempotency key. A success is read whole within its
- * attempt, so a body cut short is retried; a streamed one is retried until its headers arrive.
+ * attempt, so a body cut short is retried; a streamed one is retried until its first chunk reaches
+ * the SDK (a first chunk that is the provider's error event included), never after.
  * When the call stops on an error response, the SDK gets that response and judges its status as it
  * always does; when it stops without one, the error is the platform's `RequestError` (reason
  * `Transport`) whose `cause` is the `CallFailed`. Errors reaching the SDK stay the platform's types.
@@ -26,6 +27,7 @@ import { Failure, Resilient, type Settings } from "@resilient-ai/policy"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
+import * as Stream from "effect/Stream"
 import * as SdkCall from "./internal/sdkCall.js"
 import * as Target from "./Target.js"
 import * as Transport from "./Transport.js"
@@ -101,7 +103,22 @@ export const transform = <E = never, R = never>(
         ([response, info]): Effect.Effect<HttpClientResponse.HttpClientResponse, Failure.Failure> => {
           answered.last = undefined
           SdkCall.entered(info, new Headers(response.headers))
-          if (described.streams && response.status < 400) return Effect.succeed(response)
+          if (described.streams && response.status < 400) {
+            // Through a web stream, so the first chunk is read within the attempt and the rest
+            // after it, from the same read, by the SDK.
+            return Effect.flatMap(
+              Stream.toReadableStreamEffect(Stream.mapError(response.stream, SdkCall.bodyFailed)),
+              (body) =>
+                Effect.map(
+                  SdkCall.firstChunk(
+                    new Response(body, { status: response.status, headers: response.headers }),
+                    model,
+                    answered
+                  ),
+                  (web) => HttpClientResponse.fromWeb(request, web)
+                )
+            )
+          }
           return Effect.flatMap(
             Effect.mapError(response.arrayBuffer, SdkCall.bodyFailed),
             (buffer) => {

@@ -7,9 +7,10 @@ import { Coordination, Failure, type Resilient, type Settings } from "@resilient
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
+import * as Stream from "effect/Stream"
 import * as ProviderError from "../ProviderError.js"
 import * as Target from "../Target.js"
-import type * as Transport from "../Transport.js"
+import * as Transport from "../Transport.js"
 
 /** What an adapter holds for its target: its state, its transport settings, a policy per model. */
 export interface Adapter {
@@ -139,6 +140,94 @@ export const responseOf = (answer: ErrorAnswer): Response =>
 /** A body that had started and broke: the request was delivered, so it may have run. */
 export const bodyFailed = (error: unknown): Failure.Failure =>
   new Failure.ConnectionReset({ afterSend: true, detail: error instanceof Error ? error.message : String(error) })
+
+/** The provider's error, if the first chunk of a stream holds an error event instead of content. */
+const errorEventIn = (
+  chunk: Uint8Array,
+  headers: Headers,
+  model: string
+): Effect.Effect<Failure.Failure | undefined> =>
+  Effect.gen(function*() {
+    // Only whole events: one the chunk cuts short reaches the SDK as it comes.
+    const events = yield* Stream.runCollect(Transport.serverSentEvents(Stream.make(chunk))).pipe(
+      Effect.orElseSucceed(() => [])
+    )
+    for (const { data, event } of events) {
+      let payload: unknown = data
+      try {
+        payload = JSON.parse(data)
+      } catch {
+        // Kept as text.
+      }
+      if (ProviderError.isErrorEvent(event, payload)) {
+        const now = yield* Clock.currentTimeMillis
+        return ProviderError.fromErrorEvent({ headers, body: payload, model }, now)
+      }
+    }
+    return undefined
+  })
+
+/**
+ * A streamed success, read up to its first chunk within the attempt: the SDK gets a body that
+ * starts with that chunk and goes on with the rest of the same read. A first chunk holding the
+ * provider's error event (Anthropic's `event: error` when overloaded, an OpenAI error object) has
+ * reached nobody: the attempt fails with that error, retried or not as its type says, and
+ * `answered.last` keeps the event for the SDK, to raise its own error for it if the call stops there.
+ */
+export const firstChunk = (
+  response: Response,
+  model: string,
+  answered: { last: ErrorAnswer | undefined }
+): Effect.Effect<Response, Failure.Failure> => {
+  const reader = response.body?.getReader()
+  if (reader === undefined) return Effect.succeed(response)
+  return Effect.tryPromise({
+    try: (interrupted) => {
+      interrupted.addEventListener("abort", () => void reader.cancel().catch(() => undefined), { once: true })
+      return reader.read()
+    },
+    catch: bodyFailed
+  }).pipe(
+    Effect.flatMap((first) =>
+      Effect.flatMap(
+        first.done ? Effect.succeed(undefined) : errorEventIn(first.value, response.headers, model),
+        (failure) => {
+          if (failure !== undefined) {
+            void reader.cancel().catch(() => undefined)
+            answered.last = {
+              status: response.status,
+              statusText: response.statusText,
+              headers: response.headers,
+              bytes: new Uint8Array(first.value!)
+            }
+            return Effect.fail(failure)
+          }
+          let delivered = first.done
+          const body = new ReadableStream<Uint8Array>({
+            pull: async (controller) => {
+              if (!delivered) {
+                delivered = true
+                if (first.value !== undefined) controller.enqueue(first.value)
+                return
+              }
+              const next = await reader.read()
+              if (next.done) controller.close()
+              else controller.enqueue(next.value)
+            },
+            cancel: (reason) => reader.cancel(reason)
+          })
+          return Effect.succeed(
+            new Response(first.done ? null : body, {
+              status: response.status,
+              statusText: response.statusText,
+              headers: response.headers
+            })
+          )
+        }
+      )
+    )
+  )
+}
 
 /** Requests an SDK sent as its own retry, by target: a second retrying layer above this one. */
 export const sdkRetries = Metric.counter("resilient_ai_sdk_retries", {
