@@ -291,7 +291,7 @@ export const noticeSdkRetry = (adapter: Adapter, arrival: Arrival): Effect.Effec
     if (adapter.warned.done) return Effect.void
     adapter.warned.done = true
     return Effect.logWarning(
-      "the SDK (or code above it) retries this target's calls itself: switch its retries off (maxRetries: 0), so retrying happens at exactly one layer"
+      "the SDK (or code above it) retries this target's calls itself: switch its retries off (maxRetries: 0; Mistral's client: retryConfig { strategy: \"none\" }; an Effect SDK: no HttpClient.retry above the resilient client), so retrying happens at exactly one layer"
     ).pipe(Effect.annotateLogs({
       target,
       sdkRetryCount: count,
