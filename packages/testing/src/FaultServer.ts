@@ -10,9 +10,9 @@
  * or inside the body, connection resets, truncated or contract-breaking bodies, proxy HTML pages,
  * recorded fixtures, broken streams, streams that report an error, and a concurrency limit. Every
  * arrival is recorded, so a test counts attempts and reads the headers a client sent. The bodies
- * are built apart from the server (`internal/faultAnswers` chooses them by endpoint), and
- * which fault a request gets is decided apart from the sockets (`internal/faultEngine`); this module
- * holds the sockets, the timers and the writing.
+ * are built apart from the server (`internal/faultAnswers` chooses them by endpoint), and which
+ * fault a request gets is decided apart from the sockets (`internal/faultEngine`); this module holds
+ * the sockets, the timers and the writing.
  *
  * It is built on `node:http` rather than a framework because the interesting faults live below
  * HTTP: a reset must be a TCP reset, a stall must hold a real socket. For the same reason time is
@@ -54,7 +54,7 @@ export interface Arrival {
 export interface Service {
   /** The base URL an OpenAI client expects, as `http://127.0.0.1:PORT/v1`. */
   readonly url: string
-  /** The server's origin, `http://127.0.0.1:PORT`: the base URL of an Anthropic client, which adds `/v1/messages` itself. */
+  /** The origin, as `http://127.0.0.1:PORT`: the base URL of an Anthropic client, which adds `/v1/messages` itself. */
   readonly origin: string
   readonly port: number
   /** Every arrival so far, oldest first. */
@@ -297,7 +297,7 @@ class Server {
         const status: StatusFault = { _tag: "Status", ...given, status: given.status ?? overloadStatus[ex.api] }
         if (!ex.stream) return this.serve(ex, status)
         const sent = this.startStream(ex, afterChunks)
-        for (const part of ex.answers.failedEvents(this.error(ex, status)[1], sent)) ex.res.write(part)
+        for (const part of ex.answers.failedEvents(this.error(ex, status), sent)) ex.res.write(part)
         ex.res.end()
         return
       }
@@ -454,15 +454,19 @@ class Server {
     return ex.stream ? this.sse(ex, ex.answers.brokenEvents()) : this.json(ex, ex.answers.brokenBody())
   }
 
-  /** The error style of the exchange's API (on OpenAI's endpoints, as the fault asks) and the error, the API's own where the fault says nothing. */
-  private error(ex: Exchange, fault: StatusFault): readonly [FaultServerBody.ErrorStyle, FaultServerBody.ErrorObject] {
-    const style = ex.api === "anthropic" ? "anthropic" : fault.style ?? "openai"
-    const defaults = FaultServerBody.defaultError(fault.status, style)
-    return [style, {
+  /** Whose error body the exchange gets: Anthropic's on its endpoint, else OpenAI's or the style the fault asks. */
+  private styleOf(ex: Exchange, fault: StatusFault): FaultServerBody.ErrorStyle {
+    return ex.api === "anthropic" ? "anthropic" : fault.style ?? "openai"
+  }
+
+  /** The error of `fault`: the API's own for the status, where the fault does not say. */
+  private error(ex: Exchange, fault: StatusFault): FaultServerBody.ErrorObject {
+    const defaults = FaultServerBody.defaultError(fault.status, this.styleOf(ex, fault))
+    return {
       message: fault.message ?? defaults.message,
       type: fault.type ?? defaults.type,
       code: fault.code ?? defaults.code
-    }]
+    }
   }
 
   private status(ex: Exchange, fault: StatusFault): Reply {
@@ -470,8 +474,11 @@ class Server {
     if (fault.retryAfter !== undefined) headers["retry-after"] = fault.retryAfter
     if (fault.retryAfterMs !== undefined) headers["retry-after-ms"] = fault.retryAfterMs
     if (fault.shouldRetry !== undefined) headers["x-should-retry"] = String(fault.shouldRetry)
-    const [style, error] = this.error(ex, fault)
-    return errorReply(ex.api, ex.requestId, fault.status, style, error, { ...headers, ...fault.headers })
+    const style = this.styleOf(ex, fault)
+    return errorReply(ex.api, ex.requestId, fault.status, style, this.error(ex, fault), {
+      ...headers,
+      ...fault.headers
+    })
   }
 }
 

@@ -253,7 +253,10 @@ const read = ({ body, method, path }: Incoming): ModelRequest | Refuse => {
   return endpoint.read(fields, model)
 }
 
-/** The error of a request refused for capacity: OpenAI's words (as a self-hosted pool says it), or Anthropic's type for the status. */
+/**
+ * The error of a request refused for capacity: OpenAI's words (as a self-hosted pool says it), or
+ * Anthropic's type for the status.
+ */
 const atCapacity = (api: Api, status: number, admitted: number): FaultServerBody.ErrorObject => ({
   message: `The server is at capacity (${admitted} requests in flight). Please try again later.`,
   type: api === "anthropic"

@@ -191,7 +191,7 @@ export const brokenEmbeddingList = (model: string) => ({
 /** One server-sent event carrying `value` as JSON, as the API frames each chunk of a stream. */
 export const sseEvent = (value: unknown): string => `data: ${JSON.stringify(value)}\n\n`
 
-/** One server-sent event named after the `type` of the `value` it carries, as the Responses and Messages APIs frame theirs. */
+/** One server-sent event named after the `type` of the `value` it carries, as Anthropic and the Responses API do. */
 export const namedEvent = (value: { readonly type: string } & Readonly<Record<string, unknown>>): string =>
   `event: ${value.type}\n${sseEvent(value)}`
 

@@ -1,7 +1,8 @@
 /**
  * The bodies of Anthropic's Messages API (`POST /v1/messages`) the fault server answers with: a
  * message whose one content block is the reply's text, the named events of its stream, a message
- * that breaks the contract, and the error event that reports a failure part-way through a stream. Pure, as `faultServerBody` is.
+ * that breaks the contract, and the error event that reports a failure part-way through a stream.
+ * Pure, as `faultServerBody` is.
  */
 import {
   anthropicError,
