@@ -138,3 +138,48 @@ describe("FaultEngine reading a request", () => {
     )
   })
 })
+
+describe("FaultEngine reading the Responses and Messages APIs", () => {
+  const engine = new FaultEngine({})
+  const request = (path: string, body: unknown) => {
+    const decision = engine.decide(post(0, body, path), 0)
+    return decision._tag === "Admit" ? decision.request : decision
+  }
+
+  it("reads a response request and a message request: the model, the stream, the prompt with its system text", () => {
+    // "Be brief." and a newline and "Say hello": 19 characters, 5 tokens.
+    assert.deepStrictEqual(
+      request("/v1/responses", { model: "o", input: "Say hello", instructions: "Be brief.", stream: true }),
+      { endpoint: "responses", model: "o", stream: true, includeUsage: true, promptTokens: 5 }
+    )
+    assert.deepStrictEqual(
+      request("/v1/messages", {
+        model: "c",
+        max_tokens: 16,
+        system: [{ type: "text", text: "Be brief." }],
+        messages: [{ role: "user", content: [{ type: "text", text: "Say hello" }] }]
+      }),
+      { endpoint: "messages", model: "c", stream: false, includeUsage: true, promptTokens: 5 }
+    )
+  })
+
+  it("refuses a message request in Anthropic's words, and beyond capacity with Anthropic's type for the status", () => {
+    const refusal = (decision: Decision) => {
+      assert.strictEqual(decision._tag, "Refuse")
+      return decision._tag === "Refuse" ? [decision.status, decision.error.type, decision.error.message] : []
+    }
+    assert.deepStrictEqual(refusal(engine.decide(post(0, { max_tokens: 1, messages: [] }, "/v1/messages"), 0)), [
+      400,
+      "invalid_request_error",
+      "model: Field required"
+    ])
+    const full = new FaultEngine({ capacity: { concurrent: 1, status: 429 } })
+    const message = { model: "c", max_tokens: 1, messages: [] }
+    assert.deepStrictEqual(refusal(full.decide(post(0, message, "/v1/messages"), 1)), [
+      429,
+      "rate_limit_error",
+      "The server is at capacity (1 requests in flight). Please try again later."
+    ])
+    assert.strictEqual(refusal(full.decide(post(0, { model: "o", input: "x" }, "/v1/responses"), 1))[1], "rate_limited")
+  })
+})

@@ -18,9 +18,12 @@ export const Ok = Schema.TaggedStruct("Ok", {
 })
 
 /**
- * An error response with a provider error body: OpenAI's `{"error": {...}}` or Mistral's top-level
- * `{"object": "error", ...}`. `retryAfter` becomes `Retry-After`, `retryAfterMs` `retry-after-ms`,
- * `shouldRetry` `x-should-retry`; `headers` are added as given.
+ * An error response with a provider error body in the wire format of the endpoint: on OpenAI's
+ * endpoints OpenAI's `{"error": {...}}` or, with `style: "mistral"`, Mistral's top-level
+ * `{"object": "error", ...}`; on `/v1/messages` Anthropic's `{"type": "error", "error": {...}}`,
+ * whose `type` follows the status (529 `overloaded_error`…) and which has no `code`. `type`,
+ * `code` and `message` replace the API's own. `retryAfter` becomes `Retry-After`, `retryAfterMs`
+ * `retry-after-ms`, `shouldRetry` `x-should-retry`; `headers` are added as given.
  */
 export const Status = Schema.TaggedStruct("Status", {
   status: Schema.Int.pipe(Schema.between(400, 599)),
@@ -56,7 +59,10 @@ export const ResetBody = Schema.TaggedStruct("ResetBody", {})
 /** 200 `application/json` whose body stops in the middle, the response itself ending normally. */
 export const TruncatedJson = Schema.TaggedStruct("TruncatedJson", {})
 
-/** 200 with valid JSON that breaks the contract (`choices`/`data` missing, a count as a string). */
+/**
+ * 200 with valid JSON that breaks the contract: what carries the answer missing (`choices`, `data`,
+ * `output`, `content`) and a token count as a string. Of a stream, that body in its first event.
+ */
 export const SchemaBreak = Schema.TaggedStruct("SchemaBreak", {})
 
 /** A proxy's HTML error page, `text/html`, status 502 unless given. */
@@ -70,11 +76,31 @@ export const Fixture = Schema.TaggedStruct("Fixture", {
 })
 
 /**
- * A stream that breaks: send the first `afterChunks` events (never `[DONE]`), then reset the
- * connection. A request that did not ask for a stream gets `ResetBody`.
+ * A stream that breaks: send the first `afterChunks` events (never the one that ends the stream:
+ * `[DONE]`, `response.completed`, `message_stop`), then reset the connection. A request that did
+ * not ask for a stream gets `ResetBody`.
  */
 export const StreamBreak = Schema.TaggedStruct("StreamBreak", {
   afterChunks: Schema.Int.pipe(Schema.nonNegative())
+})
+
+/**
+ * A stream that fails as the provider reports it, the response itself ending normally: 200, the
+ * first `afterChunks` events (never the one that ends the stream), then the API's error event —
+ * Anthropic's `event: error`, the Responses API's `error` and `response.failed`, a chat stream's
+ * `data: {"error": {...}}` — and no more. The error is the one `Status` sends for `status`
+ * (default: the API's overload, 529 on Anthropic's endpoint, 503 on OpenAI's), `type`, `code` and
+ * `message` replacing the API's own. A request that did not ask for a stream gets that `Status`.
+ *
+ * A fault of its own, not a kind of `StreamBreak`: the client reads a complete response carrying a
+ * provider's typed error, where a break leaves it a reset connection and no word on what happened.
+ */
+export const StreamError = Schema.TaggedStruct("StreamError", {
+  afterChunks: Schema.Int.pipe(Schema.nonNegative()),
+  status: Schema.optional(Schema.Int.pipe(Schema.between(400, 599))),
+  type: Schema.optional(Schema.String),
+  code: Schema.optional(Schema.String),
+  message: Schema.optional(Schema.String)
 })
 
 /**
@@ -110,6 +136,7 @@ export const Fault = Schema.Union(
   HtmlError,
   Fixture,
   StreamBreak,
+  StreamError,
   Raw,
   Close
 )
@@ -136,7 +163,8 @@ export type Window = typeof Window.Type
 
 /**
  * A concurrency limit: requests beyond `concurrent` in flight get `status` (default 503) at once,
- * with an OpenAI-style body, as a saturated self-hosted pool answers.
+ * as a saturated self-hosted pool answers: an OpenAI-style body, or Anthropic's error body (its type
+ * for the status) on `/v1/messages`.
  */
 export const Capacity = Schema.Struct({
   concurrent: Schema.Int.pipe(Schema.nonNegative()),

@@ -1,14 +1,18 @@
 /**
- * A real loopback HTTP server that speaks the OpenAI / Mistral wire format and misbehaves on cue.
+ * A real loopback HTTP server that speaks the OpenAI / Mistral and Anthropic wire formats and
+ * misbehaves on cue.
  *
- * It answers `POST /v1/chat/completions` (JSON, or server-sent events for `"stream": true`) and
- * `POST /v1/embeddings` with the bodies and headers the real APIs send, and applies a
- * `FaultPlan` to each request: error statuses with provider bodies and retry hints, stalls before
+ * It answers, with the bodies and headers the real APIs send (JSON, or server-sent events for
+ * `"stream": true`): OpenAI's `POST /v1/chat/completions`, `POST /v1/embeddings` and
+ * `POST /v1/responses` (the Responses API, which `@effect/ai-openai` and the Vercel AI SDK call),
+ * and Anthropic's `POST /v1/messages`. It applies a `FaultPlan` to each request, every fault in the
+ * wire format of the endpoint: error statuses with provider bodies and retry hints, stalls before
  * or inside the body, connection resets, truncated or contract-breaking bodies, proxy HTML pages,
- * recorded fixtures, broken streams and a concurrency limit. Every arrival is recorded, so a test
- * counts attempts and reads the headers a client sent. The bodies are built apart from the server
- * (`internal/faultServerBody`), and which fault a request gets is decided apart from the sockets
- * (`internal/faultEngine`); this module holds the sockets, the timers and the writing.
+ * recorded fixtures, broken streams, streams that report an error, and a concurrency limit. Every
+ * arrival is recorded, so a test counts attempts and reads the headers a client sent. The bodies
+ * are built apart from the server (`internal/faultAnswers` chooses them by endpoint), and which
+ * fault a request gets is decided apart from the sockets (`internal/faultEngine`); this module holds
+ * the sockets, the timers and the writing.
  *
  * It is built on `node:http` rather than a framework because the interesting faults live below
  * HTTP: a reset must be a TCP reset, a stall must hold a real socket. For the same reason time is
@@ -23,7 +27,8 @@ import type * as Net from "node:net"
 import { performance } from "node:perf_hooks"
 import type * as FaultPlan from "./FaultPlan.js"
 import { fixtures } from "./Fixtures.js"
-import { type ChatRequest, FaultEngine, type ModelRequest } from "./internal/faultEngine.js"
+import { type Answers, answersOf } from "./internal/faultAnswers.js"
+import { type Api, apiOf, FaultEngine } from "./internal/faultEngine.js"
 import * as FaultServerBody from "./internal/faultServerBody.js"
 
 /** One request the server received, and what it did with it. */
@@ -49,6 +54,8 @@ export interface Arrival {
 export interface Service {
   /** The base URL an OpenAI client expects, as `http://127.0.0.1:PORT/v1`. */
   readonly url: string
+  /** The origin, as `http://127.0.0.1:PORT`: the base URL of an Anthropic client, which adds `/v1/messages` itself. */
+  readonly origin: string
   readonly port: number
   /** Every arrival so far, oldest first. */
   readonly arrivals: Effect.Effect<ReadonlyArray<Arrival>>
@@ -91,11 +98,20 @@ interface Reply {
   readonly stream: boolean
 }
 
+/** The header that carries the id of every answer, in the API's name for it. */
+const requestIdHeader: Readonly<Record<Api, string>> = { openai: "x-request-id", anthropic: "request-id" }
+
+/** The status an API answers when it is overloaded: a `StreamError`'s default. */
+const overloadStatus: Readonly<Record<Api, number>> = { openai: 503, anthropic: 529 }
+
+type StatusFault = Extract<FaultPlan.Fault, { readonly _tag: "Status" }>
+
 /** One request being answered. */
 interface Exchange {
   readonly res: Http.ServerResponse
-  readonly request: ModelRequest
-  /** A chat request that asked for a stream. */
+  readonly api: Api
+  readonly answers: Answers
+  /** A request for a reply that asked for a stream. */
   readonly stream: boolean
   readonly requestId: string
   readonly timers: Set<NodeJS.Timeout>
@@ -222,21 +238,18 @@ class Server {
       }
       this.records.push(arrival)
       const requestId = `req_fault${String(++this.served).padStart(6, "0")}`
+      const api = apiOf(path)
       if (decision._tag === "Refuse") {
-        return this.write(res, {
-          status: decision.status,
-          headers: { "content-type": "application/json", "x-request-id": requestId, ...decision.headers },
-          parts: [FaultServerBody.errorBody("openai", decision.error)],
-          stream: false
-        })
+        return this.write(res, errorReply(api, requestId, decision.status, api, decision.error, decision.headers))
       }
       admitted = true
       this.admitted++
       const { fault, request } = decision
       exchange = {
         res,
-        request,
-        stream: request.endpoint === "chat" && request.stream,
+        api,
+        answers: answersOf(request, requestId),
+        stream: request.endpoint !== "embeddings" && request.stream,
         requestId,
         timers: new Set(),
         closed: false,
@@ -276,15 +289,20 @@ class Server {
       }
       case "StreamBreak": {
         if (!ex.stream) return this.serve(ex, { _tag: "ResetBody" })
-        const reply = this.ok(ex)
-        this.writeHead(ex.res, reply)
-        ex.res.flushHeaders()
-        const events = reply.parts.filter((part) => part !== FaultServerBody.sseDone).slice(0, fault.afterChunks)
-        for (const part of events) ex.res.write(part)
+        this.startStream(ex, fault.afterChunks)
         return this.cutSoon(ex)
       }
+      case "StreamError": {
+        const { _tag, afterChunks, ...given } = fault
+        const status: StatusFault = { _tag: "Status", ...given, status: given.status ?? overloadStatus[ex.api] }
+        if (!ex.stream) return this.serve(ex, status)
+        const sent = this.startStream(ex, afterChunks)
+        for (const part of ex.answers.failedEvents(this.error(ex, status), sent)) ex.res.write(part)
+        ex.res.end()
+        return
+      }
       case "TruncatedJson": {
-        const whole = this.json(ex, this.okBody(ex))
+        const whole = this.json(ex, ex.answers.body())
         const body = whole.parts.join("")
         // No content-length: the response frames correctly (chunked) and only the JSON is cut.
         ex.res.writeHead(200, { ...whole.headers })
@@ -389,88 +407,95 @@ class Server {
     ]
   }
 
+  /**
+   * Sends the status, the headers and the first `events` of a streamed success, never the one that
+   * ends the stream; answers how many it sent.
+   */
+  private startStream(ex: Exchange, events: number): number {
+    const reply = this.ok(ex)
+    this.writeHead(ex.res, reply)
+    ex.res.flushHeaders()
+    const opening = reply.parts.slice(0, Math.min(events, reply.parts.length - 1))
+    for (const part of opening) ex.res.write(part)
+    return opening.length
+  }
+
   private json(ex: Exchange, value: unknown): Reply {
     return {
       status: 200,
       headers: {
         "content-type": "application/json",
-        "x-request-id": ex.requestId,
-        "openai-processing-ms": String(this.engine.plan.latencyMs ?? 0)
+        [requestIdHeader[ex.api]]: ex.requestId,
+        ...(ex.api === "openai" ? { "openai-processing-ms": String(this.engine.plan.latencyMs ?? 0) } : {})
       },
       parts: [JSON.stringify(value)],
       stream: false
     }
   }
 
-  private sse(ex: Exchange, chunks: ReadonlyArray<unknown>): Reply {
+  private sse(ex: Exchange, events: ReadonlyArray<string>): Reply {
     return {
       status: 200,
       headers: {
         "content-type": "text/event-stream; charset=utf-8",
         "cache-control": "no-cache",
-        "x-request-id": ex.requestId
+        [requestIdHeader[ex.api]]: ex.requestId
       },
-      parts: [...chunks.map(FaultServerBody.sseEvent), FaultServerBody.sseDone],
+      parts: events,
       stream: true
     }
   }
 
-  private completion(ex: Exchange): FaultServerBody.Completion {
-    return {
-      id: `chatcmpl-${ex.requestId.slice(4)}`,
-      created: Math.floor(Date.now() / 1000),
-      model: ex.request.model
-    }
-  }
-
   private ok(ex: Exchange): Reply {
-    if (ex.request.endpoint === "chat" && ex.stream) {
-      const tokens = ex.request.includeUsage ? this.replyUsage(ex.request) : undefined
-      return this.sse(
-        ex,
-        FaultServerBody.chatCompletionChunks(this.completion(ex), FaultServerBody.replyPieces, tokens)
-      )
-    }
-    return this.json(ex, this.okBody(ex))
-  }
-
-  private replyUsage(request: ChatRequest): FaultServerBody.Usage {
-    return FaultServerBody.usage(request.promptTokens, FaultServerBody.replyPieces.length)
-  }
-
-  /** The success body of a request as if it had not asked to stream: a chat completion or an embeddings list. */
-  private okBody(ex: Exchange): unknown {
-    if (ex.request.endpoint === "embeddings") return FaultServerBody.embeddingList(ex.request)
-    return FaultServerBody.chatCompletion(this.completion(ex), FaultServerBody.replyText, this.replyUsage(ex.request))
+    return ex.stream ? this.sse(ex, ex.answers.events()) : this.json(ex, ex.answers.body())
   }
 
   private schemaBreak(ex: Exchange): Reply {
-    if (ex.request.endpoint === "embeddings") {
-      return this.json(ex, FaultServerBody.brokenEmbeddingList(ex.request.model))
-    }
-    const broken = FaultServerBody.brokenChatCompletion(this.completion(ex), ex.stream)
-    return ex.stream ? this.sse(ex, [broken]) : this.json(ex, broken)
+    return ex.stream ? this.sse(ex, ex.answers.brokenEvents()) : this.json(ex, ex.answers.brokenBody())
   }
 
-  private status(ex: Exchange, fault: Extract<FaultPlan.Fault, { readonly _tag: "Status" }>): Reply {
-    const style = fault.style ?? "openai"
-    const defaults = FaultServerBody.defaultError(fault.status, style)
-    const headers: Record<string, string> = { "content-type": "application/json", "x-request-id": ex.requestId }
+  /** Whose error body the exchange gets: Anthropic's on its endpoint, else OpenAI's or the style the fault asks. */
+  private styleOf(ex: Exchange, fault: StatusFault): FaultServerBody.ErrorStyle {
+    return ex.api === "anthropic" ? "anthropic" : fault.style ?? "openai"
+  }
+
+  /** The error of `fault`: the API's own for the status, where the fault does not say. */
+  private error(ex: Exchange, fault: StatusFault): FaultServerBody.ErrorObject {
+    const defaults = FaultServerBody.defaultError(fault.status, this.styleOf(ex, fault))
+    return {
+      message: fault.message ?? defaults.message,
+      type: fault.type ?? defaults.type,
+      code: fault.code ?? defaults.code
+    }
+  }
+
+  private status(ex: Exchange, fault: StatusFault): Reply {
+    const headers: Record<string, string> = {}
     if (fault.retryAfter !== undefined) headers["retry-after"] = fault.retryAfter
     if (fault.retryAfterMs !== undefined) headers["retry-after-ms"] = fault.retryAfterMs
     if (fault.shouldRetry !== undefined) headers["x-should-retry"] = String(fault.shouldRetry)
-    return {
-      status: fault.status,
-      headers: { ...headers, ...fault.headers },
-      parts: [FaultServerBody.errorBody(style, {
-        message: fault.message ?? defaults.message,
-        type: fault.type ?? defaults.type,
-        code: fault.code ?? defaults.code
-      })],
-      stream: false
-    }
+    const style = this.styleOf(ex, fault)
+    return errorReply(ex.api, ex.requestId, fault.status, style, this.error(ex, fault), {
+      ...headers,
+      ...fault.headers
+    })
   }
 }
+
+/** An error answer: its body in `style`, the request id under the API's name, and `headers` besides. */
+const errorReply = (
+  api: Api,
+  requestId: string,
+  status: number,
+  style: FaultServerBody.ErrorStyle,
+  error: FaultServerBody.ErrorObject,
+  headers: Readonly<Record<string, string>>
+): Reply => ({
+  status,
+  headers: { "content-type": "application/json", [requestIdHeader[api]]: requestId, ...headers },
+  parts: [FaultServerBody.errorBody(style, error)],
+  stream: false
+})
 
 /** The server could not listen where it was asked to (the port is taken, or not ours to take). */
 export class ListenError extends Data.TaggedError("ListenError")<{
@@ -503,6 +528,7 @@ export const serve = (plan: FaultPlan.Plan, port: number): Effect.Effect<Service
     Effect.acquireRelease(listen(plan, port), (server) => server.close),
     (server): Service => ({
       url: `http://127.0.0.1:${server.port}/v1`,
+      origin: `http://127.0.0.1:${server.port}`,
       port: server.port,
       arrivals: Effect.sync(() => server.arrivals()),
       setPlan: (plan) => Effect.sync(() => server.setPlan(plan)),

@@ -3,21 +3,28 @@
  * sockets and no clock of its own (the server says when a request arrived and how many are in
  * flight), so every decision can be checked without a server.
  *
- * A request is first read as the API reads it: an unknown path is refused 404, another method 405,
- * a body that is not a JSON object or lacks what the endpoint needs 400. Then the plan's capacity
- * may refuse it. Only an admitted request gets a fault: the next step, else the first window that
- * covers its arrival and wins its draw, else `otherwise`. A refusal takes no step and no draw.
+ * A request is first read as its API reads it (one table of endpoints, a reader each): an unknown
+ * path is refused 404, another method 405, a body that is not a JSON object or lacks what the
+ * endpoint needs 400, each in the words of the endpoint's API. Then the plan's capacity may refuse
+ * it. Only an admitted request gets a fault: the next step, else the first window that covers its
+ * arrival and wins its draw, else `otherwise`. A refusal takes no step and no draw.
  */
 import type * as FaultPlan from "../FaultPlan.js"
 import * as FaultServerBody from "./faultServerBody.js"
 import { prng } from "./prng.js"
 
-/** A chat completions request, as far as the answer depends on it. */
-export interface ChatRequest {
-  readonly endpoint: "chat"
+/** The wire format an API speaks: OpenAI's (chat completions, embeddings, responses) or Anthropic's (messages). */
+export type Api = "openai" | "anthropic"
+
+/**
+ * A request for a generated reply, as far as the answer depends on it: OpenAI's chat completions
+ * and Responses API, Anthropic's Messages API.
+ */
+export interface ReplyRequest {
+  readonly endpoint: "chat" | "responses" | "messages"
   readonly model: string
   readonly stream: boolean
-  /** `stream_options.include_usage`: the stream ends with a chunk carrying the usage. */
+  /** A stream carries the usage: for chat, when `stream_options.include_usage` asks; the others always do. */
   readonly includeUsage: boolean
   readonly promptTokens: number
 }
@@ -28,7 +35,7 @@ export interface EmbeddingsRequest extends FaultServerBody.Embeddings {
 }
 
 /** A well-formed request to one of the endpoints the server answers. */
-export type ModelRequest = ChatRequest | EmbeddingsRequest
+export type ModelRequest = ReplyRequest | EmbeddingsRequest
 
 /** A request as the server received it. */
 export interface Incoming {
@@ -41,7 +48,10 @@ export interface Incoming {
   readonly at: number
 }
 
-/** A request answered at once with an OpenAI error body: not the plan's to answer, or beyond its capacity. */
+/**
+ * A request answered at once with an error body in its API's format (OpenAI's for a path no API
+ * has): not the plan's to answer, or beyond its capacity. The error's `type` is in the API's words.
+ */
 export interface Refuse {
   readonly _tag: "Refuse"
   readonly status: number
@@ -60,10 +70,7 @@ export interface Admit {
 /** What the server does with a request. */
 export type Decision = Refuse | Admit
 
-const endpoints: Readonly<Record<string, ModelRequest["endpoint"]>> = {
-  "/v1/chat/completions": "chat",
-  "/v1/embeddings": "embeddings"
-}
+type Fields = Readonly<Record<string, unknown>>
 
 const refuse = (
   status: number,
@@ -88,6 +95,24 @@ const unparsable = invalidRequest(
 
 const missing = (param: string) =>
   refuse(400, invalidRequest(`Missing required parameter: '${param}'.`, param, "missing_required_parameter"))
+
+const invalidType = (param: string, expected: string) =>
+  refuse(400, invalidRequest(`Invalid type for '${param}': expected ${expected}.`, param, "invalid_type"))
+
+/** Anthropic names the field and the problem, as its validation reports them. */
+const invalidField = (field: string, problem: string) => refuse(400, invalidRequest(`${field}: ${problem}`, null, null))
+
+/** How each API refuses a body it cannot read at all: not a JSON object, or no model. */
+const unreadable: Readonly<Record<Api, { readonly notJson: Refuse; readonly noModel: Refuse }>> = {
+  openai: {
+    notJson: refuse(400, unparsable),
+    noModel: refuse(400, invalidRequest("you must provide a model parameter", null, null))
+  },
+  anthropic: {
+    notJson: refuse(400, invalidRequest("The request body is not valid JSON.", null, null)),
+    noModel: invalidField("model", "Field required")
+  }
+}
 
 /** The inputs of an embeddings request, one string each, or undefined when `input` is not valid. */
 const embeddingInputs = (input: unknown): ReadonlyArray<string> | undefined => {
@@ -117,12 +142,17 @@ const messageText = (messages: ReadonlyArray<unknown>): string =>
     return ""
   }).join("\n")
 
-const readChat = (body: Readonly<Record<string, unknown>>, model: string): ChatRequest | Refuse => {
+/**
+ * The tokens of a prompt: the text of its messages (a string, or the text of each part), after
+ * `system` (Anthropic's `system`, the Responses API's `instructions`: a string or text parts) when given.
+ */
+const promptTokens = (messages: ReadonlyArray<unknown>, system?: unknown): number =>
+  FaultServerBody.tokenCount(messageText(system === undefined ? messages : [{ content: system }, ...messages]))
+
+const readChat = (body: Fields, model: string): ReplyRequest | Refuse => {
   const messages = body["messages"]
   if (messages === undefined) return missing("messages")
-  if (!Array.isArray(messages)) {
-    return refuse(400, invalidRequest("Invalid type for 'messages': expected an array.", "messages", "invalid_type"))
-  }
+  if (!Array.isArray(messages)) return invalidType("messages", "an array")
   const options = body["stream_options"]
   return {
     endpoint: "chat",
@@ -130,11 +160,11 @@ const readChat = (body: Readonly<Record<string, unknown>>, model: string): ChatR
     stream: body["stream"] === true,
     includeUsage: typeof options === "object" && options !== null &&
       (options as { readonly include_usage?: unknown }).include_usage === true,
-    promptTokens: FaultServerBody.tokenCount(messageText(messages))
+    promptTokens: promptTokens(messages)
   }
 }
 
-const readEmbeddings = (body: Readonly<Record<string, unknown>>, model: string): EmbeddingsRequest | Refuse => {
+const readEmbeddings = (body: Fields, model: string): EmbeddingsRequest | Refuse => {
   if (body["input"] === undefined) return missing("input")
   const inputs = embeddingInputs(body["input"])
   if (inputs === undefined) {
@@ -159,6 +189,55 @@ const readEmbeddings = (body: Readonly<Record<string, unknown>>, model: string):
   }
 }
 
+/** `input` is a string (one user message) or an array of input items (messages with text content, or other items). */
+const readResponses = (body: Fields, model: string): ReplyRequest | Refuse => {
+  const input = body["input"]
+  if (input === undefined) return missing("input")
+  if (typeof input !== "string" && !Array.isArray(input)) {
+    return invalidType("input", "a string or an array of input items")
+  }
+  const instructions = body["instructions"]
+  return {
+    endpoint: "responses",
+    model,
+    stream: body["stream"] === true,
+    includeUsage: true,
+    promptTokens: promptTokens(typeof input === "string" ? [{ content: input }] : input, instructions ?? undefined)
+  }
+}
+
+const readMessages = (body: Fields, model: string): ReplyRequest | Refuse => {
+  const maxTokens = body["max_tokens"]
+  if (maxTokens === undefined) return invalidField("max_tokens", "Field required")
+  if (!Number.isInteger(maxTokens)) return invalidField("max_tokens", "Input should be a valid integer")
+  const messages = body["messages"]
+  if (messages === undefined) return invalidField("messages", "Field required")
+  if (!Array.isArray(messages)) return invalidField("messages", "Input should be a valid list")
+  return {
+    endpoint: "messages",
+    model,
+    stream: body["stream"] === true,
+    includeUsage: true,
+    promptTokens: promptTokens(messages, body["system"])
+  }
+}
+
+/** An endpoint the server answers: the API whose wire format it speaks, and how that API reads a request. */
+interface Endpoint {
+  readonly api: Api
+  readonly read: (body: Fields, model: string) => ModelRequest | Refuse
+}
+
+const endpoints: Readonly<Record<string, Endpoint>> = {
+  "/v1/chat/completions": { api: "openai", read: readChat },
+  "/v1/embeddings": { api: "openai", read: readEmbeddings },
+  "/v1/responses": { api: "openai", read: readResponses },
+  "/v1/messages": { api: "anthropic", read: readMessages }
+}
+
+/** The wire format of the API at `path`: OpenAI's for a path the server does not answer. */
+export const apiOf = (path: string): Api => endpoints[path]?.api ?? "openai"
+
 /** The request as the API reads it, or the refusal the API sends when it cannot. */
 const read = ({ body, method, path }: Incoming): ModelRequest | Refuse => {
   const endpoint = endpoints[path]
@@ -167,12 +246,26 @@ const read = ({ body, method, path }: Incoming): ModelRequest | Refuse => {
     return refuse(405, invalidRequest(`Invalid method for URL (${method} ${path})`, null, null), { allow: "POST" })
   }
   // Text that was not JSON arrives as a string, so it is refused here with JSON that is not an object.
-  if (typeof body !== "object" || body === null || Array.isArray(body)) return refuse(400, unparsable)
-  const fields = body as Readonly<Record<string, unknown>>
+  if (typeof body !== "object" || body === null || Array.isArray(body)) return unreadable[endpoint.api].notJson
+  const fields = body as Fields
   const model = fields["model"]
-  if (typeof model !== "string") return refuse(400, invalidRequest("you must provide a model parameter", null, null))
-  return endpoint === "chat" ? readChat(fields, model) : readEmbeddings(fields, model)
+  if (typeof model !== "string") return unreadable[endpoint.api].noModel
+  return endpoint.read(fields, model)
 }
+
+/**
+ * The error of a request refused for capacity: OpenAI's words (as a self-hosted pool says it), or
+ * Anthropic's type for the status.
+ */
+const atCapacity = (api: Api, status: number, admitted: number): FaultServerBody.ErrorObject => ({
+  message: `The server is at capacity (${admitted} requests in flight). Please try again later.`,
+  type: api === "anthropic"
+    ? FaultServerBody.defaultError(status, "anthropic").type
+    : status === 429
+    ? "rate_limited"
+    : "overloaded",
+  code: null
+})
 
 /** A plan and how far the server has come through it: the steps taken, the window clock, the PRNG. */
 export class FaultEngine {
@@ -207,11 +300,7 @@ export class FaultEngine {
       const status = capacity.status ?? 503
       return refuse(
         status,
-        {
-          message: `The server is at capacity (${admitted} requests in flight). Please try again later.`,
-          type: status === 429 ? "rate_limited" : "overloaded",
-          code: null
-        },
+        atCapacity(apiOf(incoming.path), status, admitted),
         capacity.retryAfter === undefined ? {} : { "retry-after": capacity.retryAfter }
       )
     }

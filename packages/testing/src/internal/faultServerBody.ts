@@ -1,7 +1,9 @@
 /**
- * The bodies the fault server answers with, in the OpenAI / Mistral wire format: chat completions,
- * their chunks framed as server-sent events, embeddings lists, bodies that break the contract,
- * provider error bodies and a proxy's HTML error page.
+ * The bodies the fault server answers with, and what the APIs it speaks share: the generated reply
+ * and its token counts, server-sent event framing, the error bodies of OpenAI, Mistral and
+ * Anthropic, a proxy's HTML error page; and the OpenAI / Mistral chat completions (their chunks
+ * too) and embeddings lists, with the bodies that break their contract. The Responses API's bodies
+ * are in `responsesBody`, Anthropic's messages in `messagesBody`.
  *
  * Pure functions of plain values, apart from any server, so the recorded `Fixtures` use the same
  * formatting as the server. `FaultServer` re-exports what its users read: the generated reply and
@@ -189,11 +191,28 @@ export const brokenEmbeddingList = (model: string) => ({
 /** One server-sent event carrying `value` as JSON, as the API frames each chunk of a stream. */
 export const sseEvent = (value: unknown): string => `data: ${JSON.stringify(value)}\n\n`
 
+/** One server-sent event named after the `type` of the `value` it carries, as Anthropic and the Responses API do. */
+export const namedEvent = (value: { readonly type: string } & Readonly<Record<string, unknown>>): string =>
+  `event: ${value.type}\n${sseEvent(value)}`
+
+/**
+ * Valid JSON that breaks the contract of a success: `body` without its `content` field, and the
+ * `count` of its `usage` as a string.
+ */
+export const breakContract = (body: Readonly<Record<string, unknown>>, content: string, count: string): unknown => {
+  const { [content]: _content, ...rest } = body
+  const usage = body["usage"] as Readonly<Record<string, unknown>>
+  return { ...rest, usage: { ...usage, [count]: String(usage[count]) } }
+}
+
 /** The event that ends an OpenAI stream. */
 export const sseDone = "data: [DONE]\n\n"
 
-/** Whose error body: OpenAI's `{"error": {...}}` or Mistral's top-level `{"object": "error", ...}`. */
-export type ErrorStyle = "openai" | "mistral"
+/**
+ * Whose error body: OpenAI's `{"error": {...}}`, Mistral's top-level `{"object": "error", ...}` or
+ * Anthropic's `{"type": "error", "error": {"type", "message"}}`.
+ */
+export type ErrorStyle = "openai" | "mistral" | "anthropic"
 
 /** The fields of a provider error; a `param` not given is sent as `null`. */
 export interface ErrorObject {
@@ -203,14 +222,67 @@ export interface ErrorObject {
   readonly code: string | null
 }
 
-/** An error body as the provider sends it: OpenAI's pretty-printed with four spaces and a newline, Mistral's compact. */
-export const errorBody = (style: ErrorStyle, error: ErrorObject): string =>
-  style === "mistral"
-    ? JSON.stringify({ object: "error", message: error.message, type: error.type, param: null, code: error.code })
-    : JSON.stringify({ error: { ...error, param: error.param ?? null } }, null, 4) + "\n"
+/** OpenAI's error object, as its error bodies and a failed chat stream carry it. */
+export const openAiError = (error: ErrorObject) => ({ error: { ...error, param: error.param ?? null } })
 
-/** The error a provider sends with `status` when nothing more is said: its own words for 429, 401, 500 and 503. */
+/** Anthropic's error object, as its error bodies and the error event of its streams carry it: no `param`, no `code`. */
+export const anthropicError = (error: ErrorObject) => ({
+  type: "error",
+  error: { type: error.type, message: error.message }
+})
+
+/**
+ * An error body as the provider sends it: OpenAI's pretty-printed with four spaces and a newline,
+ * Mistral's and Anthropic's compact.
+ */
+export const errorBody = (style: ErrorStyle, error: ErrorObject): string => {
+  switch (style) {
+    case "mistral":
+      return JSON.stringify({
+        object: "error",
+        message: error.message,
+        type: error.type,
+        param: null,
+        code: error.code
+      })
+    case "anthropic":
+      return JSON.stringify(anthropicError(error))
+    case "openai":
+      return JSON.stringify(openAiError(error), null, 4) + "\n"
+  }
+}
+
+/**
+ * Anthropic's error type for each status it documents, with its words; another 4xx is an
+ * `invalid_request_error`, another 5xx an `api_error`.
+ */
+const anthropicErrors: Readonly<Record<number, { readonly type: string; readonly message: string }>> = {
+  400: { type: "invalid_request_error", message: "Invalid request" },
+  401: { type: "authentication_error", message: "invalid x-api-key" },
+  402: { type: "billing_error", message: "Billing error" },
+  403: { type: "permission_error", message: "Permission denied" },
+  404: { type: "not_found_error", message: "Not found" },
+  413: { type: "request_too_large", message: "Request exceeds the maximum allowed number of bytes." },
+  429: { type: "rate_limit_error", message: "Rate limited" },
+  500: { type: "api_error", message: "Internal server error" },
+  504: { type: "timeout_error", message: "Request timeout" },
+  529: { type: "overloaded_error", message: "Overloaded" }
+}
+
+/**
+ * The error a provider sends with `status` when nothing more is said: OpenAI's and Mistral's own
+ * words for 429, 401, 500 and 503, Anthropic's type and words for each status it documents.
+ */
 export const defaultError = (status: number, style: ErrorStyle): ErrorObject => {
+  if (style === "anthropic") {
+    return {
+      ...(anthropicErrors[status] ?? {
+        type: status >= 500 ? "api_error" : "invalid_request_error",
+        message: Http.STATUS_CODES[status] ?? `HTTP ${status}`
+      }),
+      code: null
+    }
+  }
   if (status === 429) {
     return style === "mistral"
       ? { message: "Requests rate limit exceeded", type: "rate_limited", code: "1300" }
