@@ -80,6 +80,34 @@ describe("ResilientHttpClient", () => {
       assert.isDefined([...keys][0])
     }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
 
+  it.scopedLive("an SDK that maps its base URL and key on top gets the same: one key, and no credential in what it reads", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({
+        steps: [{ _tag: "Status", status: 503 }, { _tag: "Status", status: 400 }]
+      })
+      // As @effect/ai-openai builds its client: its requests are whole only after its own mapRequest.
+      const answer = yield* Effect.flatMap(
+        HttpClient.HttpClient,
+        (resilientClient) =>
+          HttpClient.mapRequest(
+            resilientClient,
+            (request) => request.pipe(HttpClientRequest.prependUrl(server.url), HttpClientRequest.bearerToken(canary))
+          ).execute(
+            HttpClientRequest.post("/chat/completions").pipe(
+              HttpClientRequest.bodyUnsafeJson({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] })
+            )
+          )
+      ).pipe(Effect.provide(resilient(targetAt(server.url))))
+      assert.strictEqual(answer.status, 400)
+      // The SDK may print the request with its error: the key is not in it.
+      assert.strictEqual(answer.request.headers["authorization"], "<redacted>")
+      const arrivals = yield* server.arrivals
+      assert.strictEqual(arrivals.length, 2)
+      assert.strictEqual(arrivals[0]!.headers["authorization"], `Bearer ${canary}`)
+      assert.strictEqual(new Set(arrivals.map((arrival) => arrival.headers["idempotency-key"])).size, 1)
+      assert.isDefined(arrivals[0]!.headers["idempotency-key"])
+    }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
+
   it.scopedLive("when the call stops on an error response, the SDK gets that response", () =>
     Effect.gen(function*() {
       const server = yield* FaultServer.make({ otherwise: { _tag: "Status", status: 503, message: "busy" } })

@@ -42,6 +42,20 @@ export interface Options {
 const bodyBytes = (request: HttpClientRequest.HttpClientRequest): Uint8Array | undefined =>
   request.body._tag === "Uint8Array" ? request.body.body : undefined
 
+/** Headers that carry a credential: an SDK may print the request with its error. */
+const credentials = /^(authorization|proxy-authorization|x-api-key|api-key|x-goog-api-key|cookie)$/i
+
+/**
+ * The request the SDK's responses and errors carry, without its credentials: `@effect/ai` 0.37
+ * formats a failed body's error, request headers and all, into its own error's text, where no
+ * redaction applies.
+ */
+const withoutCredentials = (request: HttpClientRequest.HttpClientRequest): HttpClientRequest.HttpClientRequest =>
+  Object.keys(request.headers).reduce(
+    (scrubbed, name) => credentials.test(name) ? HttpClientRequest.setHeader(scrubbed, name, "<redacted>") : scrubbed,
+    request
+  )
+
 const urlOf = (request: HttpClientRequest.HttpClientRequest): URL | undefined => {
   try {
     return new URL(request.url)
@@ -68,99 +82,103 @@ export const transform = <E = never, R = never>(
     const isModelCall = options.isModelCall ?? SdkCall.isModelCall
     const idempotencyHeader = checked.idempotencyHeader.toLowerCase()
 
-    // One key for the whole call, set before the attempts: each executes the request again, as it is.
-    const keyed = HttpClient.mapRequest(client, (request) => {
-      const url = urlOf(request)
-      return url === undefined || !isModelCall(url, request.method) || request.headers[idempotencyHeader] !== undefined
-        ? request
-        : HttpClientRequest.setHeader(request, checked.idempotencyHeader, globalThis.crypto.randomUUID())
-    })
-    return HttpClient.transform(keyed, (
-      execute,
-      request
-    ): Effect.Effect<HttpClientResponse.HttpClientResponse, CE | HttpClientError.RequestError, CR> => {
-      const url = urlOf(request)
-      if (url === undefined || !isModelCall(url, request.method)) return execute
-      const described = SdkCall.describe(bodyBytes(request))
-      const model = described.model ?? checked.model
-      const answered: { last: SdkCall.ErrorAnswer | undefined } = { last: undefined }
-      const requestId = request.headers[idempotencyHeader]
-      const attempt = Effect.flatMap(
-        Effect.zip(
-          Effect.mapError(
-            execute,
-            (error): Failure.Failure => {
-              // The platform wraps the transport's own error: its code says what failed.
-              const wrapped = error as { readonly _tag?: unknown; readonly cause?: unknown }
-              return Transport.fromRequestError(
-                wrapped._tag === "RequestError" ? wrapped.cause ?? error : error,
-                endpoint
+    // A client of its own, not a transformation of `client`: the SDK maps its requests (its base
+    // URL, its credentials) on top of this one, so only here is a request whole, and each attempt
+    // executes it on `client` as it is, under one idempotency key for the whole call.
+    return HttpClient.makeWith<never, never, CE | HttpClientError.RequestError, CR>(
+      (requested) =>
+        Effect.flatMap(requested, (
+          request
+        ): Effect.Effect<HttpClientResponse.HttpClientResponse, CE | HttpClientError.RequestError, CR> => {
+          const url = urlOf(request)
+          if (url === undefined || !isModelCall(url, request.method)) return client.execute(request)
+          const sdkKey = request.headers[idempotencyHeader]
+          const requestId = sdkKey ?? globalThis.crypto.randomUUID()
+          const execute = client.execute(
+            sdkKey === undefined ? HttpClientRequest.setHeader(request, checked.idempotencyHeader, requestId) : request
+          )
+          const forTheSdk = withoutCredentials(request)
+          const described = SdkCall.describe(bodyBytes(request))
+          const model = described.model ?? checked.model
+          const answered: { last: SdkCall.ErrorAnswer | undefined } = { last: undefined }
+          const attempt = Effect.flatMap(
+            Effect.zip(
+              Effect.mapError(
+                execute,
+                (error): Failure.Failure => {
+                  // The platform wraps the transport's own error: its code says what failed.
+                  const wrapped = error as { readonly _tag?: unknown; readonly cause?: unknown }
+                  return Transport.fromRequestError(
+                    wrapped._tag === "RequestError" ? wrapped.cause ?? error : error,
+                    endpoint
+                  )
+                }
+              ),
+              FiberRef.get(Resilient.CurrentAttempt)
+            ),
+            ([response, info]): Effect.Effect<HttpClientResponse.HttpClientResponse, Failure.Failure> => {
+              answered.last = undefined
+              SdkCall.entered(info, new Headers(response.headers))
+              if (described.streams && response.status < 400) {
+                // Through a web stream, so the first chunk is read within the attempt and the rest
+                // after it, from the same read, by the SDK.
+                return Effect.flatMap(
+                  Stream.toReadableStreamEffect(Stream.mapError(response.stream, SdkCall.bodyFailed)),
+                  (body) =>
+                    Effect.map(
+                      SdkCall.firstChunk(
+                        new Response(body, { status: response.status, headers: response.headers }),
+                        model,
+                        answered
+                      ),
+                      (web) => HttpClientResponse.fromWeb(forTheSdk, web)
+                    )
+                )
+              }
+              return Effect.flatMap(
+                Effect.mapError(response.arrayBuffer, SdkCall.bodyFailed),
+                (buffer) => {
+                  const answer: SdkCall.ErrorAnswer = {
+                    status: response.status,
+                    statusText: "",
+                    headers: new Headers(response.headers),
+                    bytes: new Uint8Array(buffer)
+                  }
+                  if (response.status < 400) {
+                    return Effect.succeed(HttpClientResponse.fromWeb(forTheSdk, SdkCall.responseOf(answer)))
+                  }
+                  answered.last = answer
+                  return Effect.flatMap(SdkCall.failureOf(answer, model), Effect.fail)
+                }
               )
             }
-          ),
-          FiberRef.get(Resilient.CurrentAttempt)
-        ),
-        ([response, info]): Effect.Effect<HttpClientResponse.HttpClientResponse, Failure.Failure> => {
-          answered.last = undefined
-          SdkCall.entered(info, new Headers(response.headers))
-          if (described.streams && response.status < 400) {
-            // Through a web stream, so the first chunk is read within the attempt and the rest
-            // after it, from the same read, by the SDK.
-            return Effect.flatMap(
-              Stream.toReadableStreamEffect(Stream.mapError(response.stream, SdkCall.bodyFailed)),
-              (body) =>
-                Effect.map(
-                  SdkCall.firstChunk(
-                    new Response(body, { status: response.status, headers: response.headers }),
-                    model,
-                    answered
-                  ),
-                  (web) => HttpClientResponse.fromWeb(request, web)
-                )
-            )
-          }
-          return Effect.flatMap(
-            Effect.mapError(response.arrayBuffer, SdkCall.bodyFailed),
-            (buffer) => {
-              const answer: SdkCall.ErrorAnswer = {
-                status: response.status,
-                statusText: "",
-                headers: new Headers(response.headers),
-                bytes: new Uint8Array(buffer)
-              }
-              if (response.status < 400) {
-                return Effect.succeed(HttpClientResponse.fromWeb(request, SdkCall.responseOf(answer)))
-              }
-              answered.last = answer
-              return Effect.flatMap(SdkCall.failureOf(answer, model), Effect.fail)
-            }
           )
-        }
-      )
-      const fingerprint = SdkCall.fingerprint(bodyBytes(request))
-      return Effect.zipRight(
-        SdkCall.noticeSdkRetry(adapter, {
-          retryCount: request.headers["x-stainless-retry-count"],
-          sdkKey: requestId,
-          body: fingerprint
+          const fingerprint = SdkCall.fingerprint(bodyBytes(request))
+          return Effect.zipRight(
+            SdkCall.noticeSdkRetry(adapter, {
+              retryCount: request.headers["x-stainless-retry-count"],
+              sdkKey,
+              body: fingerprint
+            }),
+            attempt.pipe(
+              Resilient.retryWith(policyFor(model), services, { requestId, replaySafe: SdkCall.replaySafe(url) }),
+              Effect.tapError(() => SdkCall.noticeFailure(adapter, fingerprint)),
+              Effect.catchTag("CallFailed", (failed) =>
+                answered.last !== undefined
+                  ? Effect.succeed(HttpClientResponse.fromWeb(forTheSdk, SdkCall.responseOf(answered.last)))
+                  : Effect.fail(
+                    new HttpClientError.RequestError({
+                      request: forTheSdk,
+                      reason: "Transport",
+                      cause: failed,
+                      description: failed.message
+                    })
+                  ))
+            )
+          )
         }),
-        attempt.pipe(
-          Resilient.retryWith(policyFor(model), services, { requestId, replaySafe: SdkCall.replaySafe(url) }),
-          Effect.tapError(() => SdkCall.noticeFailure(adapter, fingerprint)),
-          Effect.catchTag("CallFailed", (failed) =>
-            answered.last !== undefined
-              ? Effect.succeed(HttpClientResponse.fromWeb(request, SdkCall.responseOf(answered.last)))
-              : Effect.fail(
-                new HttpClientError.RequestError({
-                  request,
-                  reason: "Transport",
-                  cause: failed,
-                  description: failed.message
-                })
-              ))
-        )
-      )
-    })
+      Effect.succeed
+    )
   })
 
 /**
