@@ -1,5 +1,5 @@
 /**
- * The Vercel AI SDK with resilient-ai under it, on its OpenAI (chat completions) and Mistral
+ * The Vercel AI SDK with resilient-ai under it, on its OpenAI (the Responses API) and Mistral
  * providers: the SDK's retries off (`maxRetries: 0` on each call), each model call sent through the
  * target's policy (budget, gate, full jitter, `Retry-After`, one idempotency key).
  *
@@ -11,7 +11,7 @@ import { ResilientFetch, Target } from "@resilient-ai/client"
 import { generateText } from "ai"
 import { Effect, Redacted } from "effect"
 
-/** A haiku from OpenAI's chat completions at `baseURL` (`https://api.openai.com/v1`). */
+/** A haiku from OpenAI's Responses API at `baseURL` (`https://api.openai.com/v1`). */
 export const haikuFromOpenAi = (baseURL: string) =>
   Effect.gen(function*() {
     const fetch = yield* ResilientFetch.make(Target.managed({
@@ -23,7 +23,7 @@ export const haikuFromOpenAi = (baseURL: string) =>
     const openai = createOpenAI({ baseURL, apiKey: "sk-your-key", fetch })
     const { text } = yield* Effect.promise(() =>
       // maxRetries: 0 — retrying happens at exactly one layer, this one.
-      generateText({ model: openai.chat("gpt-4o-mini"), prompt: "A haiku.", maxRetries: 0 })
+      generateText({ model: openai("gpt-4o-mini"), prompt: "A haiku.", maxRetries: 0 })
     )
     return text
   })

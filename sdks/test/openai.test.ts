@@ -116,3 +116,40 @@ describe("openai 7.55.0 on ResilientFetch", () => {
       assert.strictEqual(warnings, 1)
     }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
 })
+
+describe("openai 7.55.0's Responses API on ResilientFetch", () => {
+  it.scopedLive("a stream is retried while nothing reached the SDK (a 503, an error as its first event), never after", () =>
+    Effect.gen(function*() {
+      const { fetch, server } = yield* atFaultServer({
+        steps: [
+          { _tag: "Status", status: 503 },
+          { _tag: "StreamError", afterChunks: 0 },
+          // response.created, .in_progress, .output_item.added, .content_part.added, two deltas.
+          { _tag: "StreamBreak", afterChunks: 6 }
+        ]
+      })
+      const deltas: Array<string> = []
+      const error = yield* rejection(async () => {
+        const stream = await openAiOn(server.url, fetch).responses.create({
+          model: "gpt-4o-mini",
+          input: "Say hello",
+          stream: true
+        })
+        for await (const event of stream) if (event.type === "response.output_text.delta") deltas.push(event.delta)
+      })
+      assert.isAtLeast(deltas.length, 1, "the first pieces of text reached the SDK's caller")
+      assert.notStrictEqual(deltas.join(""), FaultServer.replyText)
+      assert.isDefined(error)
+      assert.strictEqual(yield* requestsTo(server), 3)
+    }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
+
+  it.scopedLive("an answer is retried through an overload, and reaches the SDK's caller whole", () =>
+    Effect.gen(function*() {
+      const { fetch, server } = yield* atFaultServer({ steps: [{ _tag: "Status", status: 503 }, { _tag: "Ok" }] })
+      const response = yield* Effect.promise(() =>
+        openAiOn(server.url, fetch).responses.create({ model: "gpt-4o-mini", input: "Say hello" })
+      )
+      assert.strictEqual(response.output_text, FaultServer.replyText)
+      assert.strictEqual(yield* requestsTo(server), 2)
+    }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
+})

@@ -22,6 +22,8 @@ interface Provider {
   readonly model: (baseURL: string, fetch: ResilientFetch.Fetch) => LanguageModel
   /** Whose error bodies the fault server answers with, so the provider can read them. */
   readonly style: "openai" | "mistral"
+  /** How many events of its stream come before the first piece of text, and one more. */
+  readonly firstTextAfter: number
   /** The example's set-up for this provider. */
   readonly example: (baseURL: string) => Effect.Effect<string, Settings.InvalidSettings>
 }
@@ -32,12 +34,22 @@ const providers: ReadonlyArray<Provider> = [
     // `.chat`: chat completions; the provider called as a function sends to /v1/responses instead.
     model: (baseURL, fetch) => createOpenAI({ baseURL, apiKey: canary, fetch }).chat("gpt-4o-mini"),
     style: "openai",
+    firstTextAfter: 2,
+    example: haikuFromOpenAi
+  },
+  {
+    name: "@ai-sdk/openai 4.0.118 (the Responses API, its default)",
+    model: (baseURL, fetch) => createOpenAI({ baseURL, apiKey: canary, fetch })("gpt-4o-mini"),
+    style: "openai",
+    // response.created, .in_progress, .output_item.added, .content_part.added, then the text.
+    firstTextAfter: 5,
     example: haikuFromOpenAi
   },
   {
     name: "@ai-sdk/mistral 4.0.87",
     model: (baseURL, fetch) => createMistral({ baseURL, apiKey: canary, fetch })("mistral-small-latest"),
     style: "mistral",
+    firstTextAfter: 2,
     example: haikuFromMistral
   }
 ]
@@ -138,7 +150,7 @@ for (const provider of providers) {
     it.scopedLive("a stream is retried before its first chunk, never after it", () =>
       Effect.gen(function*() {
         const server = yield* FaultServer.make({
-          steps: [status(provider, { status: 503 }), { _tag: "StreamBreak", afterChunks: 2 }]
+          steps: [status(provider, { status: 503 }), { _tag: "StreamBreak", afterChunks: provider.firstTextAfter }]
         })
         const fetch = yield* ResilientFetch.make(targetAt(server.url))
         const received: Array<string> = []
@@ -149,7 +161,11 @@ for (const provider of providers) {
             maxRetries: 0,
             onError: () => {}
           })
-          for await (const part of result.stream) if (part.type === "text-delta") received.push(part.text)
+          for await (const part of result.stream) {
+            if (part.type === "text-delta") received.push(part.text)
+            // The Responses provider reports the break as a part of the stream, the others by throwing.
+            if (part.type === "error") throw part.error
+          }
         })
         assert.isAtLeast(received.length, 1, "the first chunks reached the SDK's caller")
         assert.notInclude(received.join(""), FaultServer.replyText)
@@ -157,6 +173,17 @@ for (const provider of providers) {
         assert.isTrue(APICallError.isInstance(error))
         assert.include(String(error), "Failed to process successful response")
         // The 503 was retried; the break after the first chunk was not.
+        assert.strictEqual((yield* server.arrivals).length, 2)
+      }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
+
+    it.scopedLive("a stream whose first event is the provider's error reached nobody: it is retried", () =>
+      Effect.gen(function*() {
+        const server = yield* FaultServer.make({ steps: [{ _tag: "StreamError", afterChunks: 0 }, { _tag: "Ok" }] })
+        const fetch = yield* ResilientFetch.make(targetAt(server.url))
+        const text = yield* Effect.promise(() =>
+          streamText({ model: provider.model(server.url, fetch), prompt, maxRetries: 0 }).text
+        )
+        assert.strictEqual(text, FaultServer.replyText)
         assert.strictEqual((yield* server.arrivals).length, 2)
       }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
 
