@@ -15,7 +15,14 @@ import { Coordination, RetryBudget } from "@resilient-ai/policy"
 import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
 import { Effect, Exit, Fiber, Layer, Redacted, Stream, TestClock } from "effect"
 import { canary } from "../../test/canary.js"
-import { captureLogs, quiet, sdkRetriesOf, targetAt, untilSleeping } from "../../test/client/sdkSupport.js"
+import {
+  assertOneIdempotencyKey,
+  captureLogs,
+  quiet,
+  sdkRetriesOf,
+  targetAt,
+  untilSleeping
+} from "../../test/client/sdkSupport.js"
 import { haikuFromAnthropic, haikuFromOpenAi } from "../examples/effect-ai.js"
 
 /** What a test gives the SDK's client: a retry layer of its own above the resilient client, or none. */
@@ -107,9 +114,7 @@ for (const provider of providers) {
         assert.strictEqual(statusOf(error), provider.overloaded)
         const arrivals = yield* server.arrivals
         assert.strictEqual(arrivals.length, 3)
-        const keys = new Set(arrivals.map((arrival) => arrival.headers["idempotency-key"]))
-        assert.strictEqual(keys.size, 1)
-        assert.isDefined([...keys][0])
+        assertOneIdempotencyKey(arrivals)
       }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
 
     it.scopedLive("the budget bounds them: a budget that grants nothing sends one request", () =>

@@ -13,7 +13,7 @@ import { Coordination, RetryBudget } from "@resilient-ai/policy"
 import { FaultServer } from "@resilient-ai/testing"
 import { Effect } from "effect"
 import { BadRequestError, InternalServerError, RateLimitError } from "openai"
-import { apiKey, quiet, rejection } from "../../test/client/sdkSupport.js"
+import { apiKey, assertOneIdempotencyKey, quiet, rejection } from "../../test/client/sdkSupport.js"
 import { haiku } from "../examples/langchain.js"
 import { abortedInBackoff, atFaultServer, brokenStream, leftRetrying, requestsTo } from "./scenarios.js"
 
@@ -52,7 +52,7 @@ describe("@langchain/openai 1.6.0 on ResilientFetch", () => {
       const arrivals = yield* server.arrivals
       assert.strictEqual(arrivals.length, 3)
       assert.isDefined(arrivals[0]!.headers["idempotency-key"])
-      assert.strictEqual(new Set(arrivals.map((arrival) => arrival.headers["idempotency-key"])).size, 1)
+      assertOneIdempotencyKey(arrivals)
     }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
 
   it.scopedLive("the budget bounds the retries: a budget that grants nothing sends one request", () =>

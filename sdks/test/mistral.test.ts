@@ -11,7 +11,15 @@ import { Coordination, RetryBudget } from "@resilient-ai/policy"
 import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
 import { Effect, Fiber, TestClock } from "effect"
 import { canary } from "../../test/canary.js"
-import { captureLogs, quiet, rejection, sdkRetriesOf, targetAt, untilSleeping } from "../../test/client/sdkSupport.js"
+import {
+  assertOneIdempotencyKey,
+  captureLogs,
+  quiet,
+  rejection,
+  sdkRetriesOf,
+  targetAt,
+  untilSleeping
+} from "../../test/client/sdkSupport.js"
 import { haiku } from "../examples/mistral.js"
 
 /** The API's root at the fault server: the client adds `/v1/chat/completions` itself. */
@@ -48,9 +56,7 @@ describe("Mistral's client @mistralai/mistralai 2.7.0 on ResilientFetch", () => 
       const arrivals = yield* server.arrivals
       assert.deepStrictEqual(arrivals.map((arrival) => arrival.path), Array(3).fill("/v1/chat/completions"))
       // The client sends no idempotency key: the policy gives every attempt of the call the same one.
-      const keys = new Set(arrivals.map((arrival) => arrival.headers["idempotency-key"]))
-      assert.strictEqual(keys.size, 1)
-      assert.isDefined([...keys][0])
+      assertOneIdempotencyKey(arrivals)
     }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
 
   it.scopedLive("the budget bounds them: a budget that grants nothing sends one request", () =>

@@ -8,7 +8,7 @@ import { Coordination, RetryBudget } from "@resilient-ai/policy"
 import { FaultServer } from "@resilient-ai/testing"
 import { Effect } from "effect"
 import OpenAI, { APIUserAbortError, BadRequestError, InternalServerError, RateLimitError } from "openai"
-import { apiKey, quiet, rejection } from "../../test/client/sdkSupport.js"
+import { apiKey, assertOneIdempotencyKey, quiet, rejection } from "../../test/client/sdkSupport.js"
 import { haiku } from "../examples/openai.js"
 import { abortedInBackoff, atFaultServer, brokenStream, leftRetrying, requestsTo } from "./scenarios.js"
 
@@ -41,7 +41,7 @@ describe("openai 7.55.0 on ResilientFetch", () => {
       const arrivals = yield* server.arrivals
       assert.deepStrictEqual(arrivals.map((arrival) => arrival.headers["x-stainless-retry-count"]), ["0", "0", "0"])
       assert.isDefined(arrivals[0]!.headers["idempotency-key"])
-      assert.strictEqual(new Set(arrivals.map((arrival) => arrival.headers["idempotency-key"])).size, 1)
+      assertOneIdempotencyKey(arrivals)
     }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
 
   it.scopedLive("the budget bounds the retries: a budget that grants nothing sends one request", () =>

@@ -12,7 +12,15 @@ import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
 import { APICallError, generateText, type LanguageModel, RetryError, streamText } from "ai"
 import { Effect, Fiber, TestClock } from "effect"
 import { canary } from "../../test/canary.js"
-import { captureLogs, quiet, rejection, sdkRetriesOf, targetAt, untilSleeping } from "../../test/client/sdkSupport.js"
+import {
+  assertOneIdempotencyKey,
+  captureLogs,
+  quiet,
+  rejection,
+  sdkRetriesOf,
+  targetAt,
+  untilSleeping
+} from "../../test/client/sdkSupport.js"
 import { haikuFromMistral, haikuFromOpenAi } from "../examples/vercel-ai.js"
 
 /** A provider of the SDK, as the tests drive it. */
@@ -80,9 +88,7 @@ for (const provider of providers) {
         const arrivals = yield* server.arrivals
         assert.strictEqual(arrivals.length, 3)
         // The SDK sends no idempotency key: the policy gives every attempt of the call the same one.
-        const keys = new Set(arrivals.map((arrival) => arrival.headers["idempotency-key"]))
-        assert.strictEqual(keys.size, 1)
-        assert.isDefined([...keys][0])
+        assertOneIdempotencyKey(arrivals)
       }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
 
     it.scopedLive("the budget bounds them: a budget that grants nothing sends one request", () =>

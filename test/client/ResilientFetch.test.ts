@@ -9,7 +9,15 @@ import { FaultServer } from "@resilient-ai/testing"
 import { Effect, Fiber, TestClock } from "effect"
 import OpenAI from "openai"
 import { canary } from "../canary.js"
-import { captureLogs, quiet, rejection, sdkRetriesOf, targetAt, untilSleeping } from "./sdkSupport.js"
+import {
+  assertOneIdempotencyKey,
+  captureLogs,
+  quiet,
+  rejection,
+  sdkRetriesOf,
+  targetAt,
+  untilSleeping
+} from "./sdkSupport.js"
 
 const messages: Array<OpenAI.Chat.ChatCompletionMessageParam> = [{ role: "user", content: "Say hello" }]
 
@@ -31,7 +39,7 @@ describe("ResilientFetch under the openai SDK", () => {
       const arrivals = yield* server.arrivals
       assert.strictEqual(arrivals.length, 3)
       // One logical call: every attempt carries the same idempotency key; the SDK never retried.
-      assert.strictEqual(new Set(arrivals.map((arrival) => arrival.headers["idempotency-key"])).size, 1)
+      assertOneIdempotencyKey(arrivals)
       assert.deepStrictEqual(arrivals.map((arrival) => arrival.headers["x-stainless-retry-count"]), ["0", "0", "0"])
     }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
 

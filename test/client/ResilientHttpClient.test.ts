@@ -11,6 +11,7 @@ import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
 import { Effect, Layer, Logger, Redacted, Stream } from "effect"
 import { createServer } from "node:net"
 import { canary } from "../canary.js"
+import { assertOneIdempotencyKey } from "./sdkSupport.js"
 import { freshName } from "./support.js"
 
 const targetAt = (url: string, options: Partial<Target.Options> = {}) =>
@@ -75,9 +76,7 @@ describe("ResilientHttpClient", () => {
       assert.include(answer.text, FaultServer.replyText)
       const arrivals = yield* server.arrivals
       assert.strictEqual(arrivals.length, 3)
-      const keys = new Set(arrivals.map((arrival) => arrival.headers["idempotency-key"]))
-      assert.strictEqual(keys.size, 1)
-      assert.isDefined([...keys][0])
+      assertOneIdempotencyKey(arrivals)
     }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
 
   it.scopedLive("an SDK that maps its base URL and key on top gets the same: one key, and no credential in what it reads", () =>
@@ -104,8 +103,7 @@ describe("ResilientHttpClient", () => {
       const arrivals = yield* server.arrivals
       assert.strictEqual(arrivals.length, 2)
       assert.strictEqual(arrivals[0]!.headers["authorization"], `Bearer ${canary}`)
-      assert.strictEqual(new Set(arrivals.map((arrival) => arrival.headers["idempotency-key"])).size, 1)
-      assert.isDefined(arrivals[0]!.headers["idempotency-key"])
+      assertOneIdempotencyKey(arrivals)
     }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
 
   it.scopedLive("when the call stops on an error response, the SDK gets that response", () =>

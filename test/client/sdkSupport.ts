@@ -3,7 +3,9 @@
  * Mistral's client, LangChain; `ResilientHttpClient` under @effect/ai): a target at the fault
  * server, the SDK's rejection as a value, waiting for the backoff's sleep, the SDK-retry counter.
  */
+import { assert } from "@effect/vitest"
 import { ResilientFetch, Target } from "@resilient-ai/client"
+import type { FaultServer } from "@resilient-ai/testing"
 import { Chunk, Effect, Metric, Redacted, TestClock } from "effect"
 import { canary } from "../canary.js"
 import { freshName } from "./support.js"
@@ -46,3 +48,10 @@ export const untilSleeping = (millis: number): Effect.Effect<void> =>
 /** How many requests an SDK sent as its own retry to `target`, as the adapter counted them. */
 export const sdkRetriesOf = (target: Target.Target): Effect.Effect<number> =>
   Effect.map(Metric.value(ResilientFetch.sdkRetries.pipe(Metric.tagged("target", target.name))), (state) => state.count)
+
+/** Asserts that every request of one call carried the same idempotency key, and that it carried one. */
+export const assertOneIdempotencyKey = (arrivals: ReadonlyArray<FaultServer.Arrival>): void => {
+  const keys = new Set(arrivals.map((arrival) => arrival.headers["idempotency-key"]))
+  assert.strictEqual(keys.size, 1, "one idempotency key for every attempt of the call")
+  assert.isDefined([...keys][0], "an idempotency key on every attempt")
+}

@@ -48,11 +48,6 @@ describe("examples run", () => {
     assert.include(stdout, "failovers from the pool to the API: 20")
   }, limitMillis)
 
-  it("with-openai-sdk: the SDK's 503 is retried by the policy under it", async () => {
-    const { stdout } = await run("examples/with-openai-sdk.ts")
-    assert.include(stdout, "The fault server answered. (2 requests: the 503 retried by the policy, not the SDK)")
-  }, limitMillis)
-
   it.skipIf(redisUrl === "")("fleet: three members on one Redis budget retry as one", async () => {
     const { stdout } = await run("examples/fleet.ts", {
       REDIS_URL: redisUrl,

@@ -12,7 +12,8 @@
  *
  * The SDK's `AbortSignal` is honoured at every point, the backoff's sleep included. A success is
  * read whole within its attempt (a stream up to its first chunk), so a body cut short is retried
- * like any failure, and a stream is never replayed once its first chunk reached the SDK. When the
+ * like any failure, and a stream is never replayed once its first chunk reached the SDK (a first
+ * chunk that is the provider's error event reaches nobody: it is retried as its type says). When the
  * call stops on an error response, the SDK gets that response, and raises its own error for it;
  * when it stops without one (the connection failed, the gate shed it, the deadline passed), the
  * returned promise rejects with a `TypeError`, as `fetch` does, whose `cause` is the `CallFailed`.
