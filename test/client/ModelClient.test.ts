@@ -144,6 +144,31 @@ describe("ModelClient against the fault server", () => {
         }
       }).pipe(Effect.provide(HttpLive)))
 
+    it.scopedLive("a 429 with no Retry-After waits for the spent limit's reset in its rate-limit headers", () =>
+      Effect.gen(function*() {
+        const spent = [
+          // OpenAI: the requests are spent, the tokens are not (their reset is not the wait).
+          {
+            "x-ratelimit-remaining-requests": "0",
+            "x-ratelimit-reset-requests": "300ms",
+            "x-ratelimit-remaining-tokens": "9000",
+            "x-ratelimit-reset-tokens": "6m0s"
+          },
+          // The generic form: seconds to wait.
+          { "x-ratelimit-remaining": "0", "x-ratelimit-reset": "0.3" }
+        ]
+        for (const headers of spent) {
+          const { client, server } = yield* serverAndClient(
+            { otherwise: { _tag: "Status", status: 429, headers } },
+            (url) => managedAt(url, { maxAttempts: 2, hintSpread: 0 })
+          )
+          const failure = failureOf(yield* Effect.exit(client.chat(hello)))
+          assert.deepStrictEqual(Failure.retryAfterOf(failure.last), Duration.millis(300))
+          const [first, second] = yield* server.arrivals
+          assert.isAtLeast(second!.at - first!.at, 300, JSON.stringify(headers))
+        }
+      }).pipe(Effect.provide(HttpLive)))
+
     it.scopedLive("no trace context goes to the provider unless the target propagates it", () =>
       Effect.gen(function*() {
         const quiet = yield* serverAndClient({})

@@ -260,4 +260,91 @@ describe("RetryHint", () => {
       assert.strictEqual(millisOf(RetryHint.fromHeaders({ get: () => undefined }, 0)), undefined)
     })
   })
+
+  describe("parseGoDuration", () => {
+    it("reads the durations OpenAI writes a limit's reset in", () => {
+      assert.strictEqual(RetryHint.parseGoDuration("20ms"), 20)
+      assert.strictEqual(RetryHint.parseGoDuration("1s"), 1_000)
+      assert.strictEqual(RetryHint.parseGoDuration("6m0s"), 360_000)
+      assert.strictEqual(RetryHint.parseGoDuration("1h2m3.5s"), 3_723_500)
+      assert.strictEqual(RetryHint.parseGoDuration("1.5s"), 1_500)
+      assert.strictEqual(RetryHint.parseGoDuration("250us"), 0.25)
+      assert.strictEqual(RetryHint.parseGoDuration(" 2 "), 2_000)
+    })
+
+    it("reads nothing else", () => {
+      for (const text of ["", "s", "1x", "1 s", "ms20", "1s2", "-1s", "1d", "one second"]) {
+        assert.isUndefined(RetryHint.parseGoDuration(text), text)
+      }
+    })
+  })
+
+  describe("fromRateLimitHeaders", () => {
+    const now = Date.parse("2026-12-01T10:00:00Z")
+    const hint = (headers: Record<string, string>) => millisOf(RetryHint.fromRateLimitHeaders(headers, now))
+
+    it("waits for the latest reset among the limits reported spent", () => {
+      assert.strictEqual(
+        hint({
+          "x-ratelimit-remaining-requests": "0",
+          "x-ratelimit-reset-requests": "1s",
+          "x-ratelimit-remaining-tokens": "0",
+          "x-ratelimit-reset-tokens": "6m0s"
+        }),
+        360_000
+      )
+      // Only the tokens are spent: the requests' reset is not when the call can pass.
+      assert.strictEqual(
+        hint({
+          "x-ratelimit-remaining-requests": "59",
+          "x-ratelimit-reset-requests": "1s",
+          "x-ratelimit-remaining-tokens": "0",
+          "x-ratelimit-reset-tokens": "20ms"
+        }),
+        20
+      )
+    })
+
+    it("reads Anthropic's RFC 3339 instants", () => {
+      assert.strictEqual(
+        hint({
+          "anthropic-ratelimit-requests-remaining": "12",
+          "anthropic-ratelimit-requests-reset": "2026-12-01T10:00:30Z",
+          "anthropic-ratelimit-input-tokens-remaining": "0",
+          "anthropic-ratelimit-input-tokens-reset": "2026-12-01T10:00:02.5Z"
+        }),
+        2_500
+      )
+      assert.strictEqual(
+        hint({
+          "anthropic-ratelimit-tokens-remaining": "0",
+          "anthropic-ratelimit-tokens-reset": "2026-12-01T11:00:01+01:00"
+        }),
+        1_000
+      )
+    })
+
+    it("reads the generic X-RateLimit-Reset as unix seconds, seconds to wait, or a date", () => {
+      assert.strictEqual(hint({ "x-ratelimit-remaining": "0", "x-ratelimit-reset": String(now / 1000 + 7) }), 7_000)
+      assert.strictEqual(hint({ "x-ratelimit-reset": "5" }), 5_000)
+      assert.strictEqual(hint({ "RateLimit-Reset": "3" }), 3_000)
+      assert.strictEqual(hint({ "x-ratelimit-reset": "Tue, 01 Dec 2026 10:00:09 GMT" }), 9_000)
+    })
+
+    it("gives no hint when nothing reported is spent, unknown, or resetting in the past", () => {
+      assert.isUndefined(hint({}))
+      assert.isUndefined(hint({ "x-ratelimit-remaining-requests": "3", "x-ratelimit-reset-requests": "1s" }))
+      // Azure OpenAI's -1: unknown.
+      assert.isUndefined(hint({ "x-ratelimit-remaining-tokens": "-1", "x-ratelimit-reset-tokens": "1s" }))
+      assert.isUndefined(hint({ "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "0s" }))
+      assert.isUndefined(hint({ "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "soon" }))
+      assert.isUndefined(
+        hint({
+          "anthropic-ratelimit-tokens-remaining": "0",
+          "anthropic-ratelimit-tokens-reset": "2026-12-01T09:59:59Z"
+        })
+      )
+      assert.isUndefined(hint({ "x-ratelimit-remaining": "0", "x-ratelimit-reset": String(now / 1000 - 5) }))
+    })
+  })
 })

@@ -80,7 +80,11 @@ const fromDetails = ({ code, message, type }: Details, response: ErrorResponse, 
     providerCode: code,
     providerType: type,
     detail: message ?? (typeof response.body === "string" ? excerpt(response.body) : undefined),
-    retryAfter: Option.getOrUndefined(RetryHint.fromHeaders(response.headers, nowMillis)),
+    retryAfter: Option.getOrUndefined(Option.orElse(
+      RetryHint.fromHeaders(response.headers, nowMillis),
+      // A rate-limited answer with no Retry-After still says when its limit resets.
+      () => response.status === 429 ? RetryHint.fromRateLimitHeaders(response.headers, nowMillis) : Option.none()
+    )),
     shouldRetry: shouldRetry === "true" ? true : shouldRetry === "false" ? false : undefined,
     model: response.model
   })

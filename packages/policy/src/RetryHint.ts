@@ -4,7 +4,8 @@
  *
  * The hint beats any backoff formula: the formula is a guess about when capacity returns, the
  * header is the answer. A value that does not parse is no hint at all; a negative value or a date
- * in the past means "now".
+ * in the past means "now". A rate-limited answer without one still says when its limit resets, in
+ * the provider's rate-limit headers (`fromRateLimitHeaders`).
  */
 import * as Duration from "effect/Duration"
 import * as Option from "effect/Option"
@@ -118,4 +119,101 @@ export const fromHeaders = (headers: HeaderSource, nowMillis: number): Option.Op
   if (Option.isSome(parsedMillis)) return parsedMillis
   const seconds = header(headers, "retry-after")
   return seconds === undefined ? Option.none() : parseRetryAfter(seconds, nowMillis)
+}
+
+const goDurationPart = /(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)/g
+const goDuration = /^(?:(?:\d+(?:\.\d*)?|\.\d+)(?:ns|us|µs|μs|ms|s|m|h))+$/
+const millisPerUnit: Readonly<Record<string, number>> = {
+  ns: 1e-6,
+  us: 1e-3,
+  "µs": 1e-3,
+  "μs": 1e-3,
+  ms: 1,
+  s: 1_000,
+  m: 60_000,
+  h: 3_600_000
+}
+
+/**
+ * Parses a duration as Go writes it (`20ms`, `1s`, `6m0s`, `1h2m3.5s`), OpenAI's form of a limit's
+ * reset, to milliseconds; a bare number is seconds. Anything else is `undefined`.
+ */
+export const parseGoDuration = (value: string): number | undefined => {
+  const text = value.trim()
+  if (decimal.test(text)) return Number(text) * 1_000
+  if (!goDuration.test(text)) return undefined
+  let millis = 0
+  for (const [, amount, unit] of text.matchAll(goDurationPart)) millis += Number(amount) * millisPerUnit[unit!]!
+  return millis
+}
+
+const rfc3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$/
+
+/** The milliseconds from `nowMillis` to an RFC 3339 instant (Anthropic's form of a reset), or `undefined`. */
+const untilInstant = (value: string, nowMillis: number): number | undefined => {
+  const text = value.trim()
+  if (!rfc3339.test(text)) return undefined
+  const at = Date.parse(text)
+  return Number.isFinite(at) ? at - nowMillis : undefined
+}
+
+/** Unix seconds are past 2001; anything smaller is seconds to wait (the IETF draft's `RateLimit-Reset`). */
+const unixSecondsFrom = 1_000_000_000
+
+/** The generic `X-RateLimit-Reset`: unix seconds, seconds to wait, or an HTTP date. */
+const untilGenericReset = (value: string, nowMillis: number): number | undefined => {
+  if (decimal.test(value)) {
+    const seconds = Number(value)
+    return seconds >= unixSecondsFrom ? seconds * 1_000 - nowMillis : seconds * 1_000
+  }
+  const date = parseHttpDate(value, nowMillis)
+  return date === undefined ? undefined : date - nowMillis
+}
+
+/** One limit a provider reports: its remaining-header, its reset-header, and how the reset reads. */
+interface ReportedLimit {
+  readonly remaining: string
+  readonly reset: string
+  readonly untilReset: (value: string, nowMillis: number) => number | undefined
+}
+
+const reportedLimits: ReadonlyArray<ReportedLimit> = [
+  ...["requests", "tokens"].map((kind) => ({
+    remaining: `x-ratelimit-remaining-${kind}`,
+    reset: `x-ratelimit-reset-${kind}`,
+    untilReset: parseGoDuration
+  })),
+  ...["requests", "tokens", "input-tokens", "output-tokens"].map((kind) => ({
+    remaining: `anthropic-ratelimit-${kind}-remaining`,
+    reset: `anthropic-ratelimit-${kind}-reset`,
+    untilReset: untilInstant
+  })),
+  ...["x-ratelimit", "ratelimit"].map((prefix) => ({
+    remaining: `${prefix}-remaining`,
+    reset: `${prefix}-reset`,
+    untilReset: untilGenericReset
+  }))
+]
+
+/**
+ * When a rate-limited answer that names no `Retry-After` can be tried again, from the provider's
+ * rate-limit headers: the latest reset among the limits it reports spent (remaining 0, or a reset
+ * with no remaining beside it), as OpenAI (`x-ratelimit-reset-requests: 1s`), Anthropic
+ * (`anthropic-ratelimit-tokens-reset`, an RFC 3339 instant) and the generic `X-RateLimit-Reset`
+ * write them. A limit with requests left is not what refused the call, an unknown remaining (Azure's
+ * `-1`) says nothing, and a reset that is not in the future is no hint: the backoff decides then.
+ */
+export const fromRateLimitHeaders = (headers: HeaderSource, nowMillis: number): Option.Option<Duration.Duration> => {
+  let latest: number | undefined
+  for (const limit of reportedLimits) {
+    const reset = header(headers, limit.reset)
+    if (reset === undefined) continue
+    const remaining = header(headers, limit.remaining)?.trim()
+    if (remaining !== undefined && !(decimal.test(remaining) && Number(remaining) === 0)) continue
+    const millis = limit.untilReset(reset, nowMillis)
+    if (millis !== undefined && Number.isFinite(millis) && millis > 0 && (latest === undefined || millis > latest)) {
+      latest = millis
+    }
+  }
+  return latest === undefined ? Option.none() : Option.some(Duration.millis(latest))
 }
