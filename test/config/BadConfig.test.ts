@@ -591,6 +591,12 @@ describe("every other constructor and layer: each bad setting is a typed error n
     ["RetryBudget.make window", () => RetryBudget.make({ window: 0 }), "window", "positive"],
     ["RetryBudget.make minPerSecond", () => RetryBudget.make({ minPerSecond: -1 }), "minPerSecond", ">= 0"],
     ["RetryBudget.make buckets", () => RetryBudget.make({ buckets: 0 }), "buckets", "integer >= 1"],
+    [
+      "RetryBudget.make shareWhenRetriesFail",
+      () => RetryBudget.make({ shareWhenRetriesFail: 1.5 }),
+      "shareWhenRetriesFail",
+      "from 0 to 1"
+    ],
     ["ConcurrencyGate.make target", () => ConcurrencyGate.make({ ...shed, target: "" }), "target", "must not be empty"],
     ["ConcurrencyGate.make limit", () => ConcurrencyGate.make({ ...shed, limit: 0 }), "limit", "integer >= 1"],
     ["ConcurrencyGate.make mode", () => ConcurrencyGate.make({ ...shed, mode: "drop" as never }), "mode", "queue"],

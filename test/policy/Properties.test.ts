@@ -1066,7 +1066,7 @@ class ReferenceBudget {
 
   snapshot(now: number): RetryBudget.Snapshot {
     const successes = this.inWindow(this.successes, now)
-    return { successes, retries: this.inWindow(this.retries, now), allowance: this.allowance(successes) }
+    return { successes, retries: this.inWindow(this.retries, now), paid: 0, allowance: this.allowance(successes) }
   }
 
   tryAcquire(now: number): boolean {

@@ -818,7 +818,12 @@ describe("Resilient.retry", () => {
         const lone = yield* scripted<number>([{ fail: serverError }, { succeed: 2 }])
         assert.deepStrictEqual(yield* settle(lone.attempt.pipe(Resilient.retry(policy)), "1 second"), Exit.succeed(2))
         const budget = (yield* Parts).budget
-        assert.deepStrictEqual(yield* budget.snapshot, { successes: 101, retries: 1, allowance: 10.100000000000001 })
+        assert.deepStrictEqual(yield* budget.snapshot, {
+          successes: 101,
+          retries: 1,
+          paid: 1,
+          allowance: 10.100000000000001
+        })
       }).pipe(Effect.provide(services(target, { budget: { minPerSecond: 0 } })))
     })
   })

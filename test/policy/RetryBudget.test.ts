@@ -30,7 +30,8 @@ describe("RetryBudget.settings", () => {
       ratio: 0.1,
       windowMillis: 60_000,
       minPerSecond: 5,
-      buckets: 60
+      buckets: 60,
+      shareWhenRetriesFail: 1
     })
     assert.deepStrictEqual(valid(RetryBudget.settings({})), defaults)
     assert.deepStrictEqual(
@@ -42,7 +43,7 @@ describe("RetryBudget.settings", () => {
   it("keeps the values given, with the window in milliseconds", () => {
     assert.deepStrictEqual(
       valid(RetryBudget.settings({ ratio: 0.25, window: "30 seconds", minPerSecond: 2, buckets: 15 })),
-      { ratio: 0.25, windowMillis: 30_000, minPerSecond: 2, buckets: 15 }
+      { ratio: 0.25, windowMillis: 30_000, minPerSecond: 2, buckets: 15, shareWhenRetriesFail: 1 }
     )
     assert.strictEqual(valid(RetryBudget.settings({ window: 1500 })).windowMillis, 1500)
     assert.strictEqual(valid(RetryBudget.settings({ window: Duration.minutes(2) })).windowMillis, 120_000)
@@ -102,17 +103,17 @@ describe("RetryBudget.make", () => {
   it.effect("starts empty, allowing the floor", () =>
     Effect.gen(function*() {
       const budget = yield* RetryBudget.make()
-      assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 0, allowance: 300 })
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 0, paid: 0, allowance: 300 })
     }))
 
   it.effect("with 10,000 successes allows 1,000 retries and refuses the 1,001st", () =>
     Effect.gen(function*() {
       const budget = yield* RetryBudget.make()
       yield* recordTimes(budget, 10_000)
-      assert.deepStrictEqual(yield* budget.snapshot, { successes: 10_000, retries: 0, allowance: 1_000 })
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 10_000, retries: 0, paid: 0, allowance: 1_000 })
       assert.strictEqual(yield* acquireTimes(budget, 1_000), 1_000)
       assert.isFalse(yield* budget.tryAcquire(anyFailure))
-      assert.deepStrictEqual(yield* budget.snapshot, { successes: 10_000, retries: 1_000, allowance: 1_000 })
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 10_000, retries: 1_000, paid: 0, allowance: 1_000 })
     }))
 
   it.effect("counts only granted retries, and a new success makes room for more", () =>
@@ -124,7 +125,7 @@ describe("RetryBudget.make", () => {
       // 10 more successes raise the allowance by exactly one retry.
       yield* recordTimes(budget, 10)
       assert.strictEqual(yield* acquireTimes(budget, 5), 1)
-      assert.deepStrictEqual(yield* budget.snapshot, { successes: 10_010, retries: 1_001, allowance: 1_001 })
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 10_010, retries: 1_001, paid: 0, allowance: 1_001 })
     }))
 
   it.effect("lets a lone retry through a healthy stream of 100 successes a second", () =>
@@ -136,12 +137,12 @@ describe("RetryBudget.make", () => {
       )
       yield* TestClock.adjust("59 seconds")
       // Seconds 0 to 59 are all in the window.
-      assert.deepStrictEqual(yield* budget.snapshot, { successes: 6_000, retries: 0, allowance: 600 })
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 6_000, retries: 0, paid: 0, allowance: 600 })
       assert.isTrue(yield* budget.tryAcquire(anyFailure))
       yield* TestClock.adjust("1 second")
       yield* Fiber.join(traffic)
       // Second 0 has left the window; the retry granted at second 59 is still in it.
-      assert.deepStrictEqual(yield* budget.snapshot, { successes: 5_900, retries: 1, allowance: 590 })
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 5_900, retries: 1, paid: 0, allowance: 590 })
       assert.isTrue(yield* budget.tryAcquire(anyFailure))
     }))
 
@@ -149,7 +150,7 @@ describe("RetryBudget.make", () => {
     Effect.gen(function*() {
       const budget = yield* RetryBudget.make()
       assert.strictEqual(yield* acquireTimes(budget, 1_000), 300)
-      assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 300, allowance: 300 })
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 300, paid: 0, allowance: 300 })
       // Spreading the asks over the window does not get more: the 300 are for the whole window.
       yield* TestClock.adjust("30 seconds")
       assert.isFalse(yield* budget.tryAcquire(anyFailure))
@@ -165,18 +166,18 @@ describe("RetryBudget.make", () => {
       assert.isFalse(yield* budget.tryAcquire(anyFailure))
 
       yield* TestClock.adjust(59_999)
-      assert.deepStrictEqual(yield* budget.snapshot, { successes: 10_000, retries: 1_000, allowance: 1_000 })
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 10_000, retries: 1_000, paid: 0, allowance: 1_000 })
       assert.isFalse(yield* budget.tryAcquire(anyFailure))
 
       // The bucket of t = 0 leaves the window at t = 60 s.
       yield* TestClock.adjust(1)
-      assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 0, allowance: 300 })
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 0, paid: 0, allowance: 300 })
       // With the successes gone, retries collapse to the floor.
       assert.strictEqual(yield* acquireTimes(budget, 1_000), 300)
-      assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 300, allowance: 300 })
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 300, paid: 0, allowance: 300 })
 
       yield* TestClock.adjust("61 seconds")
-      assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 0, allowance: 300 })
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 0, paid: 0, allowance: 300 })
       assert.isTrue(yield* budget.tryAcquire(anyFailure))
     }))
 
@@ -188,7 +189,7 @@ describe("RetryBudget.make", () => {
       yield* recordTimes(budget, 7)
       yield* TestClock.adjust("2 seconds")
       yield* recordTimes(budget, 3)
-      assert.deepStrictEqual(yield* budget.snapshot, { successes: 10, retries: 0, allowance: 10 })
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 10, retries: 0, paid: 0, allowance: 10 })
       // The 7 were recorded in the bucket [0 s, 2 s), which leaves at 10 s, 9 s after they were recorded.
       yield* TestClock.adjust(6_999)
       assert.strictEqual((yield* budget.snapshot).successes, 10)
@@ -198,7 +199,7 @@ describe("RetryBudget.make", () => {
       yield* TestClock.adjust(1_999)
       assert.strictEqual((yield* budget.snapshot).successes, 3)
       yield* TestClock.adjust(1)
-      assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 0, allowance: 0 })
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 0, paid: 0, allowance: 0 })
       assert.isFalse(yield* budget.tryAcquire(anyFailure))
     }))
 
@@ -218,7 +219,7 @@ describe("RetryBudget.make", () => {
       const [before, after, snapshot] = yield* Fiber.join(fiber)
       assert.strictEqual(before, 500)
       assert.strictEqual(after, 60)
-      assert.deepStrictEqual(snapshot, { successes: 0, retries: 60, allowance: 60 })
+      assert.deepStrictEqual(snapshot, { successes: 0, retries: 60, paid: 0, allowance: 60 })
     }))
 })
 
@@ -235,7 +236,7 @@ describe("RetryBudget.disabled", () => {
     it.effect("reports an empty budget allowing nothing", () =>
       Effect.gen(function*() {
         yield* recordTimes(budget, 10)
-        assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 0, allowance: 0 })
+        assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 0, paid: 0, allowance: 0 })
       }))
   }
 })
@@ -260,14 +261,14 @@ describe("RetryBudget.Window", () => {
   it("gives the same answers with explicit times", () => {
     const window = new RetryBudget.Window(defaults)
     assert.strictEqual(window.settings, defaults)
-    assert.deepStrictEqual(window.snapshot(0), { successes: 0, retries: 0, allowance: 300 })
+    assert.deepStrictEqual(window.snapshot(0), { successes: 0, retries: 0, paid: 0, allowance: 300 })
     for (let i = 0; i < 10_000; i++) window.recordSuccess(0)
     assert.strictEqual(windowAcquireTimes(window, 0, 1_001), 1_000)
-    assert.deepStrictEqual(window.snapshot(59_999), { successes: 10_000, retries: 1_000, allowance: 1_000 })
+    assert.deepStrictEqual(window.snapshot(59_999), { successes: 10_000, retries: 1_000, paid: 0, allowance: 1_000 })
     assert.isFalse(window.tryAcquire(59_999))
-    assert.deepStrictEqual(window.snapshot(60_000), { successes: 0, retries: 0, allowance: 300 })
+    assert.deepStrictEqual(window.snapshot(60_000), { successes: 0, retries: 0, paid: 0, allowance: 300 })
     assert.strictEqual(windowAcquireTimes(window, 60_000, 1_000), 300)
-    assert.deepStrictEqual(window.snapshot(60_000), { successes: 0, retries: 300, allowance: 300 })
+    assert.deepStrictEqual(window.snapshot(60_000), { successes: 0, retries: 300, paid: 0, allowance: 300 })
   })
 
   it.effect("agrees with the service decision for decision", () =>
@@ -317,15 +318,15 @@ describe("RetryBudget.Window", () => {
     }
     // 10% of the 500,000 successes: the floor's early retries are paid back as the window fills.
     assert.strictEqual(granted, 50_000)
-    assert.deepStrictEqual(window.snapshot(999_000), { successes: 30_000, retries: 3_000, allowance: 3_000 })
+    assert.deepStrictEqual(window.snapshot(999_000), { successes: 30_000, retries: 3_000, paid: 0, allowance: 3_000 })
     assert.strictEqual(ring.successes, successes)
     assert.strictEqual(ring.retries, retries)
     assert.strictEqual(successes.length, 60)
     assert.strictEqual(retries.length, 60)
 
     // Nothing older than the window is kept: a quiet minute forgets the whole history.
-    assert.deepStrictEqual(window.snapshot(1_058_999), { successes: 500, retries: 50, allowance: 300 })
-    assert.deepStrictEqual(window.snapshot(1_059_000), { successes: 0, retries: 0, allowance: 300 })
+    assert.deepStrictEqual(window.snapshot(1_058_999), { successes: 500, retries: 50, paid: 0, allowance: 300 })
+    assert.deepStrictEqual(window.snapshot(1_059_000), { successes: 0, retries: 0, paid: 0, allowance: 300 })
     assert.strictEqual(windowAcquireTimes(window, 1_059_000, 1_000), 300)
   })
 })
@@ -335,16 +336,77 @@ describe("RetryBudget.Window", () => {
  * ring's slot was computed with a negative modulo), and then every retry was granted. `TestClock`
  * starts there, and a simulator's own clock may too.
  */
+describe("a budget that learns whether retries pay", () => {
+  const learning: RetryBudget.Settings = { ...defaults, shareWhenRetriesFail: 0.05 }
+
+  /** Asks for `n` retries at `now`; `paying` says which granted ones a call then succeeds on. */
+  const spend = (window: RetryBudget.Window, now: number, n: number, paying: (granted: number) => boolean) => {
+    let granted = 0
+    for (let i = 0; i < n; i++) {
+      if (!window.tryAcquire(now)) continue
+      granted++
+      if (paying(granted)) window.recordSuccess(now, 2)
+    }
+    return granted
+  }
+
+  it("keeps 5% of the allowance while no retry pays, all of it while they all do, in proportion between", () => {
+    assert.strictEqual(RetryBudget.payoff(learning, 0, 0), 1)
+    assert.closeTo(RetryBudget.payoff(learning, 18, 0), 0.05 + 0.95 * (2 / 20), 1e-12)
+    assert.strictEqual(RetryBudget.payoff(learning, 18, 18), 1)
+    assert.closeTo(RetryBudget.payoff(learning, 98, 48), 0.05 + 0.95 * 0.5, 1e-12)
+    // Learning off: the whole allowance whatever the retries did.
+    assert.strictEqual(RetryBudget.payoff(defaults, 1_000, 0), 1)
+  })
+
+  it("retries that never pay stop after a handful, out of a floor of 300", () => {
+    const window = new RetryBudget.Window(learning)
+    // Granted while retries + 1 ≤ 300 × (0.05 + 0.95 × 2 / (retries + 2)): 32.
+    assert.strictEqual(spend(window, 0, 300, () => false), 32)
+    const { allowance, paid, retries } = window.snapshot(0)
+    assert.deepStrictEqual({ retries, paid }, { retries: 32, paid: 0 })
+    assert.closeTo(allowance, 300 * (0.05 + 0.95 * (2 / 34)), 1e-9)
+    // Once they leave the window, the budget trusts retries again.
+    assert.strictEqual(spend(window, 60_000, 400, () => true), 300)
+  })
+
+  it("retries that all pay keep the whole allowance; half of them, about half", () => {
+    assert.strictEqual(spend(new RetryBudget.Window(learning), 0, 400, () => true), 300)
+    assert.strictEqual(spend(new RetryBudget.Window(learning), 0, 400, (granted) => granted % 2 === 0), 159)
+    // Without learning, the floor whatever the retries did.
+    assert.strictEqual(spend(new RetryBudget.Window(defaults), 0, 400, () => false), 300)
+  })
+
+  it.effect("the service learns from the attempts each success took", () =>
+    Effect.gen(function*() {
+      const budget = yield* RetryBudget.make({ shareWhenRetriesFail: 0.05 })
+      let granted = 0
+      for (let i = 0; i < 300; i++) if (yield* budget.tryAcquire(anyFailure)) granted++
+      assert.strictEqual(granted, 32)
+      // A call that succeeded on its second attempt: a retry paid.
+      yield* budget.recordSuccess(2)
+      assert.strictEqual((yield* budget.snapshot).paid, 1)
+      yield* budget.recordSuccess(1)
+      assert.strictEqual((yield* budget.snapshot).paid, 1)
+    }))
+
+  it("is a share from 0 to 1", () => {
+    for (const bad of [-0.1, 1.5, Number.NaN, "most"]) {
+      assert.isTrue(Either.isLeft(RetryBudget.settings({ shareWhenRetriesFail: bad as number })), String(bad))
+    }
+  })
+})
+
 describe("RetryBudget first used at any time", () => {
   for (const first of [0, 1, 58_999, 59_000, 1_700_000_000_123]) {
     it(`counts from a first use at ${first} ms`, () => {
       const window = new RetryBudget.Window(defaults)
-      assert.deepStrictEqual(window.snapshot(first), { successes: 0, retries: 0, allowance: 300 })
+      assert.deepStrictEqual(window.snapshot(first), { successes: 0, retries: 0, paid: 0, allowance: 300 })
       for (let i = 0; i < 5_000; i++) window.recordSuccess(first)
       assert.strictEqual(windowAcquireTimes(window, first, 600), 500)
-      assert.deepStrictEqual(window.snapshot(first), { successes: 5_000, retries: 500, allowance: 500 })
+      assert.deepStrictEqual(window.snapshot(first), { successes: 5_000, retries: 500, paid: 0, allowance: 500 })
       // The first bucket leaves the window 60 s after it began, at the latest.
-      assert.deepStrictEqual(window.snapshot(first + 60_000), { successes: 0, retries: 0, allowance: 300 })
+      assert.deepStrictEqual(window.snapshot(first + 60_000), { successes: 0, retries: 0, paid: 0, allowance: 300 })
       assert.strictEqual(windowAcquireTimes(window, first + 60_000, 600), 300)
     })
   }
@@ -352,7 +414,7 @@ describe("RetryBudget first used at any time", () => {
   it.effect("grants exactly 300 retries in a total outage from TestClock's epoch 0", () =>
     Effect.gen(function*() {
       const budget = yield* RetryBudget.make()
-      assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 0, allowance: 300 })
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 0, paid: 0, allowance: 300 })
       assert.strictEqual(yield* acquireTimes(budget, 1_000), 300)
     }))
 })

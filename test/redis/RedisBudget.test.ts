@@ -22,14 +22,23 @@ describeRedis("RedisBudget", () => {
       const budget = yield* RedisBudget.make({ ...tenSeconds, ratio: 0.1, minPerSecond: 0 })
       yield* successes(budget, 100)
       assert.strictEqual(yield* grants(budget, 15), 10)
-      assert.deepStrictEqual(yield* budget.snapshot, { successes: 100, retries: 10, allowance: 10 })
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 100, retries: 10, paid: 0, allowance: 10 })
+    }).pipe(Effect.provide(connection(freshPrefix()))))
+
+  it.effect("the fleet's allowance shrinks by what this process learned of its retries: none paid", () =>
+    Effect.gen(function*() {
+      const budget = yield* RedisBudget.make({ ...tenSeconds, ratio: 0.1, minPerSecond: 3, shareWhenRetriesFail: 0.05 })
+      // A floor of 30; granted while retries + 1 ≤ 30 × (0.05 + 0.95 × 2 / (retries + 2)): 7.
+      assert.strictEqual(yield* grants(budget, 30), 7)
+      yield* budget.recordSuccess(2)
+      assert.strictEqual((yield* budget.snapshot).paid, 1)
     }).pipe(Effect.provide(connection(freshPrefix()))))
 
   it.effect("grants the floor when there are no successes", () =>
     Effect.gen(function*() {
       const budget = yield* RedisBudget.make({ ...tenSeconds, ratio: 0.1, minPerSecond: 2 })
       assert.strictEqual(yield* grants(budget, 30), 20)
-      assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 20, allowance: 20 })
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 20, paid: 0, allowance: 20 })
     }).pipe(Effect.provide(connection(freshPrefix()))))
 
   it.effect("slides one bucket at a time with the TestClock", () =>
@@ -41,12 +50,16 @@ describeRedis("RedisBudget", () => {
       yield* successes(budget, 50)
       assert.strictEqual(yield* grants(budget, 10), 5, "100 successes in the window allow 10, 5 taken")
       yield* TestClock.adjust("4999 millis")
-      assert.deepStrictEqual(yield* budget.snapshot, { successes: 100, retries: 10, allowance: 10 })
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 100, retries: 10, paid: 0, allowance: 10 })
       yield* TestClock.adjust("1 millis")
-      assert.deepStrictEqual(yield* budget.snapshot, { successes: 50, retries: 5, allowance: 5 }, "t = 0 has left")
+      assert.deepStrictEqual(
+        yield* budget.snapshot,
+        { successes: 50, retries: 5, paid: 0, allowance: 5 },
+        "t = 0 has left"
+      )
       assert.strictEqual(yield* grants(budget, 1), 0)
       yield* TestClock.adjust("5 seconds")
-      assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 0, allowance: 0 })
+      assert.deepStrictEqual(yield* budget.snapshot, { successes: 0, retries: 0, paid: 0, allowance: 0 })
     }).pipe(Effect.provide(connection(freshPrefix()))))
 
   it.effect("decides exactly as the in-memory budget, decision for decision", () =>

@@ -198,6 +198,24 @@ describe("storm scenarios, small", { timeout: 300_000 }, () => {
     assert.isAbove(perCall(reference!), 1.15)
   })
 
+  it("S1 and S1b: a budget that learns whether retries pay stops the useless ones and makes the useful ones", async () => {
+    const learning = StormPolicies.oursManagedLearning
+    const [correlated] = await runs(StormScenarios.correlatedFailure(0.5), [learning])
+    const [independent, fixedRatio] = await runs(StormScenarios.independentFailure(0.5), [
+      learning,
+      StormPolicies.oursManaged
+    ])
+    const perCall = (run: Storm.Run) => run.attempts / run.calls.length
+    const recovered = (run: Storm.Run) => {
+      const failedFirst = run.calls.filter((call) => call.attempts > 1 || !call.ok)
+      return failedFirst.filter((call) => call.ok).length / failedFirst.length
+    }
+    assert.isAtMost(perCall(correlated!), 1.02)
+    assert.isAtLeast(recovered(independent!), 0.95)
+    // The fixed 10% cannot make them all when a tenth of first attempts fail.
+    assert.isBelow(recovered(fixedRatio!), 0.9)
+  })
+
   it("S2: ours recovers after the outage while the naive policy stays down", async () => {
     const scenario = StormScenarios.outageThenRecovery(0.25)
     const restored = StormScenarios.outageMillis(0.25).to / 1000

@@ -391,7 +391,9 @@ const stormCommand = Command.make(
   {
     scenario: Options.text("scenario").pipe(
       Options.withPseudoName(scenarios.join(" | ")),
-      Options.withDescription("A scenario to run (repeat for several): S1–S5, contention, or all (the default)."),
+      Options.withDescription(
+        "A scenario to run (repeat for several): S1, S1b, S2–S5, contention, or all (the default)."
+      ),
       Options.repeated,
       Options.mapEffect((texts) =>
         Effect.forEach(texts, Flags.check("scenario", Flags.oneOf(scenarios), Flags.parseChoice(scenarios)))

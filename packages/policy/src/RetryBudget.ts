@@ -8,6 +8,12 @@
  * plentiful and a lone retry goes through; when it is broadly down, successes fall and the
  * allowance falls with them, down to the floor, without anyone deploying anything.
  *
+ * It can also learn whether retries pay. Retries that almost never turn into successes (a failure
+ * that repeats on every attempt of a call) are load and latency for nothing, so with
+ * `shareWhenRetriesFail` below 1 the allowance, floor included, shrinks with the share of recent
+ * retries that succeeded, down to that share of itself; independent failures, which a retry fixes,
+ * keep all of it.
+ *
  * The budget is a service so the same policy runs per process (`make`) or per fleet (`RedisBudget`
  * in `@resilient-ai/redis`), whichever the `Coordination` in context makes; `disabled` is for
  * fixed-capacity targets, which should shed instead of retrying, and `unlimited` and `recording`
@@ -26,7 +32,9 @@ export interface Snapshot {
   readonly successes: number
   /** Retries granted in the window. */
   readonly retries: number
-  /** How many retries the window allows: `max(floor, ratio × successes)`. */
+  /** Retries in the window that a call succeeded on (this process's, for a fleet's budget). */
+  readonly paid: number
+  /** How many retries the window allows: `payoff × max(floor, ratio × successes)`. */
   readonly allowance: number
 }
 
@@ -63,6 +71,12 @@ export interface Options {
   readonly minPerSecond?: number | undefined
   /** Buckets the window is kept in: the window slides one bucket at a time. Default 60. */
   readonly buckets?: number | undefined
+  /**
+   * The share of the allowance kept while no recent retry succeeds: it grows back to all of it as
+   * the share of retries that succeed does (0.05 keeps a twentieth). Default 1: the whole allowance,
+   * whether retries pay or not.
+   */
+  readonly shareWhenRetriesFail?: number | undefined
 }
 
 /** `Options` with every default filled in. */
@@ -71,6 +85,7 @@ export interface Settings {
   readonly windowMillis: number
   readonly minPerSecond: number
   readonly buckets: number
+  readonly shareWhenRetriesFail: number
 }
 
 /** The rules of a budget's settings, defaults included. */
@@ -78,7 +93,8 @@ const BudgetSettings = Schema.Struct({
   ratio: Checked.withDefault(Checked.finiteAtLeastZero, 0.1),
   window: Checked.withDefault(Checked.finitePositiveDuration, Duration.seconds(60)),
   minPerSecond: Checked.withDefault(Checked.finiteAtLeastZero, 5),
-  buckets: Checked.withDefault(Checked.integerAtLeast(1), 60)
+  buckets: Checked.withDefault(Checked.integerAtLeast(1), 60),
+  shareWhenRetriesFail: Checked.withDefault(Checked.shareOfOne, 1)
 })
 
 const decodeSettings = Checked.decoder(BudgetSettings, () => "retry budget")
@@ -87,14 +103,39 @@ const decodeSettings = Checked.decoder(BudgetSettings, () => "retry budget")
 export const settings = (options: Options = {}): Either.Either<Settings, Checked.InvalidSettings> =>
   Either.map(decodeSettings(options), ({ window, ...rest }) => ({ ...rest, windowMillis: Duration.toMillis(window) }))
 
-/** The settings with every default: a ratio of 0.1 over 60 seconds in 60 buckets, a floor of 5 per second. */
-export const defaults: Settings = { ratio: 0.1, windowMillis: 60_000, minPerSecond: 5, buckets: 60 }
+/**
+ * The settings with every default: a ratio of 0.1 over 60 seconds in 60 buckets, a floor of 5 per
+ * second, all of it whether retries pay or not.
+ */
+export const defaults: Settings = {
+  ratio: 0.1,
+  windowMillis: 60_000,
+  minPerSecond: 5,
+  buckets: 60,
+  shareWhenRetriesFail: 1
+}
 
 /**
- * `max(floor, ratio × successes)`: the retries a window with `successes` allows. With a
+ * Retries counted as having paid before any was seen: a budget starts out trusting retries, and a
+ * handful that fail do not yet say they never pay.
+ */
+const trustedRetries = 2
+
+/**
+ * The share of the allowance a window keeps: `shareWhenRetriesFail` when none of its `retries`
+ * paid, all of it when every one did, in proportion between (with `trustedRetries` counted as paid).
+ */
+export const payoff = (settings: Settings, retries: number, paid: number): number => {
+  const share = (paid + trustedRetries) / (retries + trustedRetries)
+  return settings.shareWhenRetriesFail + (1 - settings.shareWhenRetriesFail) * Math.min(1, share)
+}
+
+/**
+ * `payoff × max(floor, ratio × successes)`: the retries a window with `successes` allows. With a
  * `floorShare` below 1, only that share of the floor: what one process of a fleet may spend alone.
  */
-export const allowance = (settings: Settings, successes: number, floorShare = 1): number =>
+export const allowance = (settings: Settings, successes: number, floorShare = 1, payoffShare = 1): number =>
+  payoffShare *
   Math.max((floorShare * settings.minPerSecond * settings.windowMillis) / 1000, settings.ratio * successes)
 
 /**
@@ -109,10 +150,18 @@ export class Window {
     this.counts = new SlidingCounts(settings.windowMillis, settings.buckets)
   }
 
+  /** The share of the allowance this window keeps, from how many of its retries paid. */
+  payoff(nowMillis: number): number {
+    const { paid, retries } = this.counts.totals(nowMillis)
+    return payoff(this.settings, retries, paid)
+  }
+
   /** Grants a retry if the window allows one; `floorShare` as in `allowance`. */
   tryAcquire(nowMillis: number, floorShare = 1): boolean {
-    const { retries, successes } = this.counts.totals(nowMillis)
-    if (retries + 1 > allowance(this.settings, successes, floorShare)) return false
+    const { paid, retries, successes } = this.counts.totals(nowMillis)
+    if (retries + 1 > allowance(this.settings, successes, floorShare, payoff(this.settings, retries, paid))) {
+      return false
+    }
     this.counts.addRetry(nowMillis)
     return true
   }
@@ -122,13 +171,20 @@ export class Window {
     this.counts.addRetry(nowMillis)
   }
 
-  recordSuccess(nowMillis: number): void {
+  /** Counts a successful call, which took `attempts`: more than one, and its last retry paid. */
+  recordSuccess(nowMillis: number, attempts = 1): void {
     this.counts.addSuccess(nowMillis)
+    if (attempts > 1) this.counts.addPaid(nowMillis)
   }
 
   snapshot(nowMillis: number): Snapshot {
-    const { retries, successes } = this.counts.totals(nowMillis)
-    return { successes, retries, allowance: allowance(this.settings, successes) }
+    const { paid, retries, successes } = this.counts.totals(nowMillis)
+    return {
+      successes,
+      retries,
+      paid,
+      allowance: allowance(this.settings, successes, 1, payoff(this.settings, retries, paid))
+    }
   }
 }
 
@@ -141,11 +197,10 @@ export const make = (options?: Options): Effect.Effect<Service, Checked.InvalidS
     Effect.map(Effect.clock, (clock) => {
       const window = new Window(checked)
       const tryAcquire = Effect.sync(() => window.tryAcquire(clock.unsafeCurrentTimeMillis()))
-      const recordSuccessNow = () => window.recordSuccess(clock.unsafeCurrentTimeMillis())
-      const recordSuccess = Effect.sync(recordSuccessNow)
+      const recordSuccessNow = (attempts: number) => window.recordSuccess(clock.unsafeCurrentTimeMillis(), attempts)
       return {
         tryAcquire: () => tryAcquire,
-        recordSuccess: () => recordSuccess,
+        recordSuccess: (attempts) => Effect.sync(() => recordSuccessNow(attempts)),
         recordSuccessNow,
         snapshot: Effect.sync(() => window.snapshot(clock.unsafeCurrentTimeMillis()))
       }
@@ -155,7 +210,7 @@ export const make = (options?: Options): Effect.Effect<Service, Checked.InvalidS
 export const disabled: Service = {
   tryAcquire: () => Effect.succeed(false),
   recordSuccess: () => Effect.void,
-  snapshot: Effect.succeed({ successes: 0, retries: 0, allowance: 0 })
+  snapshot: Effect.succeed({ successes: 0, retries: 0, paid: 0, allowance: 0 })
 }
 
 /**
@@ -165,7 +220,7 @@ export const disabled: Service = {
 export const unlimited: Service = {
   tryAcquire: () => Effect.succeed(true),
   recordSuccess: () => Effect.void,
-  snapshot: Effect.succeed({ successes: 0, retries: 0, allowance: Number.POSITIVE_INFINITY })
+  snapshot: Effect.succeed({ successes: 0, retries: 0, paid: 0, allowance: Number.POSITIVE_INFINITY })
 }
 
 /** What a budget was asked, in order: a retry (and whether it was granted), or a success recorded. */

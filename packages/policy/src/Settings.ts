@@ -141,6 +141,11 @@ export const finiteAtLeastZero = number.pipe(
   Schema.filter((value) => (value >= 0 && Number.isFinite(value)) || `must be a finite number >= 0, got ${value}`)
 )
 
+/** A share: a number from 0 to 1. */
+export const shareOfOne = number.pipe(
+  Schema.filter((value) => (value >= 0 && value <= 1) || `must be a number from 0 to 1, got ${value}`)
+)
+
 const flagWords: Readonly<Record<string, boolean>> = {
   true: true,
   yes: true,

@@ -152,6 +152,9 @@ const makeChecked = (
     const run = (voidAfter: number, operation: "acquire" | "success" | "snapshot" | "refund", bucket = 0) => {
       const reporting = unreported
       unreported = 0
+      const now = clock.unsafeCurrentTimeMillis()
+      // Whether retries pay is learned from this process's own: the fleet's allowance shrinks by it.
+      const payoff = local.payoff(now)
       return client.resilientAiBudget(
         members,
         key,
@@ -161,10 +164,10 @@ const makeChecked = (
         operation,
         bucketMillis,
         settings.buckets,
-        settings.ratio,
-        floor,
+        settings.ratio * payoff,
+        floor * payoff,
         windowTtl,
-        clock.unsafeCurrentTimeMillis(),
+        now,
         bucket,
         reporting
       ).then(
@@ -184,10 +187,11 @@ const makeChecked = (
       )
     }
     const refund = (bucket: number) => connection.tell(() => run(never, "refund", bucket))
-    const recordSuccess = Effect.zipRight(
-      Effect.sync(() => local.recordSuccess(clock.unsafeCurrentTimeMillis())),
-      connection.decide("budget", (voidAfter) => run(voidAfter, "success").then(answered), Effect.void)
-    )
+    const recordSuccess = (attempts: number) =>
+      Effect.zipRight(
+        Effect.sync(() => local.recordSuccess(clock.unsafeCurrentTimeMillis(), attempts)),
+        connection.decide("budget", (voidAfter) => run(voidAfter, "success").then(answered), Effect.void)
+      )
     const tryAcquire = connection.decide<Answer | undefined>(
       "budget",
       (voidAfter) => run(voidAfter, "acquire"),
@@ -208,7 +212,7 @@ const makeChecked = (
     }))
     return {
       tryAcquire: () => tryAcquire,
-      recordSuccess: () => recordSuccess,
+      recordSuccess,
       snapshot: connection.decide(
         "budget",
         (voidAfter) =>
@@ -216,7 +220,8 @@ const makeChecked = (
             answer === null ? null : {
               successes: answer[1],
               retries: answer[2],
-              allowance: RetryBudget.allowance(settings, answer[1])
+              paid: local.snapshot(clock.unsafeCurrentTimeMillis()).paid,
+              allowance: RetryBudget.allowance(settings, answer[1], 1, local.payoff(clock.unsafeCurrentTimeMillis()))
             }
           ),
         Effect.sync(() => local.snapshot(clock.unsafeCurrentTimeMillis()))

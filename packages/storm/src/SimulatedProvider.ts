@@ -17,6 +17,13 @@ import type { SimulatedClock } from "./Simulation.js"
 export type Incident =
   /** A share of calls fail on every attempt (a poisoned shard, a bad prompt): a 500 after service. */
   | { readonly _tag: "FailingCalls"; readonly fromMillis: number; readonly toMillis: number; readonly share: number }
+  /** Each attempt fails on its own with probability `share` (a flaky node behind a balancer): a retry mostly succeeds. */
+  | {
+    readonly _tag: "FailingAttempts"
+    readonly fromMillis: number
+    readonly toMillis: number
+    readonly share: number
+  }
   /**
    * No capacity at all. `hang`: requests are still accepted into the queue but nothing is served
    * (a wedged backend behind a live load balancer); `refuse`: every request gets a 503 at once.
@@ -63,6 +70,8 @@ export interface Series {
 
 interface Request {
   readonly call: number
+  /** The request's place among all the provider received: what an attempt's own failure is drawn from. */
+  readonly serial: number
   readonly arrivedAt: number
   abandoned: boolean
   respond: ((effect: Effect.Effect<void, Failure.Failure>) => void) | undefined
@@ -78,7 +87,8 @@ export class Provider {
   private busy = 0
   private queue: Array<Request> = []
   private head = 0
-  private readonly failingShare: (call: number, at: number) => boolean
+  private readonly failingShare: (request: Request) => boolean
+  private received = 0
   /** Arrivals per 10 ms slice, for spikes that a one-second bucket hides. */
   readonly slices: Array<number> = []
   readonly series: Series
@@ -92,10 +102,16 @@ export class Provider {
     bucketMillis = 1000
   ) {
     this.series = { bucketMillis, arrivals: [], refused: [], wasted: [], load: [] }
-    const failing = (options.incidents ?? []).filter((incident) => incident._tag === "FailingCalls")
-    // A call is failing or not for all its attempts: hash the call number, so it needs no state.
-    this.failingShare = (call, at) =>
-      failing.some((incident) => at >= incident.fromMillis && at < incident.toMillis && hashUnit(call) < incident.share)
+    const failing = (options.incidents ?? []).filter((incident) =>
+      incident._tag === "FailingCalls" || incident._tag === "FailingAttempts"
+    )
+    // A call is failing or not for all its attempts (hash the call number, so every policy fails the
+    // same calls), an attempt on its own (hash the request's serial, with another salt): no state.
+    this.failingShare = ({ arrivedAt, call, serial }) =>
+      failing.some((incident) =>
+        arrivedAt >= incident.fromMillis && arrivedAt < incident.toMillis &&
+        (incident._tag === "FailingCalls" ? hashUnit(call) : hashUnit(serial ^ 0x5bd1e995)) < incident.share
+      )
     // Capacity that returns with time alone must start serving the queue when it does.
     for (const incident of options.incidents ?? []) {
       if (incident._tag === "Outage" || incident._tag === "CapacityDrop") {
@@ -154,7 +170,7 @@ export class Provider {
         resume(Effect.fail(new Failure.Overloaded({ status: 503, detail: "outage" })))
         return
       }
-      const request: Request = { call, arrivedAt: at, abandoned: false, respond: resume }
+      const request: Request = { call, serial: this.received++, arrivedAt: at, abandoned: false, respond: resume }
       if (this.busy < this.capacity(at) && this.head === this.queue.length) {
         this.start(request)
       } else if (this.queue.length - this.head < this.options.queueLimit) {
@@ -188,7 +204,7 @@ export class Provider {
       const respond = request.respond!
       request.respond = undefined
       respond(
-        this.failingShare(request.call, request.arrivedAt)
+        this.failingShare(request)
           ? Effect.fail(new Failure.ServerError({ status: 500, detail: "failing call" }))
           : Effect.void
       )

@@ -45,6 +45,8 @@ export interface CallRecord {
   readonly startedAt: number
   readonly endedAt: number
   readonly ok: boolean
+  /** Attempts the call made (0 when it never got to make one). */
+  readonly attempts: number
 }
 
 /** One policy's run of a scenario. */
@@ -81,10 +83,15 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
     const start = Effect.suspend(() => {
       const id = nextCall++
       const startedAt = clock.unsafeCurrentTimeMillis()
+      let attempts = 0
+      const attempt = Effect.suspend(() => {
+        attempts++
+        return provider.request(id)
+      })
       return Effect.forkDaemon(
-        Effect.exit(caller(provider.request(id), scenario.workload.deadlineMillis)).pipe(
+        Effect.exit(caller(attempt, scenario.workload.deadlineMillis)).pipe(
           Effect.map((exit) =>
-            calls.push({ startedAt, endedAt: clock.unsafeCurrentTimeMillis(), ok: Exit.isSuccess(exit) })
+            calls.push({ startedAt, endedAt: clock.unsafeCurrentTimeMillis(), ok: Exit.isSuccess(exit), attempts })
           )
         )
       )

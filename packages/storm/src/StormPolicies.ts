@@ -128,7 +128,7 @@ export const grpcThrottling = (maxTokens: number, tokenRatio: number): Effect.Ef
         Effect.sync(() => {
           milli = Math.min(maxMilli, milli + ratioMilli)
         }),
-      snapshot: Effect.sync(() => ({ successes: 0, retries: 0, allowance: milli / 1000 }))
+      snapshot: Effect.sync(() => ({ successes: 0, retries: 0, paid: 0, allowance: milli / 1000 }))
     }
   })
 
@@ -176,6 +176,7 @@ const finagleBudget = (
         return {
           successes: sum(deposits),
           retries: sum(withdrawals),
+          paid: 0,
           allowance: reserve + percentCanRetry * sum(deposits)
         }
       })
@@ -208,7 +209,7 @@ const awsRetryQuota = (
         Effect.sync(() => {
           quota = Math.min(initial, quota + (attempts > 1 ? retryCost : noRetryIncrement))
         }),
-      snapshot: Effect.sync(() => ({ successes: 0, retries: 0, allowance: quota }))
+      snapshot: Effect.sync(() => ({ successes: 0, retries: 0, paid: 0, allowance: quota }))
     }
   })
 
@@ -293,7 +294,8 @@ const ours = (
   description: string,
   kind: Target.Kind,
   overrides: (setting: Setting) => Partial<Target.Options> = () => ({}),
-  gateOverrides: Partial<ConcurrencyGate.Options> = {}
+  gateOverrides: Partial<ConcurrencyGate.Options> = {},
+  budgetOverrides: RetryBudget.Options = {}
 ): Contender => ({
   name,
   description,
@@ -301,7 +303,7 @@ const ours = (
   make: (setting) =>
     Effect.orDie(Effect.gen(function*() {
       const target = yield* simulatedTarget(kind, name, setting, overrides(setting))
-      const budget = yield* RetryBudget.make(target.budget)
+      const budget = yield* RetryBudget.make({ ...target.budget, ...budgetOverrides })
       const gate = yield* ConcurrencyGate.make({
         target: name,
         limit: target.concurrency,
@@ -341,6 +343,20 @@ export const oursManagedNoRamp: Contender = ours(
   "managed",
   () => ({}),
   { rampStep: "1 millis", rampFactor: 1_000 }
+)
+
+/**
+ * Ours, managed, with a budget that learns whether retries pay: Finagle's 20% of successes, since
+ * the learning takes away what useless retries would spend (5% of the allowance is kept while no
+ * recent retry succeeds, all of it while they all do).
+ */
+export const oursManagedLearning: Contender = ours(
+  "ours-learning",
+  "ours-managed with a budget that learns whether retries pay: 20% of successes (Finagle's share), the allowance, floor included, following the share of recent retries that succeeded, from 5% of itself (none did) to all of it",
+  "managed",
+  () => ({}),
+  {},
+  { ratio: 0.2, shareWhenRetriesFail: 0.05 }
 )
 
 /** Every policy of the standard comparison, ours first. */

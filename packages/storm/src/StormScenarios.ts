@@ -23,6 +23,14 @@ const provider = (
 
 const seconds = (value: number, scale: number) => Math.round(value * scale * 1000)
 
+/** Ours with and without the budget that learns whether retries pay, then the rest. */
+const withLearning = [
+  StormPolicies.oursManaged,
+  StormPolicies.oursManagedLearning,
+  StormPolicies.oursFixedCapacity,
+  ...StormPolicies.references
+]
+
 /** S1: 10% of calls fail on every attempt, at 70% of capacity. What do retries add? */
 export const correlatedFailure = (scale = 1): Scenario => ({
   id: "S1",
@@ -30,7 +38,19 @@ export const correlatedFailure = (scale = 1): Scenario => ({
   provider: provider([{ _tag: "FailingCalls", fromMillis: 0, toMillis: Number.POSITIVE_INFINITY, share: 0.1 }]),
   workload: { ratePerSecond: () => 70, untilMillis: seconds(120, scale), deadlineMillis: 10_000 },
   attemptTimeoutMillis: 5_000,
-  horizonMillis: seconds(120, scale) + 15_000
+  horizonMillis: seconds(120, scale) + 15_000,
+  contenders: withLearning
+})
+
+/**
+ * S1b: S1's load, but each attempt fails on its own with 10%, so a retry mostly succeeds. Does a
+ * budget that stops useless retries still make the useful ones?
+ */
+export const independentFailure = (scale = 1): Scenario => ({
+  ...correlatedFailure(scale),
+  id: "S1b",
+  title: "S1b independent 10% failure",
+  provider: provider([{ _tag: "FailingAttempts", fromMillis: 0, toMillis: Number.POSITIVE_INFINITY, share: 0.1 }])
 })
 
 /** When S2's outage starts and ends. */

@@ -1,12 +1,15 @@
 /**
- * Two counters over a sliding time window, kept in a fixed ring of buckets: memory and time per
- * operation do not grow with traffic, only with the number of buckets.
+ * Three counters over a sliding time window — successes, retries, and retries that paid (the retry
+ * a call succeeded on) — kept in a fixed ring of buckets: memory and time per operation do not grow
+ * with traffic, only with the number of buckets.
  */
 export class SlidingCounts {
   private readonly successes: Float64Array
   private readonly retries: Float64Array
+  private readonly paid: Float64Array
   private successTotal = 0
   private retryTotal = 0
+  private paidTotal = 0
   /** Index (in bucket units since the epoch) of the newest bucket. */
   private newest = Number.NEGATIVE_INFINITY
 
@@ -16,6 +19,7 @@ export class SlidingCounts {
   ) {
     this.successes = new Float64Array(bucketCount)
     this.retries = new Float64Array(bucketCount)
+    this.paid = new Float64Array(bucketCount)
   }
 
   get bucketMillis(): number {
@@ -31,8 +35,10 @@ export class SlidingCounts {
         const slot = this.slotOf(current - stale + step)
         this.successTotal -= this.successes[slot]!
         this.retryTotal -= this.retries[slot]!
+        this.paidTotal -= this.paid[slot]!
         this.successes[slot] = 0
         this.retries[slot] = 0
+        this.paid[slot] = 0
       }
       this.newest = current
     }
@@ -55,8 +61,14 @@ export class SlidingCounts {
     this.retryTotal += count
   }
 
-  totals(nowMillis: number): { readonly successes: number; readonly retries: number } {
+  addPaid(nowMillis: number, count = 1): void {
+    const slot = this.advance(nowMillis)
+    this.paid[slot]! += count
+    this.paidTotal += count
+  }
+
+  totals(nowMillis: number): { readonly successes: number; readonly retries: number; readonly paid: number } {
     this.advance(nowMillis)
-    return { successes: this.successTotal, retries: this.retryTotal }
+    return { successes: this.successTotal, retries: this.retryTotal, paid: this.paidTotal }
   }
 }
