@@ -56,8 +56,10 @@ const main = Effect.gen(function*() {
       ["MISTRAL_API_KEY", "not-a-real-key"],
       ["MISTRAL_BASE_DELAY", "1 millis"],
       ["MISTRAL_MAX_DELAY", "5 millis"],
-      // A floor of 0.2 retries per second is 12 per 60-second window.
+      // A floor of 0.2 retries per second is 12 per 60-second window, all of it spent: a budget that
+      // learns no retry pays here would keep a twentieth, and the two figures would say less.
       ["MISTRAL_BUDGET_MIN_PER_SECOND", "0.2"],
+      ["MISTRAL_BUDGET_SHARE_WHEN_RETRIES_FAIL", "1"],
       ["REDIS_URL", redisUrl],
       ["REDIS_COMMAND_TIMEOUT", process.env["REDIS_COMMAND_TIMEOUT"] ?? "50 millis"],
       // How many processes share the target: a member that must decide alone before Redis has

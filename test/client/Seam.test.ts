@@ -29,8 +29,12 @@ describe("ModelClient and the Coordination seam", () => {
   it.scopedLive("two clients of one target and key share its budget; a call's maxAttempts is its own", () =>
     Effect.gen(function*() {
       const server = yield* FaultServer.make({ otherwise: { _tag: "Status", status: 500 } })
-      // A floor of 0.05 a second over the default 60 s window: 3 retries, for the target, not per client.
-      const target = managedAt(server.url, { budget: { ratio: 0.1, minPerSecond: 0.05 }, maxAttempts: 10 })
+      // A floor of 0.05 a second over the default 60 s window: 3 retries, for the target, not per client
+      // (all of it, though none pays: this counts the sharing, not the learning).
+      const target = managedAt(server.url, {
+        budget: { ratio: 0.1, minPerSecond: 0.05, shareWhenRetriesFail: 1 },
+        maxAttempts: 10
+      })
       const [first, second] = yield* Effect.all([ModelClient.make(target), ModelClient.make(target)]).pipe(
         Effect.provide(Coordination.layerMemory)
       )

@@ -8,11 +8,11 @@ import { checked } from "./support.js"
 const base = { name: "t", baseUrl: "https://api.mistral.ai/v1", model: "mistral-small-latest" }
 
 describe("Target", () => {
-  it("managed targets default to three attempts, a 10% budget with a 5/s floor and a queue of 64", () => {
+  it("managed targets default to three attempts, a 20% budget with a 5/s floor that learns whether retries pay, and a queue of 64", () => {
     const target = checked(Target.managed({ ...base, apiKey: Redacted.make("k") }))
     assert.strictEqual(target.kind, "managed")
     assert.strictEqual(target.maxAttempts, 3)
-    assert.deepStrictEqual(target.budget, { ratio: 0.1, minPerSecond: 5 })
+    assert.deepStrictEqual(target.budget, { ratio: 0.2, minPerSecond: 5, shareWhenRetriesFail: 0.05 })
     assert.strictEqual(target.concurrency, 64)
     assert.strictEqual(Target.gateMode(target), "queue")
     assert.strictEqual(Duration.toMillis(target.attemptTimeout), 60_000)
@@ -20,7 +20,7 @@ describe("Target", () => {
 
   it("self-hosted targets default to a near-zero budget and a gate that sheds", () => {
     const target = checked(Target.selfHosted(base))
-    assert.deepStrictEqual(target.budget, { ratio: 0.01, minPerSecond: 0.2 })
+    assert.deepStrictEqual(target.budget, { ratio: 0.01, minPerSecond: 0.2, shareWhenRetriesFail: 1 })
     assert.strictEqual(Target.gateMode(target), "shed")
     assert.isUndefined(target.apiKey)
   })

@@ -11,7 +11,15 @@ describe("README storm figures", () => {
     const ours = (scenario: string, name = "ours-managed") => scenarios[scenario].figures[name]
     assert.include(
       readme,
-      `| S1 correlated 10% failure: attempts per logical call | ${ours("S1").attemptsPerCall.toFixed(3)} |`
+      `| S1 correlated 10% failure: attempts per logical call | ${
+        ours("S1").attemptsPerCall.toFixed(3)
+      } (with a fixed 10% budget ${ours("S1", "ours-fixed-ratio").attemptsPerCall.toFixed(3)}) |`
+    )
+    assert.include(
+      readme,
+      `failed calls recovered | ${(100 * ours("S1b").recoveredShare).toFixed(1)}% (with a fixed 10% budget ${
+        (100 * ours("S1b", "ours-fixed-ratio").recoveredShare).toFixed(1)
+      }%) |`
     )
     assert.include(readme, `| ${ours("S2").recoverySeconds} s |`)
     assert.include(readme, `| ${(100 * ours("S3").peakShare).toFixed(1)}% of the burst |`)

@@ -339,29 +339,33 @@ describe("RetryBudget.Window", () => {
 describe("a budget that learns whether retries pay", () => {
   const learning: RetryBudget.Settings = { ...defaults, shareWhenRetriesFail: 0.05 }
 
-  /** Asks for `n` retries at `now`; `paying` says which granted ones a call then succeeds on. */
+  /**
+   * Asks for `n` retries at `now`, one after another, each settled before the next is asked for:
+   * `paying` says which granted ones a call then succeeds on; the others fail.
+   */
   const spend = (window: RetryBudget.Window, now: number, n: number, paying: (granted: number) => boolean) => {
     let granted = 0
     for (let i = 0; i < n; i++) {
       if (!window.tryAcquire(now)) continue
       granted++
       if (paying(granted)) window.recordSuccess(now, 2)
+      else window.recordFailure(now, 2)
     }
     return granted
   }
 
   it("keeps 5% of the allowance while no retry pays, all of it while they all do, in proportion between", () => {
     assert.strictEqual(RetryBudget.payoff(learning, 0, 0), 1)
-    assert.closeTo(RetryBudget.payoff(learning, 18, 0), 0.05 + 0.95 * (2 / 20), 1e-12)
-    assert.strictEqual(RetryBudget.payoff(learning, 18, 18), 1)
-    assert.closeTo(RetryBudget.payoff(learning, 98, 48), 0.05 + 0.95 * 0.5, 1e-12)
+    assert.closeTo(RetryBudget.payoff(learning, 0, 18), 0.05 + 0.95 * (2 / 20), 1e-12)
+    assert.strictEqual(RetryBudget.payoff(learning, 18, 0), 1)
+    assert.closeTo(RetryBudget.payoff(learning, 48, 50), 0.05 + 0.95 * 0.5, 1e-12)
     // Learning off: the whole allowance whatever the retries did.
-    assert.strictEqual(RetryBudget.payoff(defaults, 1_000, 0), 1)
+    assert.strictEqual(RetryBudget.payoff(defaults, 0, 1_000), 1)
   })
 
   it("retries that never pay stop after a handful, out of a floor of 300", () => {
     const window = new RetryBudget.Window(learning)
-    // Granted while retries + 1 ≤ 300 × (0.05 + 0.95 × 2 / (retries + 2)): 32.
+    // Granted while retries + 1 ≤ 300 × (0.05 + 0.95 × 2 / (failed + 2)): 32.
     assert.strictEqual(spend(window, 0, 300, () => false), 32)
     const { allowance, paid, retries } = window.snapshot(0)
     assert.deepStrictEqual({ retries, paid }, { retries: 32, paid: 0 })
@@ -377,17 +381,31 @@ describe("a budget that learns whether retries pay", () => {
     assert.strictEqual(spend(new RetryBudget.Window(defaults), 0, 400, () => false), 300)
   })
 
-  it.effect("the service learns from the attempts each success took", () =>
+  it("does not judge retries still in flight: a burst sent together gets the whole allowance", () => {
+    const window = new RetryBudget.Window(learning)
+    assert.strictEqual(windowAcquireTimes(window, 0, 400), 300)
+  })
+
+  it.effect("the service learns from the attempts each success took and each failed retry", () =>
     Effect.gen(function*() {
       const budget = yield* RetryBudget.make({ shareWhenRetriesFail: 0.05 })
       let granted = 0
-      for (let i = 0; i < 300; i++) if (yield* budget.tryAcquire(anyFailure)) granted++
+      for (let i = 0; i < 300; i++) {
+        if (!(yield* budget.tryAcquire(anyFailure))) continue
+        granted++
+        // The retry's attempt failed too.
+        yield* budget.recordFailure!(anyFailure, 2)
+      }
       assert.strictEqual(granted, 32)
+      // A first attempt's failure says nothing of retries.
+      yield* budget.recordFailure!(anyFailure, 1)
       // A call that succeeded on its second attempt: a retry paid.
       yield* budget.recordSuccess(2)
       assert.strictEqual((yield* budget.snapshot).paid, 1)
       yield* budget.recordSuccess(1)
       assert.strictEqual((yield* budget.snapshot).paid, 1)
+      // Without learning, no failure needs to be heard.
+      assert.isUndefined((yield* RetryBudget.make()).recordFailure)
     }))
 
   it("is a share from 0 to 1", () => {

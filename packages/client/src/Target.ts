@@ -66,7 +66,8 @@ export interface Target {
    * default: the provider is a third party, and the spans stay local either way.
    */
   readonly propagateTrace: boolean
-  readonly budget: { readonly ratio: number; readonly minPerSecond: number }
+  /** The retry budget: `ratio` of successes, a floor of `minPerSecond`, and how much of it useless retries keep. */
+  readonly budget: { readonly ratio: number; readonly minPerSecond: number; readonly shareWhenRetriesFail: number }
   /** In-flight calls allowed at once. */
   readonly concurrency: number
   /** The header every attempt of a call carries its request id in. */
@@ -93,7 +94,13 @@ export interface Options extends
   readonly attemptTimeout?: Duration.DurationInput | undefined
   readonly attemptTimeoutByModel?: Readonly<Record<string, Duration.DurationInput>> | undefined
   readonly propagateTrace?: boolean | undefined
-  readonly budget?: { readonly ratio?: number | undefined; readonly minPerSecond?: number | undefined } | undefined
+  readonly budget?:
+    | {
+      readonly ratio?: number | undefined
+      readonly minPerSecond?: number | undefined
+      readonly shareWhenRetriesFail?: number | undefined
+    }
+    | undefined
   readonly concurrency?: number | undefined
   readonly idempotencyHeader?: string | undefined
   readonly maxResponseBytes?: number | undefined
@@ -112,7 +119,11 @@ const commonDefaults = {
   propagateTrace: false
 }
 
-/** Managed, elastic capacity: three attempts, a 10% budget with a floor of 5/s, a queue of 64. */
+/**
+ * Managed, elastic capacity: three attempts; a budget of 20% of successes with a floor of 5/s, which
+ * keeps 5% of itself while its retries do not pay (a failure that repeats on every attempt); a
+ * queue of 64.
+ */
 export const managedDefaults: Defaults = {
   ...commonDefaults,
   attemptTimeout: Duration.seconds(60),
@@ -120,7 +131,7 @@ export const managedDefaults: Defaults = {
   baseDelay: Duration.millis(500),
   maxDelay: Duration.seconds(8),
   hintSpread: Duration.seconds(1),
-  budget: { ratio: 0.1, minPerSecond: 5 },
+  budget: { ratio: 0.2, minPerSecond: 5, shareWhenRetriesFail: 0.05 },
   concurrency: 64,
   connectTimeout: Duration.seconds(10)
 }
@@ -136,7 +147,7 @@ export const selfHostedDefaults: Defaults = {
   baseDelay: Duration.millis(200),
   maxDelay: Duration.seconds(2),
   hintSpread: Duration.millis(500),
-  budget: { ratio: 0.01, minPerSecond: 0.2 },
+  budget: { ratio: 0.01, minPerSecond: 0.2, shareWhenRetriesFail: 1 },
   concurrency: 8,
   connectTimeout: Duration.seconds(3)
 }
@@ -160,6 +171,7 @@ const variables: Settings.Variables = [
   [["propagateTrace"], "PROPAGATE_TRACE"],
   [["budget", "ratio"], "BUDGET_RATIO"],
   [["budget", "minPerSecond"], "BUDGET_MIN_PER_SECOND"],
+  [["budget", "shareWhenRetriesFail"], "BUDGET_SHARE_WHEN_RETRIES_FAIL"],
   [["concurrency"], "CONCURRENCY"],
   [["idempotencyHeader"], "IDEMPOTENCY_HEADER"],
   [["maxResponseBytes"], "MAX_RESPONSE_BYTES"],
@@ -272,7 +284,8 @@ const settingsFor = (kind: Kind) => {
           ),
           defaults.budget.ratio
         ),
-        minPerSecond: withDefault(Settings.finiteAtLeastZero, defaults.budget.minPerSecond)
+        minPerSecond: withDefault(Settings.finiteAtLeastZero, defaults.budget.minPerSecond),
+        shareWhenRetriesFail: withDefault(Settings.shareOfOne, defaults.budget.shareWhenRetriesFail)
       }),
       defaults.budget
     ),
@@ -396,7 +409,7 @@ const classifierFor = (target: Target): Classifier.Service =>
  * `{prefix}_BASE_URL`, `_MODEL`, `_API_KEY` (required for a managed target), `_ATTEMPT_TIMEOUT`,
  * `_ATTEMPT_TIMEOUTS` (`model=duration,…`), `_MAX_ATTEMPTS`, `_BASE_DELAY`, `_MAX_DELAY`,
  * `_HINT_SPREAD`, `_MAX_RETRY_AFTER`, `_MIN_ATTEMPT_TIME`, `_REPLAY_SAFE`, `_PROPAGATE_TRACE`,
- * `_BUDGET_RATIO`, `_BUDGET_MIN_PER_SECOND`, `_CONCURRENCY`, `_IDEMPOTENCY_HEADER`,
+ * `_BUDGET_RATIO`, `_BUDGET_MIN_PER_SECOND`, `_BUDGET_SHARE_WHEN_RETRIES_FAIL`, `_CONCURRENCY`, `_IDEMPOTENCY_HEADER`,
  * `_MAX_RESPONSE_BYTES`, `_CONNECT_TIMEOUT`. The rules are those of the options object (`managed`, `selfHosted`);
  * anything invalid is one `ConfigError` naming every bad variable and the rule it breaks.
  */

@@ -56,8 +56,8 @@ export interface Service {
   readonly recordSuccessNow?: ((attempts: number) => void) | undefined
   /** Called once when a logical call starts, before its first attempt. */
   readonly recordCall?: Effect.Effect<void> | undefined
-  /** Called for every failed attempt. */
-  readonly recordFailure?: ((failure: unknown) => Effect.Effect<void>) | undefined
+  /** Called for every failed attempt, with its number (above 1: a retry that did not pay). */
+  readonly recordFailure?: ((failure: unknown, attempt: number) => Effect.Effect<void>) | undefined
   readonly snapshot: Effect.Effect<Snapshot>
 }
 
@@ -122,13 +122,14 @@ export const defaults: Settings = {
 const trustedRetries = 2
 
 /**
- * The share of the allowance a window keeps: `shareWhenRetriesFail` when none of its `retries`
- * paid, all of it when every one did, in proportion between (with `trustedRetries` counted as paid).
+ * The share of the allowance a window keeps: `shareWhenRetriesFail` when none of its settled
+ * retries paid, all of it when every one did, in proportion between (with `trustedRetries` counted
+ * as paid). A retry still in flight has not settled: a burst of retries sent together is not
+ * judged before any of them answers.
  */
-export const payoff = (settings: Settings, retries: number, paid: number): number => {
-  const share = (paid + trustedRetries) / (retries + trustedRetries)
-  return settings.shareWhenRetriesFail + (1 - settings.shareWhenRetriesFail) * Math.min(1, share)
-}
+export const payoff = (settings: Settings, paid: number, unpaid: number): number =>
+  settings.shareWhenRetriesFail +
+  (1 - settings.shareWhenRetriesFail) * ((paid + trustedRetries) / (paid + unpaid + trustedRetries))
 
 /**
  * `payoff × max(floor, ratio × successes)`: the retries a window with `successes` allows. With a
@@ -152,14 +153,14 @@ export class Window {
 
   /** The share of the allowance this window keeps, from how many of its retries paid. */
   payoff(nowMillis: number): number {
-    const { paid, retries } = this.counts.totals(nowMillis)
-    return payoff(this.settings, retries, paid)
+    const { paid, unpaid } = this.counts.totals(nowMillis)
+    return payoff(this.settings, paid, unpaid)
   }
 
   /** Grants a retry if the window allows one; `floorShare` as in `allowance`. */
   tryAcquire(nowMillis: number, floorShare = 1): boolean {
-    const { paid, retries, successes } = this.counts.totals(nowMillis)
-    if (retries + 1 > allowance(this.settings, successes, floorShare, payoff(this.settings, retries, paid))) {
+    const { paid, retries, successes, unpaid } = this.counts.totals(nowMillis)
+    if (retries + 1 > allowance(this.settings, successes, floorShare, payoff(this.settings, paid, unpaid))) {
       return false
     }
     this.counts.addRetry(nowMillis)
@@ -177,13 +178,18 @@ export class Window {
     if (attempts > 1) this.counts.addPaid(nowMillis)
   }
 
+  /** Counts a failed attempt numbered `attempt`: above 1, a retry that did not pay. */
+  recordFailure(nowMillis: number, attempt: number): void {
+    if (attempt > 1) this.counts.addUnpaid(nowMillis)
+  }
+
   snapshot(nowMillis: number): Snapshot {
-    const { paid, retries, successes } = this.counts.totals(nowMillis)
+    const { paid, retries, successes, unpaid } = this.counts.totals(nowMillis)
     return {
       successes,
       retries,
       paid,
-      allowance: allowance(this.settings, successes, 1, payoff(this.settings, retries, paid))
+      allowance: allowance(this.settings, successes, 1, payoff(this.settings, paid, unpaid))
     }
   }
 }
@@ -198,9 +204,15 @@ export const make = (options?: Options): Effect.Effect<Service, Checked.InvalidS
       const window = new Window(checked)
       const tryAcquire = Effect.sync(() => window.tryAcquire(clock.unsafeCurrentTimeMillis()))
       const recordSuccessNow = (attempts: number) => window.recordSuccess(clock.unsafeCurrentTimeMillis(), attempts)
+      // Without learning, what retries did changes nothing: no need to hear of each failure.
+      const recordFailure = checked.shareWhenRetriesFail < 1
+        ? (_: unknown, attempt: number) =>
+          attempt > 1 ? Effect.sync(() => window.recordFailure(clock.unsafeCurrentTimeMillis(), attempt)) : Effect.void
+        : undefined
       return {
         tryAcquire: () => tryAcquire,
         recordSuccess: (attempts) => Effect.sync(() => recordSuccessNow(attempts)),
+        recordFailure,
         recordSuccessNow,
         snapshot: Effect.sync(() => window.snapshot(clock.unsafeCurrentTimeMillis()))
       }

@@ -213,6 +213,11 @@ const makeChecked = (
     return {
       tryAcquire: () => tryAcquire,
       recordSuccess,
+      // Whether retries pay is this process's to learn, from its own: no need to hear of each failure otherwise.
+      recordFailure: settings.shareWhenRetriesFail < 1
+        ? (_: unknown, attempt: number) =>
+          Effect.sync(() => local.recordFailure(clock.unsafeCurrentTimeMillis(), attempt))
+        : undefined,
       snapshot: connection.decide(
         "budget",
         (voidAfter) =>

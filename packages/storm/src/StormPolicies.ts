@@ -294,8 +294,7 @@ const ours = (
   description: string,
   kind: Target.Kind,
   overrides: (setting: Setting) => Partial<Target.Options> = () => ({}),
-  gateOverrides: Partial<ConcurrencyGate.Options> = {},
-  budgetOverrides: RetryBudget.Options = {}
+  gateOverrides: Partial<ConcurrencyGate.Options> = {}
 ): Contender => ({
   name,
   description,
@@ -303,7 +302,7 @@ const ours = (
   make: (setting) =>
     Effect.orDie(Effect.gen(function*() {
       const target = yield* simulatedTarget(kind, name, setting, overrides(setting))
-      const budget = yield* RetryBudget.make({ ...target.budget, ...budgetOverrides })
+      const budget = yield* RetryBudget.make(target.budget)
       const gate = yield* ConcurrencyGate.make({
         target: name,
         limit: target.concurrency,
@@ -321,10 +320,13 @@ const ours = (
     }))
 })
 
-/** Ours, managed preset: 3 attempts, full jitter 500 ms–8 s with hints winning, 10% budget (floor 5/s), gate of 64 with ramp. */
+/**
+ * Ours, managed preset: 3 attempts, full jitter 500 ms–8 s with hints winning, a budget of 20% (floor
+ * 5/s) that learns whether retries pay, gate of 64 with ramp.
+ */
 export const oursManaged: Contender = ours(
   "ours-managed",
-  "resilient-ai managed target, shipped defaults: 3 attempts, full jitter 500 ms–8 s, Retry-After wins (+ up to 1 s), budget 10% of successes over 60 s with a floor of 5/s, deadline-aware, gate of 64 that queues, recovery ramp 10% → ×1.5 per 5 s",
+  "resilient-ai managed target, shipped defaults: 3 attempts, full jitter 500 ms–8 s, Retry-After wins (+ up to 1 s), budget 20% of successes over 60 s with a floor of 5/s, of which 5% is kept while no recent retry succeeds, deadline-aware, gate of 64 that queues, recovery ramp 10% → ×1.5 per 5 s",
   "managed"
 )
 
@@ -346,17 +348,14 @@ export const oursManagedNoRamp: Contender = ours(
 )
 
 /**
- * Ours, managed, with a budget that learns whether retries pay: Finagle's 20% of successes, since
- * the learning takes away what useless retries would spend (5% of the allowance is kept while no
- * recent retry succeeds, all of it while they all do).
+ * Ours, managed, with the budget it had before it learned whether retries pay: 10% of successes,
+ * all of it whatever the retries did.
  */
-export const oursManagedLearning: Contender = ours(
-  "ours-learning",
-  "ours-managed with a budget that learns whether retries pay: 20% of successes (Finagle's share), the allowance, floor included, following the share of recent retries that succeeded, from 5% of itself (none did) to all of it",
+export const oursManagedFixedRatio: Contender = ours(
+  "ours-fixed-ratio",
+  "ours-managed with the budget it shipped before it learned whether retries pay: 10% of successes with a floor of 5/s, whatever the retries did",
   "managed",
-  () => ({}),
-  {},
-  { ratio: 0.2, shareWhenRetriesFail: 0.05 }
+  () => ({ budget: { ratio: 0.1, minPerSecond: 5, shareWhenRetriesFail: 1 } })
 )
 
 /** Every policy of the standard comparison, ours first. */

@@ -26,7 +26,7 @@ const seconds = (value: number, scale: number) => Math.round(value * scale * 100
 /** Ours with and without the budget that learns whether retries pay, then the rest. */
 const withLearning = [
   StormPolicies.oursManaged,
-  StormPolicies.oursManagedLearning,
+  StormPolicies.oursManagedFixedRatio,
   StormPolicies.oursFixedCapacity,
   ...StormPolicies.references
 ]

@@ -322,7 +322,7 @@ class Sequence<A, E, R> {
     const recordFailure = this.budget.recordFailure
     if (!this.nested && recordFailure !== undefined) {
       return Effect.zipRight(
-        recordFailure(failure),
+        recordFailure(failure, attempt.attempt),
         Effect.suspend(() => this.decide(attempt, failed, took, delayBefore))
       )
     }

@@ -1,15 +1,17 @@
 /**
- * Three counters over a sliding time window — successes, retries, and retries that paid (the retry
- * a call succeeded on) — kept in a fixed ring of buckets: memory and time per operation do not grow
- * with traffic, only with the number of buckets.
+ * Four counters over a sliding time window — successes, retries, and of those the ones that paid (a
+ * call succeeded on it) and the ones that failed — kept in a fixed ring of buckets: memory and time
+ * per operation do not grow with traffic, only with the number of buckets.
  */
 export class SlidingCounts {
   private readonly successes: Float64Array
   private readonly retries: Float64Array
   private readonly paid: Float64Array
+  private readonly unpaid: Float64Array
   private successTotal = 0
   private retryTotal = 0
   private paidTotal = 0
+  private unpaidTotal = 0
   /** Index (in bucket units since the epoch) of the newest bucket. */
   private newest = Number.NEGATIVE_INFINITY
 
@@ -20,6 +22,7 @@ export class SlidingCounts {
     this.successes = new Float64Array(bucketCount)
     this.retries = new Float64Array(bucketCount)
     this.paid = new Float64Array(bucketCount)
+    this.unpaid = new Float64Array(bucketCount)
   }
 
   get bucketMillis(): number {
@@ -36,9 +39,11 @@ export class SlidingCounts {
         this.successTotal -= this.successes[slot]!
         this.retryTotal -= this.retries[slot]!
         this.paidTotal -= this.paid[slot]!
+        this.unpaidTotal -= this.unpaid[slot]!
         this.successes[slot] = 0
         this.retries[slot] = 0
         this.paid[slot] = 0
+        this.unpaid[slot] = 0
       }
       this.newest = current
     }
@@ -67,8 +72,19 @@ export class SlidingCounts {
     this.paidTotal += count
   }
 
-  totals(nowMillis: number): { readonly successes: number; readonly retries: number; readonly paid: number } {
+  addUnpaid(nowMillis: number, count = 1): void {
+    const slot = this.advance(nowMillis)
+    this.unpaid[slot]! += count
+    this.unpaidTotal += count
+  }
+
+  totals(nowMillis: number): {
+    readonly successes: number
+    readonly retries: number
+    readonly paid: number
+    readonly unpaid: number
+  } {
     this.advance(nowMillis)
-    return { successes: this.successTotal, retries: this.retryTotal, paid: this.paidTotal }
+    return { successes: this.successTotal, retries: this.retryTotal, paid: this.paidTotal, unpaid: this.unpaidTotal }
   }
 }
