@@ -6,7 +6,9 @@
  * a floor of 5 a second over 60 s), against a fault server that answers every request with 503.
  * Every call has a deadline of 30 s, as a caller would give it. Printed: the requests the provider
  * received per call, the share of calls still retrying when their deadline passed, and the share
- * still pending a second after it (their SDK did not end the call when its signal aborted).
+ * still pending a second after it (their SDK did not end the call when its signal aborted). Then a
+ * call aborted in its backoff's sleep, per SDK and set-up: how long it took to settle after the
+ * abort, and whether a request followed.
  *
  * `npx -y pnpm@12.4.2 --filter @resilient-ai/sdks run outage` on Node 22 or later. Settings
  * (environment): OUTAGE_CALLS (1000), OUTAGE_CONCURRENCY (500), OUTAGE_DEADLINE_MS (30000).
@@ -192,6 +194,89 @@ const measure = <E>(
     return row
   }).pipe(Effect.scoped)
 
+/** Trials of the abort, run side by side, each against a fault server of its own. */
+const abortTrials = 5
+/** How long after its first request a call is aborted: inside the 5 s wait the provider asked for. */
+const abortAfterMs = 200
+/** How long an aborted call may take to settle before it counts as never settling. */
+const settleLimitMs = 8_000
+
+/**
+ * One call aborted during its backoff: answered 503 with `Retry-After: 5`, aborted 200 ms after its
+ * first request. How long it took to settle after the abort, and the requests sent after it.
+ */
+const abortedCall = (prepare: (baseURL: string) => Effect.Effect<(signal: AbortSignal) => Promise<unknown>>) =>
+  Effect.gen(function*() {
+    const server = yield* FaultServer.make({ otherwise: { _tag: "Status", status: 503, retryAfter: "5" } })
+    const call = yield* prepare(server.url)
+    const controller = new AbortController()
+    let settledAt: number | undefined
+    const settled = call(controller.signal).then(
+      () => (settledAt = performance.now()),
+      () => (settledAt = performance.now())
+    )
+    while ((yield* server.arrivals).length === 0) yield* Effect.sleep("5 millis")
+    yield* Effect.sleep(`${abortAfterMs} millis`)
+    const sentBefore = (yield* server.arrivals).length
+    const abortedAt = performance.now()
+    controller.abort()
+    yield* Effect.promise(() => Promise.race([settled, new Promise((resolve) => setTimeout(resolve, settleLimitMs))]))
+    // Past the provider's 5 s: a call that went on would have sent its next request by now.
+    yield* Effect.sleep(`${Math.max(0, 5_500 - (performance.now() - abortedAt))} millis`)
+    return {
+      settleMs: settledAt === undefined ? undefined : settledAt - abortedAt,
+      requestsAfter: (yield* server.arrivals).length - sentBefore
+    }
+  }).pipe(Effect.scoped)
+
+/** Each SDK on its own and under resilient-ai: a call aborted in its backoff's sleep. */
+const abortInBackoff = Effect.gen(function*() {
+  console.log(
+    `\nabort during the backoff: each call answered 503 with Retry-After: 5, aborted ${abortAfterMs} ms after its first request; ${abortTrials} calls per row`
+  )
+  console.log(
+    `  ${"SDK".padEnd(36)} ${"set-up".padEnd(36)} ${"settled after the abort".padStart(28)}  requests after it`
+  )
+  for (const sdk of sdks) {
+    const setUps = [
+      {
+        name: "its own retries",
+        prepare: (baseURL: string) => Effect.succeed((signal: AbortSignal) => sdk.alone(baseURL, undefined, signal))
+      },
+      {
+        name: "resilient-ai under it",
+        prepare: (baseURL: string) =>
+          ResilientFetch.make(Target.managed({
+            name: "abort",
+            baseUrl: baseURL,
+            model: "gpt-4o-mini",
+            apiKey: Redacted.make(apiKey)
+          })).pipe(
+            Effect.map((fetch) => (signal: AbortSignal) => sdk.underResilient(baseURL, fetch, signal)),
+            Effect.provide(Coordination.layerMemory),
+            Effect.orDie
+          )
+      }
+    ]
+    for (const setUp of setUps) {
+      const trials = yield* Effect.all(Array.from({ length: abortTrials }, () => abortedCall(setUp.prepare)), {
+        concurrency: "unbounded"
+      })
+      const settled = trials.flatMap((trial) => trial.settleMs === undefined ? [] : [trial.settleMs]).sort((a, b) =>
+        a - b
+      )
+      const never = abortTrials - settled.length
+      const settleText = settled.length === 0
+        ? `none within ${settleLimitMs / 1000} s`
+        : `median ${settled[Math.floor(settled.length / 2)]!.toFixed(0)} ms, max ${
+          settled[settled.length - 1]!.toFixed(0)
+        } ms${never > 0 ? ` (${never} never)` : ""}`
+      const after = trials.reduce((total, trial) => total + trial.requestsAfter, 0)
+      console.log(`  ${sdk.name.padEnd(36)} ${setUp.name.padEnd(36)} ${settleText.padStart(28)}  ${after}`)
+    }
+  }
+})
+
 const program = Effect.gen(function*() {
   console.log(
     `sdk-outage: ${calls} calls per row, ${concurrency} at a time, a ${
@@ -234,6 +319,7 @@ const program = Effect.gen(function*() {
       }× the requests of its own retries`
     )
   }
+  yield* abortInBackoff
 }).pipe(Effect.provide(Logger.remove(Logger.defaultLogger)))
 
 Effect.runPromise(program).catch((error) => {
