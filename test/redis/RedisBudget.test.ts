@@ -4,7 +4,7 @@ import { RedisBudget, RedisConnection } from "@resilient-ai/redis"
 import { Effect, Redacted, TestClock } from "effect"
 import { canary } from "../canary.js"
 import { invalidSettings } from "../policy/support.js"
-import { connection, describeRedis, freshPrefix, onOwnConnection, redis } from "./support.js"
+import { connection, describeRedis, freshPrefix, hashTagOf, onOwnConnection, redis } from "./support.js"
 
 const failure = new Failure.ServerError({ status: 503 })
 
@@ -121,8 +121,9 @@ describeRedis("RedisBudget", () => {
       const keys = [...(yield* redis((client) => client.keys(`${prefix}:*`)))].sort()
       assert.strictEqual(keys.length, 2)
       const [key, members] = keys as [string, string]
-      assert.match(key, new RegExp(`^${prefix}:budget:llm:[0-9a-f]{16}$`))
-      assert.match(members, new RegExp(`^${prefix}:members:llm:[0-9a-f]{16}$`))
+      assert.match(key, new RegExp(`^${prefix}:\\{llm:[0-9a-f]{16}\\}:budget$`))
+      assert.match(members, new RegExp(`^${prefix}:\\{llm:[0-9a-f]{16}\\}:members$`))
+      assert.strictEqual(new Set(keys.map(hashTagOf)).size, 1, "one Redis Cluster slot for the target's keys")
       const stored = JSON.stringify(yield* redis((client) => client.hgetall(key)))
       const memberNames = JSON.stringify(yield* redis((client) => client.zrange(members, 0, -1)))
       assert.notInclude(key + stored + members + memberNames, secret)
@@ -142,7 +143,7 @@ describeRedis("RedisBudget", () => {
         yield* budget.tryAcquire(failure)
         yield* TestClock.adjust(second % 7 === 0 ? "2300 millis" : "1 second")
       }
-      const [key] = (yield* redis((client) => client.keys(`${prefix}:budget:*`))) as [string]
+      const [key] = (yield* redis((client) => client.keys(`${prefix}:*:budget`))) as [string]
       // Two fields (successes, retries) per bucket of the window, their totals, and the sweep mark.
       assert.isAtMost(yield* redis((client) => client.hlen(key)), 2 * 10 + 3)
     }).pipe(Effect.provide(connection(prefix)))

@@ -133,7 +133,7 @@ describe.skipIf(redisServerBinary === "")("a Redis stall under running fleet mem
       const gate = yield* RedisGate.make({ target: "llm", limit: 16, mode: "queue" }).pipe(
         Effect.provideService(RedisConnection.RedisConnection, connection)
       )
-      const leases = Effect.promise(() => connection.client.keys(`${keyPrefix}:gate:*:leases`)).pipe(
+      const leases = Effect.promise(() => connection.client.keys(`${keyPrefix}:*:gate:leases`)).pipe(
         Effect.flatMap(([key]) =>
           key === undefined ? Effect.succeed(0) : Effect.promise(() => connection.client.zcard(key))
         )
@@ -228,7 +228,7 @@ describe.skipIf(redisServerBinary === "")("a Redis stall under running fleet mem
       assert.deepStrictEqual(calls.filter((call) => !call.ok), [], "every call succeeded")
       const observer = yield* memberConnection(redis, keyPrefix)
       yield* eventually(
-        Effect.promise(() => observer.client.keys(`${keyPrefix}:gate:*:leases`)).pipe(
+        Effect.promise(() => observer.client.keys(`${keyPrefix}:*:gate:leases`)).pipe(
           Effect.flatMap(([key]) =>
             key === undefined
               ? Effect.succeed(true)

@@ -19,6 +19,9 @@ export const describeRedis = (name: string, body: () => void): void => {
 /** A key prefix no other test uses, so tests sharing one server never see each other's keys. */
 export const freshPrefix = (): string => `test-${randomUUID().slice(0, 8)}`
 
+/** What a Redis Cluster hashes of `key`: the text between its first `{` and the `}` after it. */
+export const hashTagOf = (key: string): string | undefined => /\{([^}]+)\}/.exec(key)?.[1]
+
 /** A connection to the shared Redis under `keyPrefix`, with a command timeout generous enough for a loaded CI machine. */
 export const connection = (keyPrefix: string): Layer.Layer<RedisConnection.RedisConnection> =>
   Layer.orDie(RedisConnection.layer({ url: Redacted.make(redisUrl), keyPrefix, commandTimeout: "1 second" }))

@@ -8,7 +8,12 @@ import { createHash } from "node:crypto"
 const fingerprint = (apiKey: Redacted.Redacted | undefined): string =>
   apiKey === undefined ? "no-key" : createHash("sha256").update(Redacted.value(apiKey)).digest("hex").slice(0, 16)
 
-/** The key of `kind` for a target and API key, under `prefix`. */
+/**
+ * The key of `kind` for a target and API key, under `prefix`. Every key of one target and key
+ * carries the same hash tag, `{target:fingerprint}`, the only part a Redis Cluster hashes: a script
+ * that touches several of them finds them in one slot instead of failing with CROSSSLOT. Neither
+ * the prefix (its rule) nor the target (URI-encoded) can hold a brace to end the tag early.
+ */
 export const keyFor = (
   prefix: string,
   kind: string,
@@ -16,4 +21,5 @@ export const keyFor = (
   apiKey: Redacted.Redacted | undefined,
   part?: string
 ): string =>
-  [prefix, kind, encodeURIComponent(target), fingerprint(apiKey), ...(part === undefined ? [] : [part])].join(":")
+  [prefix, `{${encodeURIComponent(target)}:${fingerprint(apiKey)}}`, kind, ...(part === undefined ? [] : [part])]
+    .join(":")
