@@ -65,15 +65,17 @@ export interface RedisServer {
   readonly resume: () => void
 }
 
-/** Starts a private server; `stop` it when done. */
-export const startRedisServer = async (binary: string): Promise<RedisServer> => {
+/** Starts a private server, with `args` beyond the usual ones; `stop` it when done. */
+export const startRedisServer = async (binary: string, args: ReadonlyArray<string> = []): Promise<RedisServer> => {
   const port = await freePort()
   const url = `redis://127.0.0.1:${port}`
   let child: ChildProcess | undefined
   const start = async () => {
-    const started = spawn(binary, ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
-      stdio: "ignore"
-    })
+    const started = spawn(
+      binary,
+      ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", ...args],
+      { stdio: "ignore" }
+    )
     child = started
     await waitFor(() => ping(url, 200), `redis-server on port ${port}`)
   }
