@@ -7,8 +7,8 @@
  * Every call has a deadline of 30 s, as a caller would give it. Printed: the requests the provider
  * received per call, the share of calls still retrying when their deadline passed, and the share
  * still pending a second after it (their SDK did not end the call when its signal aborted). Then a
- * call aborted in its backoff's sleep, per SDK and set-up: how long it took to settle after the
- * abort, and whether a request followed.
+ * call aborted in its backoff's sleep, per SDK and set-up, against a 503 with `Retry-After` and one
+ * without: how long it took to settle after the abort, and whether a request followed.
  *
  * `npx -y pnpm@12.4.2 --filter @resilient-ai/sdks run outage` on Node 22 or later. Settings
  * (environment): OUTAGE_CALLS (1000), OUTAGE_CONCURRENCY (500), OUTAGE_DEADLINE_MS (30000).
@@ -18,7 +18,7 @@ import { ChatOpenAI } from "@langchain/openai"
 import { HTTPClient, Mistral } from "@mistralai/mistralai"
 import { ResilientFetch, Target } from "@resilient-ai/client"
 import { Coordination } from "@resilient-ai/policy"
-import { FaultServer } from "@resilient-ai/testing"
+import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
 import { generateText } from "ai"
 import { Effect, Logger, Redacted } from "effect"
 import OpenAI from "openai"
@@ -113,6 +113,23 @@ const sdks: ReadonlyArray<Sdk> = [
   }
 ]
 
+/**
+ * `sdk` with its retries off and `ResilientFetch` under it, on a managed target with the shipped
+ * defaults (openai's own backoff, 0.5 s growing to 8 s), in a coordination of its own so no row
+ * spends another's budget.
+ */
+const underResilient = (sdk: Sdk, baseURL: string) =>
+  ResilientFetch.make(Target.managed({
+    name: "outage",
+    baseUrl: baseURL,
+    model: "gpt-4o-mini",
+    apiKey: Redacted.make(apiKey)
+  })).pipe(
+    Effect.map((fetch) => (signal: AbortSignal) => sdk.underResilient(baseURL, fetch, signal)),
+    Effect.provide(Coordination.layerMemory),
+    Effect.orDie
+  )
+
 /** How long past its deadline a call may take to settle before it counts as late: its SDK did not end it when its signal aborted. */
 const graceMs = 1_000
 
@@ -196,18 +213,27 @@ const measure = <E>(
 
 /** Trials of the abort, run side by side, each against a fault server of its own. */
 const abortTrials = 5
-/** How long after its first request a call is aborted: inside the 5 s wait the provider asked for. */
+/** How long after its first request a call is aborted: inside its first backoff, whichever the SDK. */
 const abortAfterMs = 200
 /** How long an aborted call may take to settle before it counts as never settling. */
 const settleLimitMs = 8_000
 
+/** The answers a call is aborted against: a 503 naming a 5 s wait, and a bare 503 (the SDK's own backoff). */
+const abortFaults = [
+  { label: "503 with Retry-After: 5", fault: { _tag: "Status", status: 503, retryAfter: "5" } },
+  { label: "503 without Retry-After", fault: { _tag: "Status", status: 503 } }
+] as const
+
 /**
- * One call aborted during its backoff: answered 503 with `Retry-After: 5`, aborted 200 ms after its
- * first request. How long it took to settle after the abort, and the requests sent after it.
+ * One call aborted during its backoff: answered with `fault`, aborted 200 ms after its first
+ * request. How long it took to settle after the abort, and the requests sent after it.
  */
-const abortedCall = (prepare: (baseURL: string) => Effect.Effect<(signal: AbortSignal) => Promise<unknown>>) =>
+const abortedCall = (
+  fault: FaultPlan.Fault,
+  prepare: (baseURL: string) => Effect.Effect<(signal: AbortSignal) => Promise<unknown>>
+) =>
   Effect.gen(function*() {
-    const server = yield* FaultServer.make({ otherwise: { _tag: "Status", status: 503, retryAfter: "5" } })
+    const server = yield* FaultServer.make({ otherwise: fault })
     const call = yield* prepare(server.url)
     const controller = new AbortController()
     let settledAt: number | undefined
@@ -221,7 +247,7 @@ const abortedCall = (prepare: (baseURL: string) => Effect.Effect<(signal: AbortS
     const abortedAt = performance.now()
     controller.abort()
     yield* Effect.promise(() => Promise.race([settled, new Promise((resolve) => setTimeout(resolve, settleLimitMs))]))
-    // Past the provider's 5 s: a call that went on would have sent its next request by now.
+    // Past the provider's 5 s and any SDK's first backoffs: a call that went on has sent again by now.
     yield* Effect.sleep(`${Math.max(0, 5_500 - (performance.now() - abortedAt))} millis`)
     return {
       settleMs: settledAt === undefined ? undefined : settledAt - abortedAt,
@@ -231,48 +257,37 @@ const abortedCall = (prepare: (baseURL: string) => Effect.Effect<(signal: AbortS
 
 /** Each SDK on its own and under resilient-ai: a call aborted in its backoff's sleep. */
 const abortInBackoff = Effect.gen(function*() {
-  console.log(
-    `\nabort during the backoff: each call answered 503 with Retry-After: 5, aborted ${abortAfterMs} ms after its first request; ${abortTrials} calls per row`
-  )
-  console.log(
-    `  ${"SDK".padEnd(36)} ${"set-up".padEnd(36)} ${"settled after the abort".padStart(28)}  requests after it`
-  )
-  for (const sdk of sdks) {
-    const setUps = [
-      {
-        name: "its own retries",
-        prepare: (baseURL: string) => Effect.succeed((signal: AbortSignal) => sdk.alone(baseURL, undefined, signal))
-      },
-      {
-        name: "resilient-ai under it",
-        prepare: (baseURL: string) =>
-          ResilientFetch.make(Target.managed({
-            name: "abort",
-            baseUrl: baseURL,
-            model: "gpt-4o-mini",
-            apiKey: Redacted.make(apiKey)
-          })).pipe(
-            Effect.map((fetch) => (signal: AbortSignal) => sdk.underResilient(baseURL, fetch, signal)),
-            Effect.provide(Coordination.layerMemory),
-            Effect.orDie
-          )
+  for (const { fault, label } of abortFaults) {
+    console.log(
+      `\nabort during the backoff: each call answered ${label}, aborted ${abortAfterMs} ms after its first request; ${abortTrials} calls per row`
+    )
+    console.log(
+      `  ${"SDK".padEnd(36)} ${"set-up".padEnd(36)} ${"settled after the abort".padStart(28)}  requests after it`
+    )
+    for (const sdk of sdks) {
+      const setUps = [
+        {
+          name: "its own retries",
+          prepare: (baseURL: string) => Effect.succeed((signal: AbortSignal) => sdk.alone(baseURL, undefined, signal))
+        },
+        { name: "resilient-ai under it", prepare: (baseURL: string) => underResilient(sdk, baseURL) }
+      ]
+      for (const setUp of setUps) {
+        const trials = yield* Effect.all(
+          Array.from({ length: abortTrials }, () => abortedCall(fault, setUp.prepare)),
+          { concurrency: "unbounded" }
+        )
+        const settled = trials.flatMap((trial) => trial.settleMs === undefined ? [] : [trial.settleMs])
+          .sort((a, b) => a - b)
+        const never = abortTrials - settled.length
+        const settleText = settled.length === 0
+          ? `none within ${settleLimitMs / 1000} s`
+          : `median ${settled[Math.floor(settled.length / 2)]!.toFixed(0)} ms, max ${
+            settled[settled.length - 1]!.toFixed(0)
+          } ms${never > 0 ? ` (${never} never)` : ""}`
+        const after = trials.reduce((total, trial) => total + trial.requestsAfter, 0)
+        console.log(`  ${sdk.name.padEnd(36)} ${setUp.name.padEnd(36)} ${settleText.padStart(28)}  ${after}`)
       }
-    ]
-    for (const setUp of setUps) {
-      const trials = yield* Effect.all(Array.from({ length: abortTrials }, () => abortedCall(setUp.prepare)), {
-        concurrency: "unbounded"
-      })
-      const settled = trials.flatMap((trial) => trial.settleMs === undefined ? [] : [trial.settleMs]).sort((a, b) =>
-        a - b
-      )
-      const never = abortTrials - settled.length
-      const settleText = settled.length === 0
-        ? `none within ${settleLimitMs / 1000} s`
-        : `median ${settled[Math.floor(settled.length / 2)]!.toFixed(0)} ms, max ${
-          settled[settled.length - 1]!.toFixed(0)
-        } ms${never > 0 ? ` (${never} never)` : ""}`
-      const after = trials.reduce((total, trial) => total + trial.requestsAfter, 0)
-      console.log(`  ${sdk.name.padEnd(36)} ${setUp.name.padEnd(36)} ${settleText.padStart(28)}  ${after}`)
     }
   }
 })
@@ -294,20 +309,7 @@ const program = Effect.gen(function*() {
       )
     )
     rows.push(
-      yield* measure(sdk.name, "retries off, resilient-ai under it", (baseURL) =>
-        ResilientFetch.make(Target.managed({
-          name: "outage",
-          baseUrl: baseURL,
-          model: "gpt-4o-mini",
-          apiKey: Redacted.make(apiKey),
-          // openai's own backoff, so the runs wait alike: 0.5 s growing to 8 s.
-          baseDelay: "500 millis",
-          maxDelay: "8 seconds"
-        })).pipe(
-          Effect.map((fetch) => (signal: AbortSignal) => sdk.underResilient(baseURL, fetch, signal)),
-          // A coordination of its own, so no row spends another's budget.
-          Effect.provide(Coordination.layerMemory)
-        ))
+      yield* measure(sdk.name, "retries off, resilient-ai under it", (baseURL) => underResilient(sdk, baseURL))
     )
   }
   for (let index = 0; index < rows.length; index += 2) {

@@ -302,8 +302,8 @@ describe("RetryBudget.Window", () => {
     const window = new RetryBudget.Window(defaults)
     // Memory is not observable through the API, so this reads the ring the window keeps.
     const ring = (window as unknown as {
-      readonly counts: { readonly successes: Float64Array; readonly retries: Float64Array }
-    }).counts
+      readonly counts: { readonly rings: { readonly successes: Float64Array; readonly retries: Float64Array } }
+    }).counts.rings
     const successes = ring.successes
     const retries = ring.retries
     assert.strictEqual(successes.length, 60)

@@ -102,7 +102,7 @@ export const make = <E = never, R = never>(
 ): Effect.Effect<Fetch, E | Settings.InvalidSettings, R> =>
   Effect.gen(function*() {
     const adapter = yield* SdkCall.adapterFor(target)
-    const { endpoint, policyFor, services, target: checked } = adapter
+    const { endpoint, target: checked } = adapter
     const runtime = yield* Effect.runtime<never>()
     const send = options.fetch ?? globalThis.fetch
     const isModelCall = options.isModelCall ?? SdkCall.isModelCall
@@ -114,12 +114,10 @@ export const make = <E = never, R = never>(
       init: RequestInit,
       headers: Headers,
       body: string | Uint8Array<ArrayBuffer> | undefined,
-      answered: { last: SdkCall.ErrorAnswer | undefined }
+      answered: SdkCall.Answered
     ) => {
       const described = SdkCall.describe(body)
       const model = described.model ?? checked.model
-      const streams = described.streams
-      const policy = policyFor(model)
       const attempt = Effect.flatMap(FiberRef.get(Resilient.CurrentAttempt), (info) => {
         answered.last = undefined
         const attemptHeaders = new Headers(headers)
@@ -134,46 +132,30 @@ export const make = <E = never, R = never>(
           Effect.tap((response) => SdkCall.entered(info, response.headers)),
           Effect.flatMap((response): Effect.Effect<Response, Failure.Failure> => {
             if (response.status < 400) {
-              return streams
+              return described.streams
                 ? SdkCall.firstChunk(response, model, answered)
-                : Effect.map(readAll(response, checked.maxResponseBytes), (bytes) =>
-                  new Response(bytes.byteLength === 0 ? null : bytes, {
-                    status: response.status,
-                    statusText: response.statusText,
-                    headers: response.headers
-                  }))
+                : Effect.map(
+                  readAll(response, checked.maxResponseBytes),
+                  (bytes) => SdkCall.responseOf(SdkCall.kept(response, bytes))
+                )
             }
             return Effect.flatMap(
-              Effect.either(readAll(response, checked.maxResponseBytes)),
-              (read) => {
-                const answer: SdkCall.ErrorAnswer = {
-                  status: response.status,
-                  statusText: response.statusText,
-                  headers: response.headers,
-                  bytes: read._tag === "Right" ? read.right : new Uint8Array(0)
-                }
-                answered.last = answer
-                return Effect.flatMap(SdkCall.failureOf(answer, model), Effect.fail)
-              }
+              Effect.orElseSucceed(readAll(response, checked.maxResponseBytes), () => new Uint8Array(0)),
+              (bytes) => SdkCall.stopOn(answered, SdkCall.kept(response, bytes), model)
             )
           })
         )
       })
-      const requestId = headers.get(idempotencyHeader) ?? undefined
-      const fingerprint = SdkCall.fingerprint(body)
-      return Effect.zipRight(
-        SdkCall.noticeSdkRetry(adapter, {
-          retryCount: headers.get("x-stainless-retry-count"),
-          sdkKey: requestId,
-          body: fingerprint
-        }),
-        attempt.pipe(
-          Resilient.retryWith(policy, services, { requestId, replaySafe: SdkCall.replaySafe(url) }),
-          Effect.tapError(() =>
-            SdkCall.noticeFailure(adapter, fingerprint)
-          )
-        )
-      )
+      const sdkKey = headers.get(idempotencyHeader)
+      return SdkCall.resilientCall(adapter, {
+        url,
+        model,
+        requestId: sdkKey ?? undefined,
+        body,
+        retryCount: headers.get("x-stainless-retry-count"),
+        sdkKey,
+        attempt
+      })
     }
 
     return async (input, init) => {
@@ -185,7 +167,7 @@ export const make = <E = never, R = never>(
       const headers = new Headers(request?.headers)
       new Headers(init?.headers).forEach((value, name) => headers.set(name, value))
       const body = await replayable(init?.body, request)
-      const answered: { last: SdkCall.ErrorAnswer | undefined } = { last: undefined }
+      const answered: SdkCall.Answered = { last: undefined }
       const exit = await Runtime.runPromiseExit(runtime)(
         call(url, { ...init, method }, headers, body, answered),
         signal === null || signal === undefined ? undefined : { signal }

@@ -78,7 +78,7 @@ export const transform = <E = never, R = never>(
 ): Effect.Effect<HttpClient.HttpClient.With<CE | HttpClientError.RequestError, CR>, E | Settings.InvalidSettings, R> =>
   Effect.gen(function*() {
     const adapter = yield* SdkCall.adapterFor(target)
-    const { endpoint, policyFor, services, target: checked } = adapter
+    const { endpoint, target: checked } = adapter
     const isModelCall = options.isModelCall ?? SdkCall.isModelCall
     const idempotencyHeader = checked.idempotencyHeader.toLowerCase()
 
@@ -100,7 +100,7 @@ export const transform = <E = never, R = never>(
           const forTheSdk = withoutCredentials(request)
           const described = SdkCall.describe(bodyBytes(request))
           const model = described.model ?? checked.model
-          const answered: { last: SdkCall.ErrorAnswer | undefined } = { last: undefined }
+          const answered: SdkCall.Answered = { last: undefined }
           const attempt = Effect.flatMap(
             Effect.zip(
               Effect.mapError(
@@ -118,7 +118,8 @@ export const transform = <E = never, R = never>(
             ),
             ([response, info]): Effect.Effect<HttpClientResponse.HttpClientResponse, Failure.Failure> => {
               answered.last = undefined
-              SdkCall.entered(info, new Headers(response.headers))
+              const headers = new Headers(response.headers)
+              SdkCall.entered(info, headers)
               if (described.streams && response.status < 400) {
                 // Through a web stream, so the first chunk is read within the attempt and the rest
                 // after it, from the same read, by the SDK.
@@ -126,55 +127,39 @@ export const transform = <E = never, R = never>(
                   Stream.toReadableStreamEffect(Stream.mapError(response.stream, SdkCall.bodyFailed)),
                   (body) =>
                     Effect.map(
-                      SdkCall.firstChunk(
-                        new Response(body, { status: response.status, headers: response.headers }),
-                        model,
-                        answered
-                      ),
+                      SdkCall.firstChunk(new Response(body, { status: response.status, headers }), model, answered),
                       (web) => HttpClientResponse.fromWeb(forTheSdk, web)
                     )
                 )
               }
-              return Effect.flatMap(
-                Effect.mapError(response.arrayBuffer, SdkCall.bodyFailed),
-                (buffer) => {
-                  const answer: SdkCall.ErrorAnswer = {
-                    status: response.status,
-                    statusText: "",
-                    headers: new Headers(response.headers),
-                    bytes: new Uint8Array(buffer)
-                  }
-                  if (response.status < 400) {
-                    return Effect.succeed(HttpClientResponse.fromWeb(forTheSdk, SdkCall.responseOf(answer)))
-                  }
-                  answered.last = answer
-                  return Effect.flatMap(SdkCall.failureOf(answer, model), Effect.fail)
-                }
-              )
+              return Effect.flatMap(Effect.mapError(response.arrayBuffer, SdkCall.bodyFailed), (buffer) => {
+                const answer = SdkCall.kept({ status: response.status, headers }, new Uint8Array(buffer))
+                return response.status < 400
+                  ? Effect.succeed(HttpClientResponse.fromWeb(forTheSdk, SdkCall.responseOf(answer)))
+                  : SdkCall.stopOn(answered, answer, model)
+              })
             }
           )
-          const fingerprint = SdkCall.fingerprint(bodyBytes(request))
-          return Effect.zipRight(
-            SdkCall.noticeSdkRetry(adapter, {
-              retryCount: request.headers["x-stainless-retry-count"],
-              sdkKey,
-              body: fingerprint
-            }),
-            attempt.pipe(
-              Resilient.retryWith(policyFor(model), services, { requestId, replaySafe: SdkCall.replaySafe(url) }),
-              Effect.tapError(() => SdkCall.noticeFailure(adapter, fingerprint)),
-              Effect.catchTag("CallFailed", (failed) =>
-                answered.last !== undefined
-                  ? Effect.succeed(HttpClientResponse.fromWeb(forTheSdk, SdkCall.responseOf(answered.last)))
-                  : Effect.fail(
-                    new HttpClientError.RequestError({
-                      request: forTheSdk,
-                      reason: "Transport",
-                      cause: failed,
-                      description: failed.message
-                    })
-                  ))
-            )
+          return SdkCall.resilientCall(adapter, {
+            url,
+            model,
+            requestId,
+            body: bodyBytes(request),
+            retryCount: request.headers["x-stainless-retry-count"],
+            sdkKey,
+            attempt
+          }).pipe(
+            Effect.catchTag("CallFailed", (failed) =>
+              answered.last !== undefined
+                ? Effect.succeed(HttpClientResponse.fromWeb(forTheSdk, SdkCall.responseOf(answered.last)))
+                : Effect.fail(
+                  new HttpClientError.RequestError({
+                    request: forTheSdk,
+                    reason: "Transport",
+                    cause: failed,
+                    description: failed.message
+                  })
+                ))
           )
         }),
       Effect.succeed

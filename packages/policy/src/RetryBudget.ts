@@ -163,24 +163,24 @@ export class Window {
     if (retries + 1 > allowance(this.settings, successes, floorShare, payoff(this.settings, paid, unpaid))) {
       return false
     }
-    this.counts.addRetry(nowMillis)
+    this.counts.add("retries", nowMillis)
     return true
   }
 
   /** Counts a retry granted elsewhere (by a fleet's budget), so the window knows what was spent. */
   recordRetry(nowMillis: number): void {
-    this.counts.addRetry(nowMillis)
+    this.counts.add("retries", nowMillis)
   }
 
   /** Counts a successful call, which took `attempts`: more than one, and its last retry paid. */
   recordSuccess(nowMillis: number, attempts = 1): void {
-    this.counts.addSuccess(nowMillis)
-    if (attempts > 1) this.counts.addPaid(nowMillis)
+    this.counts.add("successes", nowMillis)
+    if (attempts > 1) this.counts.add("paid", nowMillis)
   }
 
   /** Counts a failed attempt numbered `attempt`: above 1, a retry that did not pay. */
   recordFailure(nowMillis: number, attempt: number): void {
-    if (attempt > 1) this.counts.addUnpaid(nowMillis)
+    if (attempt > 1) this.counts.add("unpaid", nowMillis)
   }
 
   snapshot(nowMillis: number): Snapshot {

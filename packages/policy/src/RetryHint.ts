@@ -160,15 +160,11 @@ const untilInstant = (value: string, nowMillis: number): number | undefined => {
 /** Unix seconds are past 2001; anything smaller is seconds to wait (the IETF draft's `RateLimit-Reset`). */
 const unixSecondsFrom = 1_000_000_000
 
-/** The generic `X-RateLimit-Reset`: unix seconds, seconds to wait, or an HTTP date. */
-const untilGenericReset = (value: string, nowMillis: number): number | undefined => {
-  if (decimal.test(value)) {
-    const seconds = Number(value)
-    return seconds >= unixSecondsFrom ? seconds * 1_000 - nowMillis : seconds * 1_000
-  }
-  const date = parseHttpDate(value, nowMillis)
-  return date === undefined ? undefined : date - nowMillis
-}
+/** The generic `X-RateLimit-Reset`: unix seconds, else as `Retry-After` reads (seconds to wait, or an HTTP date). */
+const untilGenericReset = (value: string, nowMillis: number): number | undefined =>
+  decimal.test(value) && Number(value) >= unixSecondsFrom
+    ? Number(value) * 1_000 - nowMillis
+    : Option.match(parseRetryAfter(value, nowMillis), { onNone: () => undefined, onSome: Duration.toMillis })
 
 /** One limit a provider reports: its remaining-header, its reset-header, and how the reset reads. */
 interface ReportedLimit {

@@ -3,7 +3,7 @@
  * `ResilientHttpClient` for Effect ones): which requests are model calls, what a call's body says,
  * the failure an error response is, and the notice of an SDK that retries by itself.
  */
-import { Coordination, Failure, type Resilient, type Settings } from "@resilient-ai/policy"
+import { Coordination, Failure, Resilient, type Settings } from "@resilient-ai/policy"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
@@ -108,29 +108,47 @@ export const entered = (info: Resilient.AttemptInfo | undefined, headers: Header
   if (providerRequestId !== undefined) info.annotate("providerRequestId", providerRequestId)
 }
 
-/** A provider's error response, kept whole so the SDK can be given it when the call stops on it. */
-export interface ErrorAnswer {
+/** A provider's answer read whole, so the SDK can be given it as it came. */
+export interface Answer {
   readonly status: number
   readonly statusText: string
   readonly headers: Headers
   readonly bytes: Uint8Array<ArrayBuffer>
 }
 
-/** The policy's failure for an error response; an error body that is not JSON is evidence all the same. */
-export const failureOf = (answer: ErrorAnswer, model: string): Effect.Effect<Failure.Failure> =>
-  Effect.map(Clock.currentTimeMillis, (now) => {
-    const text = new TextDecoder().decode(answer.bytes)
-    let body: unknown = text
-    try {
-      body = JSON.parse(text)
-    } catch {
-      // Kept as text.
-    }
-    return ProviderError.toFailure({ status: answer.status, headers: answer.headers, body, model }, now)
+/** Where an attempt leaves the error answer it ended with, for the SDK if the call stops on it. */
+export interface Answered {
+  last: Answer | undefined
+}
+
+/** `bytes` as the body of `response`, kept. */
+export const kept = (
+  response: { readonly status: number; readonly statusText?: string; readonly headers: Headers },
+  bytes: Uint8Array<ArrayBuffer>
+): Answer => ({ status: response.status, statusText: response.statusText ?? "", headers: response.headers, bytes })
+
+/** Parsed JSON, or the text itself when it is not JSON: an error body is evidence either way. */
+const jsonOrText = (text: string): unknown => {
+  try {
+    return JSON.parse(text) as unknown
+  } catch {
+    return text
+  }
+}
+
+/**
+ * The attempt ends on an error answer: kept in `answered` for the SDK, and failed with the policy's
+ * failure for it.
+ */
+export const stopOn = (answered: Answered, answer: Answer, model: string): Effect.Effect<never, Failure.Failure> =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) => {
+    answered.last = answer
+    const body = jsonOrText(new TextDecoder().decode(answer.bytes))
+    return Effect.fail(ProviderError.toFailure({ status: answer.status, headers: answer.headers, body, model }, now))
   })
 
 /** The answer again, as a web `Response`, for the SDK to read. */
-export const responseOf = (answer: ErrorAnswer): Response =>
+export const responseOf = (answer: Answer): Response =>
   new Response(answer.bytes.byteLength === 0 ? null : answer.bytes, {
     status: answer.status,
     statusText: answer.statusText,
@@ -148,17 +166,15 @@ const errorEventIn = (
   model: string
 ): Effect.Effect<Failure.Failure | undefined> =>
   Effect.gen(function*() {
+    // Every error event names itself (`event: error`, `"error"`, `"type": "error"`, `"object": "error"`):
+    // a chunk without the word is content, and needs no parse.
+    if (!new TextDecoder().decode(chunk).includes("error")) return undefined
     // Only whole events: one the chunk cuts short reaches the SDK as it comes.
     const events = yield* Stream.runCollect(Transport.serverSentEvents(Stream.make(chunk))).pipe(
       Effect.orElseSucceed(() => [])
     )
     for (const { data, event } of events) {
-      let payload: unknown = data
-      try {
-        payload = JSON.parse(data)
-      } catch {
-        // Kept as text.
-      }
+      const payload = jsonOrText(data)
       if (ProviderError.isErrorEvent(event, payload)) {
         const now = yield* Clock.currentTimeMillis
         return ProviderError.fromErrorEvent({ headers, body: payload, model }, now)
@@ -171,62 +187,46 @@ const errorEventIn = (
  * A streamed success, read up to its first chunk within the attempt: the SDK gets a body that
  * starts with that chunk and goes on with the rest of the same read. A first chunk holding the
  * provider's error event (Anthropic's `event: error` when overloaded, an OpenAI error object) has
- * reached nobody: the attempt fails with that error, retried or not as its type says, and
- * `answered.last` keeps the event for the SDK, to raise its own error for it if the call stops there.
+ * reached nobody: the attempt stops on it (`stopOn`), retried or not as its type says.
  */
 export const firstChunk = (
   response: Response,
   model: string,
-  answered: { last: ErrorAnswer | undefined }
+  answered: Answered
 ): Effect.Effect<Response, Failure.Failure> => {
   const reader = response.body?.getReader()
   if (reader === undefined) return Effect.succeed(response)
-  return Effect.tryPromise({
-    try: (interrupted) => {
-      interrupted.addEventListener("abort", () => void reader.cancel().catch(() => undefined), { once: true })
-      return reader.read()
-    },
-    catch: bodyFailed
-  }).pipe(
-    Effect.flatMap((first) =>
-      Effect.flatMap(
-        first.done ? Effect.succeed(undefined) : errorEventIn(first.value, response.headers, model),
-        (failure) => {
-          if (failure !== undefined) {
-            void reader.cancel().catch(() => undefined)
-            answered.last = {
-              status: response.status,
-              statusText: response.statusText,
-              headers: response.headers,
-              bytes: new Uint8Array(first.value!)
-            }
-            return Effect.fail(failure)
-          }
-          let delivered = first.done
-          const body = new ReadableStream<Uint8Array>({
-            pull: async (controller) => {
-              if (!delivered) {
-                delivered = true
-                if (first.value !== undefined) controller.enqueue(first.value)
-                return
-              }
-              const next = await reader.read()
-              if (next.done) controller.close()
-              else controller.enqueue(next.value)
-            },
-            cancel: (reason) => reader.cancel(reason)
-          })
-          return Effect.succeed(
-            new Response(first.done ? null : body, {
-              status: response.status,
-              statusText: response.statusText,
-              headers: response.headers
-            })
-          )
+  return Effect.gen(function*() {
+    const first = yield* Effect.tryPromise({
+      try: (interrupted) => {
+        interrupted.addEventListener("abort", () => void reader.cancel().catch(() => undefined), { once: true })
+        return reader.read()
+      },
+      catch: bodyFailed
+    })
+    if (first.done) return new Response(null, response)
+    const failure = yield* errorEventIn(first.value, response.headers, model)
+    if (failure !== undefined) {
+      void reader.cancel().catch(() => undefined)
+      answered.last = kept(response, new Uint8Array(first.value))
+      return yield* Effect.fail(failure)
+    }
+    let delivered = false
+    const body = new ReadableStream<Uint8Array>({
+      pull: async (controller) => {
+        if (!delivered) {
+          delivered = true
+          controller.enqueue(first.value)
+          return
         }
-      )
-    )
-  )
+        const next = await reader.read()
+        if (next.done) controller.close()
+        else controller.enqueue(next.value)
+      },
+      cancel: (reason) => reader.cancel(reason)
+    })
+    return new Response(body, response)
+  })
 }
 
 /** Requests an SDK sent as its own retry, by target: a second retrying layer above this one. */
@@ -299,3 +299,39 @@ export const noticeSdkRetry = (adapter: Adapter, arrival: Arrival): Effect.Effec
       failedBodySentAgain: bodyFailedBefore
     }))
   })
+
+/** One model call an SDK sent: what it says of itself, and how each attempt of it is made. */
+export interface Call<A, R> {
+  readonly url: URL
+  readonly model: string
+  /** The request id every attempt carries (the SDK's key, or one chosen for the call). */
+  readonly requestId: string | undefined
+  /** The request's body, as the SDK sent it. */
+  readonly body: string | Uint8Array | undefined
+  /** `x-stainless-retry-count` and the SDK's own idempotency key, if it sent them. */
+  readonly retryCount: string | null | undefined
+  readonly sdkKey: string | null | undefined
+  readonly attempt: Effect.Effect<A, Failure.Failure, R>
+}
+
+/**
+ * A call through the target's policy, as both adapters make it: first noticed if a layer above sent
+ * it again, then its attempts under the policy of its model; a failed call is remembered, so its
+ * body sent again is noticed.
+ */
+export const resilientCall = <A, R>(
+  adapter: Adapter,
+  call: Call<A, R>
+): Effect.Effect<A, Failure.CallFailed<Failure.Failure>, R> => {
+  const body = fingerprint(call.body)
+  return Effect.zipRight(
+    noticeSdkRetry(adapter, { retryCount: call.retryCount, sdkKey: call.sdkKey, body }),
+    call.attempt.pipe(
+      Resilient.retryWith(adapter.policyFor(call.model), adapter.services, {
+        requestId: call.requestId,
+        replaySafe: replaySafe(call.url)
+      }),
+      Effect.tapError(() => noticeFailure(adapter, body))
+    )
+  )
+}
