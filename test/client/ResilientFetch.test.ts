@@ -4,7 +4,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { ResilientFetch } from "@resilient-ai/client"
-import { Coordination, RetryBudget } from "@resilient-ai/policy"
+import { Coordination, Failure, RetryBudget } from "@resilient-ai/policy"
 import { FaultServer } from "@resilient-ai/testing"
 import { Effect, Fiber, TestClock } from "effect"
 import OpenAI from "openai"
@@ -18,6 +18,7 @@ import {
   targetAt,
   untilSleeping
 } from "./sdkSupport.js"
+import { settled } from "./support.js"
 
 const messages: Array<OpenAI.Chat.ChatCompletionMessageParam> = [{ role: "user", content: "Say hello" }]
 
@@ -229,4 +230,31 @@ describe("ResilientFetch under the openai SDK", () => {
       assert.strictEqual(response.status, 404)
       assert.strictEqual((yield* server.arrivals).length, 1)
     }).pipe(Effect.provide(Coordination.layerMemory)))
+
+  it.scopedLive("a success over maxResponseBytes is ResponseTooLarge: one request, rejected as fetch rejects", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({
+        otherwise: {
+          _tag: "Raw",
+          headers: { "content-type": "application/json" },
+          body: "x".repeat(1024),
+          repeat: 1024,
+          chunked: true
+        }
+      })
+      const fetch = yield* ResilientFetch.make(targetAt(server.url, { maxResponseBytes: 1024 }))
+      const error = yield* rejection(() =>
+        fetch(`${server.url}/chat/completions`, {
+          method: "POST",
+          body: JSON.stringify({ model: "gpt-4o-mini", messages })
+        })
+      )
+      assert.instanceOf(error, TypeError)
+      const failed = (error as TypeError).cause as Failure.CallFailed
+      assert.instanceOf(failed, Failure.CallFailed)
+      assert.strictEqual(failed.reason, "terminal")
+      assert.deepStrictEqual(failed.last, new Failure.ResponseTooLarge({ status: 200, limitBytes: 1024 }))
+      assert.strictEqual((yield* server.arrivals).length, 1)
+      assert.strictEqual(yield* settled(server.openConnections, (open) => open === 0), 0)
+    }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
 })

@@ -8,11 +8,11 @@ import { assert, describe, it } from "@effect/vitest"
 import { ResilientHttpClient, Target } from "@resilient-ai/client"
 import { Coordination, Failure } from "@resilient-ai/policy"
 import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
-import { Effect, Layer, Logger, Redacted, Stream } from "effect"
+import { Effect, Either, Layer, Logger, Redacted, Stream } from "effect"
 import { createServer } from "node:net"
 import { canary } from "../canary.js"
 import { assertOneIdempotencyKey } from "./sdkSupport.js"
-import { freshName } from "./support.js"
+import { freshName, settled } from "./support.js"
 
 const targetAt = (url: string, options: Partial<Target.Options> = {}) =>
   Target.managed({
@@ -57,6 +57,15 @@ const overloadedStream: FaultPlan.Fault = {
   _tag: "Raw",
   headers: { "content-type": "text/event-stream" },
   body: `event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n`
+}
+
+/** 1 MiB of JSON-typed bytes in 1 KiB writes, with no declared length: its size shows only as it arrives. */
+const oversized: FaultPlan.Fault = {
+  _tag: "Raw",
+  headers: { "content-type": "application/json" },
+  body: "x".repeat(1024),
+  repeat: 1024,
+  chunked: true
 }
 
 /** The resilient client for `target`, over the Node client. */
@@ -161,6 +170,36 @@ describe("ResilientHttpClient", () => {
         Effect.provide(resilient(targetAt(server.url)))
       )
       assert.strictEqual(status, 404)
+      assert.strictEqual((yield* server.arrivals).length, 1)
+    }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
+
+  it.scopedLive("a success over maxResponseBytes is ResponseTooLarge: one request, read no further, its connection ended", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ otherwise: oversized })
+      // Only the answer's length, should it get through: a megabyte in a failure message stalls the reporter.
+      const outcome = yield* Effect.either(
+        chat(server.url).pipe(
+          Effect.map((answer) => answer.text.length),
+          Effect.provide(resilient(targetAt(server.url, { maxResponseBytes: 1024 })))
+        )
+      )
+      assert(Either.isLeft(outcome), `the SDK read ${Either.getOrElse(outcome, () => 0)} bytes`)
+      const error = outcome.left
+      assert.strictEqual(error._tag, "RequestError")
+      const failed = (error._tag === "RequestError" ? error.cause : undefined) as Failure.CallFailed
+      assert.instanceOf(failed, Failure.CallFailed)
+      assert.strictEqual(failed.reason, "terminal")
+      assert.deepStrictEqual(failed.last, new Failure.ResponseTooLarge({ status: 200, limitBytes: 1024 }))
+      assert.strictEqual((yield* server.arrivals).length, 1)
+      // Reading stopped at the limit: the rest of the megabyte is never taken off the socket.
+      assert.strictEqual(yield* settled(server.openConnections, (open) => open === 0), 0)
+    }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
+
+  it.scopedLive("an answer with no body (204) reaches the SDK as it came", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ otherwise: { _tag: "Raw", status: 204 } })
+      const answer = yield* chat(server.url).pipe(Effect.provide(resilient(targetAt(server.url))))
+      assert.deepStrictEqual(answer, { status: 204, text: "" })
       assert.strictEqual((yield* server.arrivals).length, 1)
     }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
 })

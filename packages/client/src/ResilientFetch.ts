@@ -22,13 +22,12 @@
  * just failed) is a second retrying layer: it is logged once per target and counted
  * (`resilient_ai_sdk_retries`).
  */
-import { Failure, Resilient, type Settings } from "@resilient-ai/policy"
+import { Resilient, type Settings } from "@resilient-ai/policy"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
 import * as Runtime from "effect/Runtime"
-import { concat } from "./internal/bytes.js"
 import * as SdkCall from "./internal/sdkCall.js"
 import * as Target from "./Target.js"
 import * as Transport from "./Transport.js"
@@ -60,36 +59,6 @@ const replayable = async (
   }
   if (typeof body === "string") return body
   return new Uint8Array(await new Response(body).arrayBuffer())
-}
-
-/** Reads at most `limit` bytes of `response`'s body; more is `ResponseTooLarge`. */
-const readAll = (response: Response, limit: number): Effect.Effect<Uint8Array<ArrayBuffer>, Failure.Failure> =>
-  Effect.tryPromise({
-    try: async () => {
-      const chunks: Array<Uint8Array> = []
-      let size = 0
-      const reader = response.body?.getReader()
-      if (reader === undefined) return new Uint8Array(0)
-      for (;;) {
-        const { done, value } = await reader.read()
-        if (done) break
-        size += value.byteLength
-        if (size > limit) {
-          await reader.cancel()
-          throw new TooLarge(size)
-        }
-        chunks.push(value)
-      }
-      return concat(chunks, size)
-    },
-    catch: (error) =>
-      error instanceof TooLarge
-        ? new Failure.ResponseTooLarge({ status: response.status, limitBytes: limit })
-        : SdkCall.bodyFailed(error)
-  })
-
-class TooLarge {
-  constructor(readonly size: number) {}
 }
 
 /**
@@ -130,20 +99,9 @@ export const make = <E = never, R = never>(
           catch: (error) => Transport.fromRequestError(error, endpoint)
         }).pipe(
           Effect.tap((response) => SdkCall.entered(info, response.headers)),
-          Effect.flatMap((response): Effect.Effect<Response, Failure.Failure> => {
-            if (response.status < 400) {
-              return described.streams
-                ? SdkCall.firstChunk(response, model, answered)
-                : Effect.map(
-                  readAll(response, checked.maxResponseBytes),
-                  (bytes) => SdkCall.responseOf(SdkCall.kept(response, bytes))
-                )
-            }
-            return Effect.flatMap(
-              Effect.orElseSucceed(readAll(response, checked.maxResponseBytes), () => new Uint8Array(0)),
-              (bytes) => SdkCall.stopOn(answered, SdkCall.kept(response, bytes), model)
-            )
-          })
+          Effect.flatMap((response) =>
+            SdkCall.settle(response, { streams: described.streams, model, limit: checked.maxResponseBytes }, answered)
+          )
         )
       })
       const sdkKey = headers.get(idempotencyHeader)

@@ -56,6 +56,9 @@ const withoutCredentials = (request: HttpClientRequest.HttpClientRequest): HttpC
     request
   )
 
+/** Statuses a web `Response` refuses a body for. */
+const nullBodyStatus = new Set([204, 205, 304])
+
 const urlOf = (request: HttpClientRequest.HttpClientRequest): URL | undefined => {
   try {
     return new URL(request.url)
@@ -120,24 +123,23 @@ export const transform = <E = never, R = never>(
               answered.last = undefined
               const headers = new Headers(response.headers)
               SdkCall.entered(info, headers)
-              if (described.streams && response.status < 400) {
-                // Through a web stream, so the first chunk is read within the attempt and the rest
-                // after it, from the same read, by the SDK.
-                return Effect.flatMap(
-                  Stream.toReadableStreamEffect(Stream.mapError(response.stream, SdkCall.bodyFailed)),
-                  (body) =>
-                    Effect.map(
-                      SdkCall.firstChunk(new Response(body, { status: response.status, headers }), model, answered),
-                      (web) => HttpClientResponse.fromWeb(forTheSdk, web)
-                    )
-                )
-              }
-              return Effect.flatMap(Effect.mapError(response.arrayBuffer, SdkCall.bodyFailed), (buffer) => {
-                const answer = SdkCall.kept({ status: response.status, headers }, new Uint8Array(buffer))
-                return response.status < 400
-                  ? Effect.succeed(HttpClientResponse.fromWeb(forTheSdk, SdkCall.responseOf(answer)))
-                  : SdkCall.stopOn(answered, answer, model)
-              })
+              // Through a web stream, so a body is read within the attempt (a stream up to its first
+              // chunk) and the SDK reads the rest, from the same read.
+              return Effect.flatMap(
+                Stream.toReadableStreamEffect(Stream.mapError(response.stream, SdkCall.bodyFailed)),
+                (body) =>
+                  Effect.map(
+                    SdkCall.settle(
+                      new Response(nullBodyStatus.has(response.status) ? null : body, {
+                        status: response.status,
+                        headers
+                      }),
+                      { streams: described.streams, model, limit: checked.maxResponseBytes },
+                      answered
+                    ),
+                    (web) => HttpClientResponse.fromWeb(forTheSdk, web)
+                  )
+              )
             }
           )
           return SdkCall.resilientCall(adapter, {

@@ -11,6 +11,7 @@ import * as Stream from "effect/Stream"
 import * as ProviderError from "../ProviderError.js"
 import * as Target from "../Target.js"
 import * as Transport from "../Transport.js"
+import { concat } from "./bytes.js"
 
 /** What an adapter holds for its target: its state, its transport settings, a policy per model. */
 export interface Adapter {
@@ -158,6 +159,58 @@ export const responseOf = (answer: Answer): Response =>
 /** A body that had started and broke: the request was delivered, so it may have run. */
 export const bodyFailed = (error: unknown): Failure.Failure =>
   new Failure.ConnectionReset({ afterSend: true, detail: error instanceof Error ? error.message : String(error) })
+
+/** Reads at most `limit` bytes of `response`'s body; more is `ResponseTooLarge`, the rest unread. */
+export const readAtMost = (
+  response: Response,
+  limit: number
+): Effect.Effect<Uint8Array<ArrayBuffer>, Failure.Failure> =>
+  Effect.tryPromise({
+    try: async (interrupted) => {
+      const reader = response.body?.getReader()
+      if (reader === undefined) return new Uint8Array(0)
+      interrupted.addEventListener("abort", () => void reader.cancel().catch(() => undefined), { once: true })
+      const chunks: Array<Uint8Array> = []
+      let size = 0
+      for (;;) {
+        const { done, value } = await reader.read()
+        if (done) return concat(chunks, size)
+        size += value.byteLength
+        if (size > limit) {
+          void reader.cancel().catch(() => undefined)
+          throw new TooLarge()
+        }
+        chunks.push(value)
+      }
+    },
+    catch: (error) =>
+      error instanceof TooLarge
+        ? new Failure.ResponseTooLarge({ status: response.status, limitBytes: limit })
+        : bodyFailed(error)
+  })
+
+class TooLarge {}
+
+/**
+ * What an attempt makes of the provider's answer, in both adapters: a success read whole (at most
+ * `limit` bytes), or up to its first chunk when it streams; an error answer kept for the SDK and
+ * failed with its failure. An error body that cannot be read is still its status's failure.
+ */
+export const settle = (
+  response: Response,
+  call: { readonly streams: boolean; readonly model: string; readonly limit: number },
+  answered: Answered
+): Effect.Effect<Response, Failure.Failure> => {
+  if (response.status < 400) {
+    return call.streams
+      ? firstChunk(response, call.model, answered)
+      : Effect.map(readAtMost(response, call.limit), (bytes) => responseOf(kept(response, bytes)))
+  }
+  return Effect.flatMap(
+    Effect.orElseSucceed(readAtMost(response, call.limit), () => new Uint8Array(0)),
+    (bytes) => stopOn(answered, kept(response, bytes), call.model)
+  )
+}
 
 /** The provider's error, if the first chunk of a stream holds an error event instead of content. */
 const errorEventIn = (
