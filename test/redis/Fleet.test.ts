@@ -1,10 +1,8 @@
 import { assert, it } from "@effect/vitest"
-import { FaultServer } from "@resilient-ai/testing"
-import { type Duration, Effect } from "effect"
+import { Effect } from "effect"
 import { cpuHog } from "../cpuHog.js"
-import type { CallsReport } from "./fleet/member.js"
-import { lineOf, startMember } from "./fleet/process.js"
-import { describeRedis, freshPrefix, redisUrl } from "./support.js"
+import { type FleetRun, fleetRun } from "./fleet/run.js"
+import { describeRedis, redisUrl } from "./support.js"
 
 const callsEach = 40
 
@@ -15,58 +13,32 @@ const callsEach = 40
  */
 const floorPerWindow = 0.5 * 60
 
-/**
- * `members` OS processes calling one target through a fault server that answers every request
- * with 503: the retries the server saw from all of them together, and each member's report.
- */
-const fleetRun = (options: {
-  readonly members: number
-  readonly coordination: "redis" | "memory"
-  readonly commandTimeout?: Duration.DurationInput | undefined
-  /** What the members assume the fleet's size is until Redis tells them (`_FLEET_SIZE`). */
-  readonly fleetSize?: number | undefined
-}) =>
-  Effect.gen(function*() {
-    const server = yield* FaultServer.make({ otherwise: { _tag: "Status", status: 503, code: "overloaded" } })
-    const keyPrefix = freshPrefix()
-    const started = yield* Effect.forEach(
-      Array.from({ length: options.members }),
-      () =>
-        startMember({
-          _tag: "calls",
-          faultUrl: server.url,
-          redisUrl,
-          keyPrefix,
-          coordination: options.coordination,
-          commandTimeout: options.commandTimeout,
-          fleetSize: options.fleetSize,
-          calls: callsEach,
-          concurrency: 4
-        }),
-      { concurrency: "unbounded" }
-    )
-    const reports = yield* Effect.forEach(started, (member) =>
-      Effect.gen(function*() {
-        const exit = yield* member.exited
-        assert.strictEqual(exit.code, 0, exit.stderr)
-        return (yield* lineOf(member, "done")) as unknown as CallsReport
-      }))
-    for (const report of reports) {
-      assert.strictEqual(report.succeeded, 0)
-      assert.strictEqual((report.failed["budget"] ?? 0) + (report.failed["attempts"] ?? 0), callsEach)
+/** `members` processes calling through a fault server that answers every request with 503. */
+const failingRun = (options: Omit<FleetRun, "redisUrl" | "plan" | "calls">) =>
+  Effect.tap(
+    fleetRun({
+      ...options,
+      redisUrl,
+      calls: callsEach,
+      plan: { otherwise: { _tag: "Status", status: 503, code: "overloaded" } }
+    }),
+    ({ reports }) => {
+      for (const report of reports) {
+        assert.strictEqual(report.succeeded, 0)
+        assert.strictEqual((report.failed["budget"] ?? 0) + (report.failed["attempts"] ?? 0), callsEach)
+      }
     }
-    return { retries: (yield* server.arrivals).length - options.members * callsEach, reports }
-  }).pipe(Effect.scoped)
+  )
 
 describeRedis("a fleet of processes on one Redis", () => {
   it.live("4 processes share one retry budget while every request fails", () =>
     Effect.gen(function*() {
       // A command timeout no healthy Redis misses: every decision is one atomic script on Redis.
-      const shared = yield* fleetRun({ members: 4, coordination: "redis", commandTimeout: "1 second" })
+      const shared = yield* failingRun({ members: 4, coordination: "redis", commandTimeout: "1 second" })
       assert.deepStrictEqual(shared.reports.map((report) => report.fallbacks), [0, 0, 0, 0])
       assert.strictEqual(shared.retries, floorPerWindow, "retries the fault server saw, all processes")
 
-      const separate = yield* fleetRun({ members: 4, coordination: "memory" })
+      const separate = yield* failingRun({ members: 4, coordination: "memory" })
       assert.strictEqual(separate.retries, 4 * floorPerWindow, "each process spends a floor of its own")
     }), 60_000)
 
@@ -80,7 +52,7 @@ describeRedis("a fleet of processes on one Redis", () => {
         // count: on a busy machine they start seconds apart, and one that must decide alone before
         // Redis has counted the others would otherwise take the share of a smaller fleet (a run
         // without it saw 45 retries, fallbacks 48/0/0: 15 beyond the floor, a fleet of two's share).
-        const shared = yield* fleetRun({ members: 3, coordination: "redis", fleetSize: 3 })
+        const shared = yield* failingRun({ members: 3, coordination: "redis", fleetSize: 3 })
         // A member decides alone only when Redis did not answer in time, within its share of the
         // floor (a third) less what Redis granted it, and Redis counts those retries when it answers
         // again. What decisions made alone can add beyond the allowance is what the members Redis

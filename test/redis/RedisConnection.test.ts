@@ -72,3 +72,41 @@ it("refuses bad options given in code with one InvalidSettings naming them, and 
     "redis: url must start with redis:// or rediss://"
   )
 })
+
+it.effect("reads a Redis Cluster's seed nodes, comma-separated, or one seed node with REDIS_CLUSTER", () =>
+  Effect.gen(function*() {
+    const seeds = yield* RedisConnection.config().pipe(withEnv({
+      REDIS_URL: "redis://:s3cret-pass@10.0.0.1:7000, redis://:s3cret-pass@10.0.0.2:7000"
+    }))
+    assert.strictEqual(
+      Redacted.value(seeds.url),
+      "redis://:s3cret-pass@10.0.0.1:7000, redis://:s3cret-pass@10.0.0.2:7000"
+    )
+    assert.isUndefined(seeds.cluster)
+    const one = yield* RedisConnection.config().pipe(
+      withEnv({ REDIS_URL: "redis://10.0.0.1:7000", REDIS_CLUSTER: "yes" })
+    )
+    assert.isTrue(one.cluster)
+  }))
+
+it.effect("a cluster's settings that cannot be one are a ConfigError naming the rule", () =>
+  Effect.gen(function*() {
+    assert.include(
+      yield* configError({ REDIS_URL: "redis://a:7000,redis://b:7000", REDIS_CLUSTER: "no" }),
+      "REDIS_URL names 2 servers, which only a cluster has: set cluster, or name one server"
+    )
+    assert.include(
+      yield* configError({ REDIS_URL: "redis://a:7000/2", REDIS_CLUSTER: "true" }),
+      "REDIS_URL names a database, and a Redis Cluster has only database 0"
+    )
+    const badSeed = yield* configError({ REDIS_URL: `redis://a:7000,http://:${canary}@b:7000` })
+    assert.include(badSeed, "REDIS_URL names 2 URLs, and one must start with redis:// or rediss://")
+    assert.notInclude(badSeed, canary)
+  }))
+
+it("refuses a cluster's bad options given in code with InvalidSettings", () => {
+  assert.strictEqual(
+    invalidSettings(RedisConnection.make({ url: Redacted.make("redis://a:7000,redis://b:7000"), cluster: false })),
+    "redis: url names 2 servers, which only a cluster has: set cluster, or name one server"
+  )
+})

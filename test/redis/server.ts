@@ -3,7 +3,10 @@
  * ones a fault test can stop and start again.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs"
 import { createServer, Socket } from "node:net"
+import * as Os from "node:os"
+import * as Path from "node:path"
 
 /** The `redis-server` binary, or `undefined` when the machine has none. */
 export const redisServerBinary = (): string | undefined => {
@@ -97,5 +100,124 @@ export const startRedisServer = async (binary: string, args: ReadonlyArray<strin
     stop,
     pause: () => void child?.kill("SIGSTOP"),
     resume: () => void child?.kill("SIGCONT")
+  }
+}
+
+/** A Redis Cluster of the suite's own: its seed URLs, and a way to end it. */
+export interface RedisCluster {
+  /** Every node's URL, comma-separated, as `RedisConnection` takes a cluster's seeds. */
+  readonly url: string
+  readonly stop: () => Promise<void>
+}
+
+/**
+ * Sends `words` as one command on a connection of its own to `port`, and answers Redis's reply (one
+ * line of RESP, or the bulk it announces); "" if the server closed the connection without one, as
+ * `SHUTDOWN` does.
+ */
+export const command = (port: number, ...words: ReadonlyArray<string>): Promise<string> =>
+  new Promise((resolve, reject) => {
+    const socket = new Socket()
+    let received = ""
+    socket.setTimeout(2_000, () => {
+      socket.destroy()
+      reject(new Error(`no answer from port ${port} to ${words[0]}`))
+    })
+    socket.once("error", reject)
+    socket.once("close", () => resolve(received))
+    socket.on("data", (data) => {
+      received += data.toString()
+      const bulk = /^\$(\d+)\r\n/.exec(received)
+      if (bulk !== null ? received.length >= bulk[0].length + Number(bulk[1]) + 2 : received.endsWith("\r\n")) {
+        socket.destroy()
+        resolve(received)
+      }
+    })
+    socket.connect(
+      port,
+      "127.0.0.1",
+      () =>
+        socket.write(
+          `*${words.length}\r\n${words.map((word) => `$${Buffer.byteLength(word)}\r\n${word}\r\n`).join("")}`
+        )
+    )
+  })
+
+/**
+ * Starts `size` cluster-enabled servers that split the 16,384 slots between them, and waits until
+ * every node reports `cluster_state:ok`. Each node restarts by itself when it exits (as a
+ * supervisor would restart it), keeping its data in an append-only file, so a test can restart a
+ * node with `SHUTDOWN NOSAVE`. `.ci/run` starts the same with `redis-cli --cluster create`.
+ */
+export const startRedisCluster = async (binary: string, size = 3): Promise<RedisCluster> => {
+  const root = mkdtempSync(Path.join(Os.tmpdir(), "resilient-ai-cluster-"))
+  const ports = await Promise.all(Array.from({ length: size }, () => freePort()))
+  let stopping = false
+  const children = new Map<number, ChildProcess>()
+  const run = (port: number) => {
+    const dir = Path.join(root, String(port))
+    mkdirSync(dir, { recursive: true })
+    const child = spawn(binary, [
+      "--port",
+      String(port),
+      "--bind",
+      "127.0.0.1",
+      "--dir",
+      dir,
+      "--cluster-enabled",
+      "yes",
+      "--cluster-config-file",
+      "nodes.conf",
+      "--cluster-node-timeout",
+      "5000",
+      "--save",
+      "",
+      "--appendonly",
+      "yes",
+      "--appendfsync",
+      "always"
+    ], { stdio: "ignore" })
+    children.set(port, child)
+    child.once("exit", () => {
+      if (!stopping) setTimeout(() => run(port), 100)
+    })
+  }
+  ports.forEach(run)
+  await Promise.all(ports.map((port) => waitFor(() => ping(`redis://127.0.0.1:${port}`, 200), `cluster node ${port}`)))
+  const share = Math.ceil(16_384 / size)
+  await Promise.all(
+    ports.map((port, index) =>
+      command(
+        port,
+        "CLUSTER",
+        "ADDSLOTSRANGE",
+        String(index * share),
+        String(Math.min(16_383, (index + 1) * share - 1))
+      )
+    )
+  )
+  await Promise.all(ports.slice(1).map((port) => command(port, "CLUSTER", "MEET", "127.0.0.1", String(ports[0]))))
+  await waitFor(
+    async () =>
+      (await Promise.all(ports.map((port) => command(port, "CLUSTER", "INFO").catch(() => "")))).every((info) =>
+        info.includes("cluster_state:ok")
+      ),
+    "the cluster to reach cluster_state:ok",
+    30_000
+  )
+  return {
+    url: ports.map((port) => `redis://127.0.0.1:${port}`).join(","),
+    stop: async () => {
+      stopping = true
+      await Promise.all([...children.values()].map((child) =>
+        child.exitCode !== null || child.signalCode !== null
+          ? Promise.resolve()
+          : new Promise((resolve) => {
+            child.once("exit", resolve)
+            child.kill("SIGKILL")
+          })
+      ))
+      rmSync(root, { recursive: true, force: true })
+    }
   }
 }

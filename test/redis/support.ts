@@ -8,6 +8,9 @@ import { inject } from "vitest"
 /** The shared Redis, or "" when there is none (the tests are then skipped, and the setup says so). */
 export const redisUrl = inject("redisUrl")
 
+/** The three-node Redis Cluster's URLs, comma-separated, or "" when there is none. */
+export const redisClusterUrl = inject("redisClusterUrl")
+
 /** The `redis-server` binary, or "" when the machine has none. */
 export const redisServerBinary = inject("redisServerBinary")
 

@@ -9,6 +9,9 @@
  * connection refuses commands or Redis stays silent, it is marked down and callers decide in process
  * until a probe a little later finds Redis back. Fallbacks are counted in a metric, and logged once
  * per transition, not once per call.
+ *
+ * The Redis may be one server or a Redis (or Valkey) Cluster: every script's keys carry one hash
+ * tag per target and API key, so each runs on the node that owns that slot.
  */
 import { Settings } from "@resilient-ai/policy"
 import type * as Config from "effect/Config"
@@ -23,13 +26,22 @@ import * as MetricLabel from "effect/MetricLabel"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
-import { Redis } from "ioredis"
+import { Cluster, Redis } from "ioredis"
 import { hostname } from "node:os"
 
 /** Settings of the connection. */
 export interface Options {
-  /** `redis://[user:password@]host:port[/db]` or `rediss://…`; kept `Redacted`, it may hold a password. */
+  /**
+   * `redis://[user:password@]host:port[/db]` or `rediss://…`; kept `Redacted`, it may hold a
+   * password. A Redis Cluster's seed nodes, one or several separated by commas
+   * (`redis://10.0.0.1:6379,redis://10.0.0.2:6379`): the client finds the others from them.
+   */
   readonly url: Redacted.Redacted
+  /**
+   * Whether `url` names a Redis Cluster. Default: when it names several nodes. Set it for a
+   * cluster given by one seed node.
+   */
+  readonly cluster?: boolean | undefined
   /** Prepended to every key, so several applications can share one Redis. Default `resilient-ai`. */
   readonly keyPrefix?: string | undefined
   /**
@@ -56,9 +68,12 @@ export type Health = { readonly _tag: "up" } | {
   readonly retryAt: number
 }
 
+/** The client of one Redis server, or of a Redis Cluster. */
+export type Client = Redis | Cluster
+
 /** The shared connection. */
 export interface Service {
-  readonly client: Redis
+  readonly client: Client
   readonly keyPrefix: string
   /** This connection's name among a fleet's members: the fleet's size is learned from them. */
   readonly member: string
@@ -99,7 +114,7 @@ export const fallbacks = Metric.counter("resilient_ai_redis_fallbacks", {
 })
 
 /** Resolves `true` once `client` is ready, `false` if it is not within `millis`. */
-const readyWithin = (client: Redis, millis: number): Promise<boolean> =>
+const readyWithin = (client: Client, millis: number): Promise<boolean> =>
   client.status === "ready" ? Promise.resolve(true) : new Promise((resolve) => {
     const done = (ready: boolean) => {
       clearTimeout(timer)
@@ -161,11 +176,20 @@ const urlProblem = (url: string): string | undefined => {
   }
 }
 
+/** The URLs a setting names, comma-separated. */
+const urlsOf = (url: Redacted.Redacted<string>): Array<string> =>
+  Redacted.value(url).split(",").map((one) => one.trim()).filter((one) => one !== "")
+
 const Url = Settings.rule(Schema.RedactedFromSelf(Schema.String), (input) => {
   const url = Redacted.isRedacted(input) ? input : typeof input === "string" ? Redacted.make(input) : undefined
   if (url === undefined || typeof Redacted.value(url) !== "string") return Either.left("must be a redis:// URL")
-  const problem = urlProblem(Redacted.value(url) as string)
-  return problem === undefined ? Either.right(url as Redacted.Redacted<string>) : Either.left(problem)
+  const urls = urlsOf(url as Redacted.Redacted<string>)
+  if (urls.length === 0) return Either.left("must be a redis:// URL")
+  const problems = urls.map(urlProblem).filter((problem) => problem !== undefined)
+  if (problems.length > 0) {
+    return Either.left(urls.length === 1 ? problems[0]! : `names ${urls.length} URLs, and one ${problems[0]!}`)
+  }
+  return Either.right(url as Redacted.Redacted<string>)
 })
 
 const PositiveDuration = Settings.duration.pipe(
@@ -189,18 +213,67 @@ const KeyPrefix = Settings.rule(Schema.String, (input) =>
     ? Either.right(input)
     : Either.left(`must be letters, digits and : _ . -, got ${JSON.stringify(input)}`))
 
+/** What is wrong with the settings' URL as a Redis Cluster's, if they name one. */
+const clusterProblem = (
+  settings: { readonly url: Redacted.Redacted<string>; readonly cluster?: boolean }
+): Schema.FilterIssue | undefined => {
+  const urls = urlsOf(settings.url)
+  if (urls.length > 1 && settings.cluster === false) {
+    return {
+      path: ["url"],
+      message: `names ${urls.length} servers, which only a cluster has: set cluster, or name one server`
+    }
+  }
+  if ((urls.length > 1 || settings.cluster === true) && urls.some((url) => !/^\/?0?$/.test(new URL(url).pathname))) {
+    return { path: ["url"], message: "names a database, and a Redis Cluster has only database 0" }
+  }
+  return undefined
+}
+
 /** The rules of the connection's settings, defaults included. */
 const ConnectionSettings = Schema.Struct({
   url: Url,
+  cluster: Settings.optional(Settings.flag),
   keyPrefix: Settings.withDefault(KeyPrefix, "resilient-ai"),
   commandTimeout: Settings.withDefault(PositiveDuration, Duration.millis(50)),
   retryAfter: Settings.withDefault(PositiveDuration, Duration.seconds(1)),
   fleetSize: Settings.withDefault(FleetSize, 1)
-})
+}).pipe(Schema.filter((settings) => clusterProblem(settings) ?? true))
 
 type Checked = typeof ConnectionSettings.Type
 
 const decodeSettings = Settings.validate(ConnectionSettings, () => "redis")
+
+/** A Redis Cluster's client on its seed nodes; the first URL's credentials and TLS are every node's. */
+const clusterClient = (urls: ReadonlyArray<string>, connectTimeoutMillis: number): Cluster => {
+  const first = new URL(urls[0]!)
+  return new Cluster(
+    urls.map((url) => {
+      const { hostname, port } = new URL(url)
+      return { host: hostname.replace(/^\[|\]$/g, ""), port: Number(port || 6379) }
+    }),
+    {
+      // As for one server: fail at once while the cluster is unreachable, rather than queue.
+      enableOfflineQueue: false,
+      clusterRetryStrategy: (times) => Math.min(times * 100, 1_000),
+      slotsRefreshTimeout: connectTimeoutMillis,
+      // A node that restarts takes its slots with it for a moment: a command for them is retried
+      // briefly by the client, while the caller has long decided in process.
+      retryDelayOnFailover: 100,
+      redisOptions: {
+        ...(first.username === "" ? {} : { username: decodeURIComponent(first.username) }),
+        ...(first.password === "" ? {} : { password: decodeURIComponent(first.password) }),
+        ...(first.protocol === "rediss:" ? { tls: {} } : {}),
+        connectTimeout: connectTimeoutMillis,
+        maxRetriesPerRequest: 0
+      },
+      lazyConnect: false
+    }
+  )
+}
+
+/** The servers whose clocks a script may run on: a cluster's masters, or the one server. */
+const clocksOf = (client: Client): ReadonlyArray<Redis> => client instanceof Cluster ? client.nodes("master") : [client]
 
 /**
  * Opens the connection (closed with the scope), waiting for it a bounded time (four command timeouts,
@@ -223,16 +296,19 @@ const makeChecked = (options: Checked): Effect.Effect<Service, never, Scope.Scop
   const silenceMillis = 2 * commandTimeoutMillis
   return Effect.gen(function*() {
     const clock = yield* Effect.clock
-    const client = yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        new Redis(Redacted.value(options.url), {
-          connectTimeout: connectTimeoutMillis,
-          // Fail at once while disconnected: a queued command would block the call it decides for.
-          enableOfflineQueue: false,
-          maxRetriesPerRequest: 0,
-          retryStrategy: (times) => Math.min(times * 100, 1_000),
-          lazyConnect: false
-        })
+    const urls = urlsOf(options.url)
+    const client: Client = yield* Effect.acquireRelease(
+      Effect.sync((): Client =>
+        urls.length > 1 || options.cluster === true
+          ? clusterClient(urls, connectTimeoutMillis)
+          : new Redis(urls[0]!, {
+            connectTimeout: connectTimeoutMillis,
+            // Fail at once while disconnected: a queued command would block the call it decides for.
+            enableOfflineQueue: false,
+            maxRetriesPerRequest: 0,
+            retryStrategy: (times) => Math.min(times * 100, 1_000),
+            lazyConnect: false
+          })
       ),
       // A graceful QUIT lets the commands still on their way (a lease given back) finish, as long as
       // Redis answers; a silent one is not waited for longer than a command.
@@ -249,21 +325,46 @@ const makeChecked = (options: Checked): Effect.Effect<Service, never, Scope.Scop
     const now = () => clock.unsafeCurrentTimeMillis()
 
     // Redis's clock, read at every (re)connection and every few seconds: a command's void-after
-    // instant is set on it, so hosts need not agree on the time.
-    let estimate: ClockEstimate | undefined
-    const measureClock = async () => {
-      for (let reading = 0; reading < 3; reading++) {
-        const read = await readClock(client)
-        if (estimate === undefined || read.error <= errorOf(estimate, read.at)) estimate = read
-      }
-    }
+    // instant is set on it, so hosts need not agree on the time. A cluster's script runs on the node
+    // that owns its keys, so each master's clock is read, and a command is void on all of them by
+    // the time its caller stops waiting.
+    const estimates = new Map<string, ClockEstimate>()
+    const measureClock = () =>
+      Promise.allSettled(
+        clocksOf(client).map(async (node) => {
+          const name = `${node.options.host}:${node.options.port}`
+          for (let reading = 0; reading < 3; reading++) {
+            const read = await readClock(node)
+            const known = estimates.get(name)
+            if (known === undefined || read.error <= errorOf(known, read.at)) estimates.set(name, read)
+          }
+        })
+      ).then(() => {
+        if (estimates.size === 0) throw new Error("no clock read")
+      })
     const remeasure = () => {
       if (client.status === "ready") measureClock().catch(() => {})
     }
     client.on("ready", remeasure)
+    client.on("+node", remeasure)
     const clockTimer = setInterval(remeasure, 10_000)
     clockTimer.unref()
     yield* Effect.addFinalizer(() => Effect.sync(() => clearInterval(clockTimer)))
+    /**
+     * The clocks as one estimate: the earliest of them, and the widest error. A command is then void
+     * on every node by `voidAfter` (a node whose clock runs ahead voids it a little sooner), and a
+     * command that took effect is answered within the wait.
+     */
+    const clockAt = (now: number): ClockEstimate | undefined => {
+      let combined: ClockEstimate | undefined
+      for (const known of estimates.values()) {
+        const error = errorOf(known, now)
+        combined = combined === undefined
+          ? { offset: known.offset, error, at: now }
+          : { offset: Math.min(combined.offset, known.offset), error: Math.max(combined.error, error), at: now }
+      }
+      return combined
+    }
 
     // The first decisions should be the fleet's: wait for the connection, a bounded time, on
     // Node's timers (not Effect's clock, which a TestClock would hold still).
@@ -297,7 +398,7 @@ const makeChecked = (options: Checked): Effect.Effect<Service, never, Scope.Scop
     ): Promise<Asked<A>> =>
       new Promise((resolve) => {
         const sent = wallClock()
-        const known = estimate
+        const known = clockAt(sent)
         // Without Redis's clock no command can say when it stops counting: decide in process.
         if (known === undefined) {
           remeasure()
@@ -359,7 +460,12 @@ const makeChecked = (options: Checked): Effect.Effect<Service, never, Scope.Scop
           return fallback
         }
         return Effect.flatMap(Effect.promise(() => ask(command, late)), (asked) => {
-          if (asked._tag === "answered") return Effect.as(markUp, asked.value)
+          if (asked._tag === "answered") {
+            // A cluster's node that restarted reconnects without the client's "ready": an answer
+            // from Redis is the sign to send what it could not take.
+            if (resend.length > 0) sendAgain()
+            return Effect.as(markUp, asked.value)
+          }
           countFallback(operation)
           if (asked._tag === "failed") {
             const cause = asked.error instanceof Error ? asked.error.message : String(asked.error)
@@ -373,8 +479,11 @@ const makeChecked = (options: Checked): Effect.Effect<Service, never, Scope.Scop
       })
 
     // Commands to send again once the connection is back: it could not take them, or it failed
-    // before answering them.
+    // before answering them. They are tried again on the client's "ready", on any answer from
+    // Redis, and every `retryAfter` while some wait: a cluster's node that restarted comes back
+    // without the first, and a process whose last call is over sends no command for the second.
     const resend: Array<() => Promise<unknown>> = []
+    let resendTimer: ReturnType<typeof setTimeout> | undefined
     const sendOrKeep = (command: () => Promise<unknown>) =>
       new Promise<void>((resolve) => {
         // Stop waiting after the command timeout; the command itself goes on.
@@ -386,14 +495,19 @@ const makeChecked = (options: Checked): Effect.Effect<Service, never, Scope.Scop
           },
           () => {
             resend.push(command)
+            resendTimer ??= setTimeout(sendAgain, retryAfterMillis).unref()
             clearTimeout(timer)
             resolve()
           }
         )
       })
-    client.on("ready", () => {
+    const sendAgain = () => {
+      clearTimeout(resendTimer)
+      resendTimer = undefined
       for (const command of resend.splice(0)) void sendOrKeep(command)
-    })
+    }
+    client.on("ready", sendAgain)
+    yield* Effect.addFinalizer(() => Effect.sync(() => clearTimeout(resendTimer)))
     const tell: Service["tell"] = (command) => Effect.promise(() => sendOrKeep(command))
 
     return {
@@ -415,6 +529,7 @@ export const layer = (options: Options): Layer.Layer<RedisConnection, Settings.I
 /** The environment variable of each setting, after the prefix and `_`. */
 const variables: Settings.Variables = [
   [["url"], "URL"],
+  [["cluster"], "CLUSTER"],
   [["keyPrefix"], "KEY_PREFIX"],
   [["commandTimeout"], "COMMAND_TIMEOUT"],
   [["retryAfter"], "RETRY_AFTER"],
@@ -422,7 +537,8 @@ const variables: Settings.Variables = [
 ]
 
 /**
- * Settings read under `prefix` (default `REDIS`): `{prefix}_URL` (required), `_KEY_PREFIX`,
+ * Settings read under `prefix` (default `REDIS`): `{prefix}_URL` (required; a cluster's seed nodes
+ * comma-separated), `_CLUSTER` (true or false), `_KEY_PREFIX`,
  * `_COMMAND_TIMEOUT` and `_RETRY_AFTER` (milliseconds, or a duration such as "50 millis"),
  * `_FLEET_SIZE` (a whole number), with the rules of the options object. Bad values are one
  * `ConfigError` naming each variable and its rule, when the layer is built.

@@ -2,9 +2,10 @@
  * One process of a fleet, for the fleet and lease tests: started as a separate OS process by
  * `process.ts`, told what to do by one JSON argument, it reports on stdout as JSON lines.
  *
- * - `calls`: makes `calls` chat calls, `concurrency` at a time, through a managed target whose
- *   budget and gate live on Redis (`coordination: "redis"`) or in this process (`"memory"`), and
- *   reports how each call ended and how many decisions fell back to the process.
+ * - `calls`: makes `calls` chat calls (or calls until its stdin ends), `concurrency` at a time,
+ *   through a managed target whose budget and gate live on Redis (`coordination: "redis"`) or in
+ *   this process (`"memory"`), and reports how each call ended and how many decisions fell back to
+ *   the process.
  * - `hold`: takes `permits` permits of a Redis gate, says so, and holds them until it is killed.
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
@@ -20,7 +21,8 @@ export type Task =
     readonly redisUrl: string
     readonly keyPrefix: string
     readonly coordination: "redis" | "memory"
-    readonly calls: number
+    /** How many calls; or calls until the member's stdin ends, for a run as long as the test needs. */
+    readonly calls: number | "until stdin ends"
     readonly concurrency: number
     /** The connection's command timeout; the connection's own default (50 ms) when absent. */
     readonly commandTimeout?: Duration.DurationInput | undefined
@@ -41,6 +43,7 @@ export type Task =
 export interface CallsReport {
   readonly _tag: "done"
   readonly pid: number
+  readonly made: number
   readonly succeeded: number
   readonly failed: Readonly<Record<string, number>>
   readonly fallbacks: number
@@ -86,19 +89,31 @@ const calls = (task: Extract<Task, { _tag: "calls" }>) => {
     const model = yield* ModelClient.ModelClient
     const failed: Record<string, number> = {}
     let succeeded = 0
-    yield* Effect.forEach(
-      Array.from({ length: task.calls }),
-      () =>
-        model.chat({ messages: [{ role: "user", content: "hello" }] }).pipe(
-          Effect.match({
-            onSuccess: () => void succeeded++,
-            onFailure: (failure) => void (failed[failure.reason] = (failed[failure.reason] ?? 0) + 1)
-          })
-        ),
-      { concurrency: task.concurrency, discard: true }
-    )
+    let made = 0
+    let stdinOpen = true
+    if (task.calls === "until stdin ends") {
+      process.stdin.on("end", () => (stdinOpen = false)).resume()
+    }
+    const another = () => task.calls === "until stdin ends" ? stdinOpen : made < task.calls
+    const worker: Effect.Effect<void> = Effect.suspend(() => {
+      if (!another()) return Effect.void
+      made++
+      return model.chat({ messages: [{ role: "user", content: "hello" }] }).pipe(
+        Effect.match({
+          onSuccess: () => void succeeded++,
+          onFailure: (failure) => void (failed[failure.reason] = (failed[failure.reason] ?? 0) + 1)
+        }),
+        Effect.zipRight(worker)
+      )
+    })
+    yield* Effect.all(Array.from({ length: task.concurrency }, () => worker), {
+      concurrency: "unbounded",
+      discard: true
+    })
     const fallbacks = yield* Metric.value(RedisConnection.fallbacks.pipe(Metric.tagged("operation", "budget")))
-    yield* say({ _tag: "done", pid: process.pid, succeeded, failed, fallbacks: fallbacks.count } satisfies CallsReport)
+    yield* say(
+      { _tag: "done", pid: process.pid, made, succeeded, failed, fallbacks: fallbacks.count } satisfies CallsReport
+    )
   }).pipe(Effect.provide(client))
 }
 

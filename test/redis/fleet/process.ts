@@ -13,6 +13,8 @@ export interface Member {
   readonly pid: number
   readonly lines: () => ReadonlyArray<Record<string, unknown>>
   readonly kill: (signal: NodeJS.Signals) => void
+  /** Ends its stdin: a member making calls until then finishes those under way and reports. */
+  readonly endInput: () => void
   /** Resolves when it exits, with its exit code and stderr. */
   readonly exited: Effect.Effect<{ readonly code: number | null; readonly stderr: string }>
 }
@@ -45,6 +47,7 @@ export const startMember = (task: Task) =>
             JSON.parse(line) as Record<string, unknown>
           ),
         kill: (signal) => child.kill(signal),
+        endInput: () => child.stdin.end(),
         exited: Effect.promise(() => ended)
       }
     }),

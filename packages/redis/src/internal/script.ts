@@ -1,4 +1,4 @@
-import type { Redis } from "ioredis"
+import type { Client } from "../RedisConnection.js"
 
 /**
  * How long a process counts as a member of a target's fleet after its last decision: the fleet
@@ -44,7 +44,7 @@ export const never = Number.MAX_VALUE
  * Registers `body` (which may read `keys`, `args`, `fleet` and `redisNow`) under `name` on `client`,
  * once per client, behind the shared prologue.
  */
-export const register = (client: Redis, name: string, keyCount: number, body: string): void => {
+export const register = (client: Client, name: string, keyCount: number, body: string): void => {
   if (typeof (client as unknown as Record<string, unknown>)[name] !== "function") {
     client.defineCommand(name, { numberOfKeys: keyCount + 1, lua: prologue + body })
   }
