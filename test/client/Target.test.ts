@@ -124,6 +124,7 @@ describe("Failover.shouldFailOver", () => {
       budget: true,
       deadline: false,
       shed: true,
+      "rate-limited-locally": true,
       "retry-after-too-long": true,
       deferred: false
     })

@@ -42,6 +42,15 @@ const table: { readonly [K in Tag]: ReadonlyArray<Row<K>> } = {
   ],
   DeadlineExceeded: [[new Failure.DeadlineExceeded({ deadline: 1000, phase: "sleep" }), "terminal"]],
   Shed: [[new Failure.Shed({ target: "pool", limit: 4, inFlight: 4 }), "terminal"]],
+  RateLimitedLocally: [[
+    new Failure.RateLimitedLocally({
+      target: "openai",
+      dimension: "tokens",
+      availableAt: 1_000,
+      retryAfter: Duration.seconds(1)
+    }),
+    "terminal"
+  ]],
   Cancelled: [[new Failure.Cancelled({ reason: "AbortSignal aborted" }), "terminal"]]
 }
 
@@ -59,7 +68,7 @@ const statusFailures = {
 describe("Classifier", () => {
   describe("classifyDefault", () => {
     it("gives every failure class its documented verdict", () => {
-      assert.strictEqual(Object.keys(table).length, 17)
+      assert.strictEqual(Object.keys(table).length, 18)
       for (const [failure, verdict] of cases) {
         assert.strictEqual(verdictOf(failure), verdict, failure.message)
       }

@@ -511,6 +511,12 @@ const anyFailure: fc.Arbitrary<Failure.Failure> = fc.oneof(
     phase: fc.constantFrom("before-attempt" as const, "attempt" as const, "sleep" as const, "queue" as const)
   }).map((fields) => new Failure.DeadlineExceeded(fields)),
   fc.record({ target: fc.string(), limit: fc.nat(), inFlight: fc.nat() }).map((fields) => new Failure.Shed(fields)),
+  fc.record({
+    target: fc.string(),
+    dimension: fc.constantFrom("requests" as const, "tokens" as const),
+    availableAt: fc.nat(),
+    retryAfter: fc.nat().map(Duration.millis)
+  }).map((fields) => new Failure.RateLimitedLocally(fields)),
   fc.string().map((reason) => new Failure.Cancelled({ reason }))
 )
 
@@ -522,6 +528,7 @@ const alwaysTerminal: ReadonlySet<Failure.Failure["_tag"]> = new Set([
   "ContractViolation",
   "DeadlineExceeded",
   "Shed",
+  "RateLimitedLocally",
   "Cancelled"
 ])
 const hasSpecialCode = (failure: Failure.Failure) =>

@@ -25,6 +25,8 @@ const failsOverOn: ReadonlySet<Failure.StopReason> = new Set([
   "attempts",
   "budget",
   "shed",
+  // This key's pace has no room before the deadline; another target's key may.
+  "rate-limited-locally",
   "retry-after-too-long"
 ])
 

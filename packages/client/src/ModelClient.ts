@@ -74,7 +74,8 @@ const servicesFor = (target: Target.Target): Effect.Effect<Services, Settings.In
       target: target.name,
       apiKey: target.apiKey,
       budget: policy.budget,
-      gate: policy.gate
+      gate: policy.gate,
+      rateLimit: policy.rateLimit
     })
   })
 
@@ -117,7 +118,7 @@ const makeWith = (
         ChatCompletion.ChatCompletion,
         (completion) => completion.usage
       ).pipe(
-        Resilient.retryWith(policyFor(model), resilient, options)
+        Resilient.retryWith(policyFor(model), resilient, { tokens: ChatCompletion.tokensOf(request), ...options })
       )
     }
 
@@ -131,7 +132,11 @@ const makeWith = (
         Embeddings.Embeddings,
         (result) => result.usage
       ).pipe(
-        Resilient.retryWith(policyFor(model), resilient, { replaySafe: true, ...options })
+        Resilient.retryWith(policyFor(model), resilient, {
+          replaySafe: true,
+          tokens: Embeddings.tokensOf(request),
+          ...options
+        })
       )
     }
 
@@ -146,7 +151,11 @@ const makeWith = (
         (chunk) => chunk.usage,
         policy.attemptTimeout
       )
-      return Resilient.retryStreamWith(post, policy, resilient, options).pipe(Stream.provideContext(context))
+      return Resilient.retryStreamWith(post, policy, resilient, {
+        tokens: ChatCompletion.tokensOf(request),
+        ...options
+      })
+        .pipe(Stream.provideContext(context))
     }
 
     return { target, chat, embeddings, chatStream }

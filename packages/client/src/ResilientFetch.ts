@@ -108,6 +108,7 @@ export const make = <E = never, R = never>(
       return SdkCall.resilientCall(adapter, {
         url,
         model,
+        tokens: described.tokens,
         requestId: sdkKey ?? undefined,
         body,
         retryCount: headers.get("x-stainless-retry-count"),

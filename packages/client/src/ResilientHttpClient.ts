@@ -145,6 +145,7 @@ export const transform = <E = never, R = never>(
           return SdkCall.resilientCall(adapter, {
             url,
             model,
+            tokens: described.tokens,
             requestId,
             body: bodyBytes(request),
             retryCount: request.headers["x-stainless-retry-count"],

@@ -70,6 +70,12 @@ export interface Target {
   readonly budget: { readonly ratio: number; readonly minPerSecond: number; readonly shareWhenRetriesFail: number }
   /** In-flight calls allowed at once. */
   readonly concurrency: number
+  /**
+   * The provider's limits for the key, per minute: calls are paced under them (`RateLimiter`).
+   * Infinite unless set: the limits the provider states in its headers are learned either way.
+   */
+  readonly requestsPerMinute: number
+  readonly tokensPerMinute: number
   /** The header every attempt of a call carries its request id in. */
   readonly idempotencyHeader: string
   readonly maxResponseBytes: number
@@ -102,6 +108,8 @@ export interface Options extends
     }
     | undefined
   readonly concurrency?: number | undefined
+  readonly requestsPerMinute?: number | undefined
+  readonly tokensPerMinute?: number | undefined
   readonly idempotencyHeader?: string | undefined
   readonly maxResponseBytes?: number | undefined
   readonly connectTimeout?: Duration.DurationInput | undefined
@@ -111,6 +119,8 @@ type Defaults = Omit<Target, "name" | "kind" | "baseUrl" | "model" | "apiKey" | 
 
 /** The defaults both kinds share. */
 const commonDefaults = {
+  requestsPerMinute: Number.POSITIVE_INFINITY,
+  tokensPerMinute: Number.POSITIVE_INFINITY,
   idempotencyHeader: "Idempotency-Key",
   maxResponseBytes: 8 * 1024 * 1024,
   maxRetryAfter: Duration.seconds(60),
@@ -173,6 +183,8 @@ const variables: Settings.Variables = [
   [["budget", "minPerSecond"], "BUDGET_MIN_PER_SECOND"],
   [["budget", "shareWhenRetriesFail"], "BUDGET_SHARE_WHEN_RETRIES_FAIL"],
   [["concurrency"], "CONCURRENCY"],
+  [["requestsPerMinute"], "REQUESTS_PER_MINUTE"],
+  [["tokensPerMinute"], "TOKENS_PER_MINUTE"],
   [["idempotencyHeader"], "IDEMPOTENCY_HEADER"],
   [["maxResponseBytes"], "MAX_RESPONSE_BYTES"],
   [["connectTimeout"], "CONNECT_TIMEOUT"]
@@ -290,6 +302,8 @@ const settingsFor = (kind: Kind) => {
       defaults.budget
     ),
     concurrency: withDefault(Settings.integerAtLeast(1), defaults.concurrency),
+    requestsPerMinute: withDefault(Settings.integerAtLeast(1, { orInfinite: true }), defaults.requestsPerMinute),
+    tokensPerMinute: withDefault(Settings.integerAtLeast(1, { orInfinite: true }), defaults.tokensPerMinute),
     idempotencyHeader: withDefault(
       text((value) =>
         !/^[A-Za-z0-9-]+$/.test(value)
@@ -390,6 +404,7 @@ export const policyFor = (target: Target, model: string = target.model): Resilie
       Duration.min(Duration.millis(100), Duration.divide(attemptTimeout, 2).pipe(Option.getOrThrow)),
     budget: target.budget,
     gate: { limit: target.concurrency, mode: gateMode(target) },
+    rateLimit: { requestsPerMinute: target.requestsPerMinute, tokensPerMinute: target.tokensPerMinute },
     classify: classifierFor(target).classify
   }
 }
@@ -409,7 +424,8 @@ const classifierFor = (target: Target): Classifier.Service =>
  * `{prefix}_BASE_URL`, `_MODEL`, `_API_KEY` (required for a managed target), `_ATTEMPT_TIMEOUT`,
  * `_ATTEMPT_TIMEOUTS` (`model=duration,…`), `_MAX_ATTEMPTS`, `_BASE_DELAY`, `_MAX_DELAY`,
  * `_HINT_SPREAD`, `_MAX_RETRY_AFTER`, `_MIN_ATTEMPT_TIME`, `_REPLAY_SAFE`, `_PROPAGATE_TRACE`,
- * `_BUDGET_RATIO`, `_BUDGET_MIN_PER_SECOND`, `_BUDGET_SHARE_WHEN_RETRIES_FAIL`, `_CONCURRENCY`, `_IDEMPOTENCY_HEADER`,
+ * `_BUDGET_RATIO`, `_BUDGET_MIN_PER_SECOND`, `_BUDGET_SHARE_WHEN_RETRIES_FAIL`, `_CONCURRENCY`,
+ * `_REQUESTS_PER_MINUTE`, `_TOKENS_PER_MINUTE`, `_IDEMPOTENCY_HEADER`,
  * `_MAX_RESPONSE_BYTES`, `_CONNECT_TIMEOUT`. The rules are those of the options object (`managed`, `selfHosted`);
  * anything invalid is one `ConfigError` naming every bad variable and the rule it breaks.
  */

@@ -15,7 +15,7 @@ import * as HttpClient from "@effect/platform/HttpClient"
 import type * as HttpClientError from "@effect/platform/HttpClientError"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
-import { Failure, Metrics, Resilient } from "@resilient-ai/policy"
+import { Failure, Metrics, RateLimiter, Resilient } from "@resilient-ai/policy"
 import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
@@ -239,6 +239,7 @@ const recordUsage = (
   info: Resilient.AttemptInfo | undefined
 ): void => {
   if (usage === undefined || usage === null) return
+  info?.reportUsage(usage.prompt_tokens + (usage.completion_tokens ?? 0))
   const metrics = Metrics.forTarget(endpoint.target, model)
   metrics.tokens("prompt").unsafeUpdate(usage.prompt_tokens, [])
   info?.annotate("promptTokens", usage.prompt_tokens)
@@ -246,6 +247,12 @@ const recordUsage = (
     metrics.tokens("completion").unsafeUpdate(usage.completion_tokens, [])
     info?.annotate("completionTokens", usage.completion_tokens)
   }
+}
+
+/** Tells the attempt the limits the provider stated in an answer's headers, when it stated any. */
+export const reportLimits = (info: Resilient.AttemptInfo, header: (name: string) => string | null | undefined) => {
+  const limits = RateLimiter.limitsOf(header)
+  if (limits.requestsPerMinute !== undefined || limits.tokensPerMinute !== undefined) info.reportLimits(limits)
 }
 
 /** Where an attempt finds the HTTP client it sends with, and the attempt it is. */
@@ -373,6 +380,7 @@ const send = <A, B, R, RR>(
           // The platform's headers are a record of lower-case names: looked up, not searched.
           const providerRequestId = response.headers["x-request-id"] ?? response.headers["request-id"]
           if (providerRequestId !== undefined) info.annotate("providerRequestId", providerRequestId)
+          reportLimits(info, (name) => response.headers[name])
         }
         return response.status >= 400
           ? errorResponse(response, endpoint, call.model)

@@ -83,6 +83,7 @@ export const classifyDefault = (failure: Failure.Failure): Verdict => {
     case "ContractViolation":
     case "DeadlineExceeded":
     case "Shed":
+    case "RateLimitedLocally":
     case "Cancelled":
       return "terminal"
   }

@@ -1,6 +1,6 @@
 /**
- * Where each target's retry budget and concurrency gate live: the one seam through which every
- * resilient call gets them, whether it is made by `Resilient.retry` or by a `ModelClient`.
+ * Where each target's retry budget, concurrency gate and rate limiter live: the one seam through
+ * which every resilient call gets them, whether it is made by `Resilient.retry` or by a `ModelClient`.
  *
  * By default they live in this process. Providing another `Coordination` moves them, with no
  * change to the code that calls: `RedisCoordination` (in `@resilient-ai/redis`) shares them across
@@ -26,6 +26,7 @@ import * as Layer from "effect/Layer"
 import type * as Redacted from "effect/Redacted"
 import * as ConcurrencyGate from "./ConcurrencyGate.js"
 import { Learned } from "./internal/learned.js"
+import * as RateLimiter from "./RateLimiter.js"
 import * as RetryBudget from "./RetryBudget.js"
 import type { InvalidSettings } from "./Settings.js"
 
@@ -40,10 +41,19 @@ export interface GateOptions extends ConcurrencyGate.Options {
   readonly apiKey?: Redacted.Redacted | undefined
 }
 
-/** Builds budgets and gates. Bad options fail with `InvalidSettings` naming them, as `RetryBudget.make` does. */
+/** The rate limiter of one target, called with one API key (a provider's limits are per key). */
+export interface RateLimiterOptions extends RateLimiter.Options {
+  readonly apiKey?: Redacted.Redacted | undefined
+}
+
+/** Builds budgets, gates and rate limiters. Bad options fail with `InvalidSettings` naming them, as `RetryBudget.make` does. */
 export interface Service {
   readonly budget: (options: BudgetOptions) => Effect.Effect<RetryBudget.Service, InvalidSettings>
   readonly gate: (options: GateOptions) => Effect.Effect<ConcurrencyGate.Service, InvalidSettings>
+  /** Without it, each target's rate limiter is in this process's memory. */
+  readonly rateLimiter?:
+    | ((options: RateLimiterOptions) => Effect.Effect<RateLimiter.Service, InvalidSettings>)
+    | undefined
 }
 
 /** Where budgets and gates live. Optional: without it, they live in the process. */
@@ -52,7 +62,8 @@ export class Coordination extends Context.Tag("@resilient-ai/policy/Coordination
 /** Budgets and gates in this process's memory. */
 export const makeMemory = (): Service => ({
   budget: (options) => RetryBudget.make(options),
-  gate: (options) => ConcurrencyGate.make(options)
+  gate: (options) => ConcurrencyGate.make(options),
+  rateLimiter: (options) => RateLimiter.make(options)
 })
 
 /** The process's own coordination: what is used when no `Coordination` is provided. */
@@ -74,13 +85,15 @@ export const layerMemory: Layer.Layer<Coordination> = Layer.sync(Coordination, m
 export const layerWith = (parts: {
   readonly budget?: RetryBudget.Service | undefined
   readonly gate?: ConcurrencyGate.Service | undefined
+  readonly rateLimiter?: RateLimiter.Service | undefined
 }): Layer.Layer<Coordination> =>
   Layer.sync(Coordination, () => {
     const base = makeMemory()
-    const { budget, gate } = parts
+    const { budget, gate, rateLimiter } = parts
     return {
       budget: budget === undefined ? base.budget : () => Effect.succeed(budget),
-      gate: gate === undefined ? base.gate : () => Effect.succeed(gate)
+      gate: gate === undefined ? base.gate : () => Effect.succeed(gate),
+      rateLimiter: rateLimiter === undefined ? base.rateLimiter : () => Effect.succeed(rateLimiter)
     }
   })
 
@@ -97,20 +110,29 @@ export interface TargetOptions {
   readonly budget?: RetryBudget.Options | undefined
   /** Without one, in-flight calls are not limited (the target's health is still tracked). */
   readonly gate?: Omit<ConcurrencyGate.Options, "target"> | undefined
+  /** Without limits, calls are paced only once the provider's headers state them. */
+  readonly rateLimit?: Omit<RateLimiter.Options, "target"> | undefined
 }
 
-/** A target's state: its budget and gate, and what its calls have learned (per model). */
+/** A target's state: its budget, gate and rate limiter, and what its calls have learned (per model). */
 export interface TargetServices {
   readonly budget: RetryBudget.Service
   readonly gate: ConcurrencyGate.Service
+  readonly limiter: RateLimiter.Service
   readonly learned: Learned
 }
 
-/** A target's state from a budget and a gate made elsewhere: for `Resilient.retryWith`. */
+/** A target's state from a budget and a gate (and a rate limiter) made elsewhere: for `Resilient.retryWith`. */
 export const targetServices = (parts: {
   readonly budget: RetryBudget.Service
   readonly gate: ConcurrencyGate.Service
-}): TargetServices => ({ budget: parts.budget, gate: parts.gate, learned: new Learned() })
+  readonly limiter?: RateLimiter.Service | undefined
+}): TargetServices => ({
+  budget: parts.budget,
+  gate: parts.gate,
+  limiter: parts.limiter ?? RateLimiter.unlimited,
+  learned: new Learned()
+})
 
 /** A target's services, once made; or the making that callers who came meanwhile wait for. */
 type Entry =
@@ -155,11 +177,13 @@ export const servicesOf = (
     const made = Deferred.unsafeMake<TargetServices, InvalidSettings>(FiberId.none)
     entries.set(options.apiKey, { _tag: "Making", made })
     const { apiKey, target } = options
-    return Effect.zipWith(
-      coordination.budget({ ...options.budget, target, apiKey }),
-      coordination.gate({ limit: Number.POSITIVE_INFINITY, ...options.gate, target, apiKey }),
-      (budget, gate) => targetServices({ budget, gate })
-    ).pipe(
+    const limiterOptions = { ...options.rateLimit, target, apiKey }
+    return Effect.all({
+      budget: coordination.budget({ ...options.budget, target, apiKey }),
+      gate: coordination.gate({ limit: Number.POSITIVE_INFINITY, ...options.gate, target, apiKey }),
+      limiter: coordination.rateLimiter?.(limiterOptions) ?? RateLimiter.make(limiterOptions)
+    }).pipe(
+      Effect.map(targetServices),
       // Made whole or not at all: an interrupted maker would leave its waiters waiting.
       Effect.uninterruptible,
       Effect.onExit((exit) => {

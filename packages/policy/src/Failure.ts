@@ -224,6 +224,24 @@ export class Shed extends Data.TaggedError("Shed")<{
 }
 
 /**
+ * The key's pace, kept by this process or fleet, has no room for the call before its deadline: the
+ * provider was not asked. `availableAt` (epoch ms) says when capacity returns.
+ */
+export class RateLimitedLocally extends Data.TaggedError("RateLimitedLocally")<{
+  readonly target: string
+  /** The limit that has no room: requests per minute, or tokens per minute. */
+  readonly dimension: "requests" | "tokens"
+  readonly availableAt: number
+  readonly retryAfter: Duration.Duration
+}> {
+  override get message() {
+    return `${this.target} is paced to its ${this.dimension}-per-minute limit: room again in ${
+      Duration.format(this.retryAfter)
+    }, after the call's deadline; not sent`
+  }
+}
+
+/**
  * The work was aborted by something other than this fiber's interruption, such as an SDK honouring
  * an `AbortSignal` it was handed. Never retried: someone decided the work is no longer wanted.
  */
@@ -253,6 +271,7 @@ export type Failure =
   | ContractViolation
   | DeadlineExceeded
   | Shed
+  | RateLimitedLocally
   | Cancelled
 
 const everyFailureTag: Record<Failure["_tag"], null> = {
@@ -272,6 +291,7 @@ const everyFailureTag: Record<Failure["_tag"], null> = {
   ContractViolation: null,
   DeadlineExceeded: null,
   Shed: null,
+  RateLimitedLocally: null,
   Cancelled: null
 }
 
@@ -297,6 +317,8 @@ export type StopReason =
   | "deadline"
   /** the concurrency gate was full and the target sheds */
   | "shed"
+  /** the key's pace had no room for the call before its deadline (`RateLimitedLocally`) */
+  | "rate-limited-locally"
   /**
    * the provider asked to wait longer than the policy will sleep, or than the call's time left
    * allows: this target cannot serve the call in time, another may
@@ -312,6 +334,7 @@ const everyStopReason: Record<StopReason, null> = {
   budget: null,
   deadline: null,
   shed: null,
+  "rate-limited-locally": null,
   "retry-after-too-long": null,
   deferred: null
 }

@@ -38,6 +38,7 @@ import * as Failure from "./Failure.js"
 import * as Attempts from "./internal/attempt.js"
 import { type Judge, runSequence } from "./internal/sequence.js"
 import { streamSequence } from "./internal/streaming.js"
+import * as RateLimiter from "./RateLimiter.js"
 import * as RetryBudget from "./RetryBudget.js"
 import * as Settings from "./Settings.js"
 
@@ -75,6 +76,8 @@ export interface Policy {
   readonly budget: RetryBudget.Options
   /** What the target's gate is made from, on its first call. */
   readonly gate: Omit<ConcurrencyGate.Options, "target">
+  /** What the target's rate limiter is made from, on its first call. */
+  readonly rateLimit: Omit<RateLimiter.Options, "target">
   /** Judges the toolkit's failures; `undefined`: the `Classifier` in context (`classifyDefault`). */
   readonly classify: ((failure: Failure.Failure) => Classifiers.Verdict) | undefined
 }
@@ -108,6 +111,11 @@ export interface PolicyOptions {
   readonly budget?: RetryBudget.Options | undefined
   /** The target's concurrency gate. Default: no limit on calls in flight (the target's health is still tracked). */
   readonly gate?: Omit<ConcurrencyGate.Options, "target"> | undefined
+  /**
+   * The target's pace under the provider's per-key limits (requests and tokens per minute). Default:
+   * none set; the limits the provider states in its headers are learned.
+   */
+  readonly rateLimit?: Omit<RateLimiter.Options, "target"> | undefined
   /** Judges the toolkit's failures, for a provider that speaks differently. Default: the `Classifier` in context. */
   readonly classify?: ((failure: Failure.Failure) => Classifiers.Verdict) | undefined
 }
@@ -134,6 +142,7 @@ const PolicySettings = Schema.Struct({
   replaySafe: Settings.withDefault(Settings.flag, false),
   budget: Settings.withDefault(Schema.Object, {}),
   gate: Settings.withDefault(Schema.Object, {}),
+  rateLimit: Settings.withDefault(Schema.Object, {}),
   classify: Settings.optional(
     Schema.declare(
       (input: unknown): input is (failure: Failure.Failure) => Classifiers.Verdict => typeof input === "function",
@@ -156,7 +165,11 @@ const PolicySettings = Schema.Struct({
       onLeft: (invalid) => invalid.problems.map((problem) => ({ path: ["gate"], message: problem })),
       onRight: () => []
     }
-  )
+  ),
+  ...Either.match(RateLimiter.settings({ ...settings.rateLimit, target: settings.target }), {
+    onLeft: (invalid) => invalid.problems.map((problem) => ({ path: ["rateLimit"], message: problem })),
+    onRight: () => []
+  })
 ]))
 
 const decodePolicy = Settings.validate(PolicySettings, (input) => {
@@ -189,6 +202,7 @@ export const policy = (options: PolicyOptions): Effect.Effect<Policy, Settings.I
     replaySafe: settings.replaySafe,
     budget: settings.budget as RetryBudget.Options,
     gate: settings.gate as Omit<ConcurrencyGate.Options, "target">,
+    rateLimit: settings.rateLimit as Omit<RateLimiter.Options, "target">,
     classify: settings.classify
   }))
 
@@ -205,6 +219,16 @@ export interface CallOptions {
    * else is a defect of the caller), as openai-node's per-request `maxRetries` does.
    */
   readonly maxAttempts?: number | undefined
+  /**
+   * The tokens each attempt may use (its prompt's estimate and its `max_tokens`): what it reserves
+   * of the target's tokens per minute, settled with the usage its transport reports. Default 0.
+   */
+  readonly tokens?: number | undefined
+  /**
+   * Which lane the call waits in when the target's pace is full: `interactive` (the default) keeps
+   * its turn; `batch` yields to interactive calls.
+   */
+  readonly lane?: RateLimiter.Lane | undefined
 }
 
 /**

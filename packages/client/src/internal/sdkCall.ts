@@ -3,7 +3,7 @@
  * `ResilientHttpClient` for Effect ones): which requests are model calls, what a call's body says,
  * the failure an error response is, and the notice of an SDK that retries by itself.
  */
-import { Coordination, Failure, Resilient, type Settings } from "@resilient-ai/policy"
+import { Coordination, Failure, RateLimiter, Resilient, type Settings } from "@resilient-ai/policy"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
@@ -51,7 +51,8 @@ export const adapterFor = <E, R>(
       target: checked.name,
       apiKey: checked.apiKey,
       budget: defaults.budget,
-      gate: defaults.gate
+      gate: defaults.gate,
+      rateLimit: defaults.rateLimit
     })
     const policies = new Map<string, Resilient.Policy>()
     return {
@@ -85,19 +86,25 @@ export const isModelCall = (url: URL, method: string): boolean =>
 /** Embeddings change nothing when replayed; a generation is billed again. */
 export const replaySafe = (url: URL): true | undefined => url.pathname.endsWith("/embeddings") ? true : undefined
 
-/** What a call's JSON body says, when it is JSON: the model asked for and whether it streams. */
+/**
+ * What a call's JSON body says, when it is JSON: the model asked for, whether it streams, and the
+ * tokens it may use (its text's estimate and its output limit, as `max_tokens`,
+ * `max_completion_tokens` or the Responses API's `max_output_tokens`).
+ */
 export const describe = (
   body: string | Uint8Array | undefined
-): { readonly model: string | undefined; readonly streams: boolean } => {
+): { readonly model: string | undefined; readonly streams: boolean; readonly tokens: number } => {
+  const text = typeof body === "string" ? body : body === undefined ? "" : new TextDecoder().decode(body)
   try {
-    const text = typeof body === "string" ? body : body === undefined ? "" : new TextDecoder().decode(body)
-    const parsed = JSON.parse(text) as { readonly model?: unknown; readonly stream?: unknown } | null
+    const parsed = JSON.parse(text) as Record<string, unknown> | null
+    const limit = parsed?.["max_tokens"] ?? parsed?.["max_completion_tokens"] ?? parsed?.["max_output_tokens"]
     return {
-      model: typeof parsed?.model === "string" ? parsed.model : undefined,
-      streams: parsed?.stream === true
+      model: typeof parsed?.["model"] === "string" ? parsed["model"] : undefined,
+      streams: parsed?.["stream"] === true,
+      tokens: RateLimiter.estimateTokens(text) + (typeof limit === "number" ? limit : 0)
     }
   } catch {
-    return { model: undefined, streams: false }
+    return { model: undefined, streams: false, tokens: RateLimiter.estimateTokens(text) }
   }
 }
 
@@ -107,6 +114,7 @@ export const entered = (info: Resilient.AttemptInfo | undefined, headers: Header
   info.enter("body")
   const providerRequestId = ProviderError.requestIdOf(headers)
   if (providerRequestId !== undefined) info.annotate("providerRequestId", providerRequestId)
+  Transport.reportLimits(info, (name) => headers.get(name))
 }
 
 /** A provider's answer read whole, so the SDK can be given it as it came. */
@@ -357,6 +365,8 @@ export const noticeSdkRetry = (adapter: Adapter, arrival: Arrival): Effect.Effec
 export interface Call<A, R> {
   readonly url: URL
   readonly model: string
+  /** What each attempt reserves of the key's tokens per minute (`describe`). */
+  readonly tokens: number
   /** The request id every attempt carries (the SDK's key, or one chosen for the call). */
   readonly requestId: string | undefined
   /** The request's body, as the SDK sent it. */
@@ -382,7 +392,8 @@ export const resilientCall = <A, R>(
     call.attempt.pipe(
       Resilient.retryWith(adapter.policyFor(call.model), adapter.services, {
         requestId: call.requestId,
-        replaySafe: replaySafe(call.url)
+        replaySafe: replaySafe(call.url),
+        tokens: call.tokens
       }),
       Effect.tapError(() => noticeFailure(adapter, body))
     )

@@ -23,6 +23,12 @@ export interface AttemptInfo {
   readonly enter: (phase: "headers" | "body") => void
   /** Adds a key to this attempt's log line: token usage, the provider's own request id. */
   readonly annotate: (key: string, value: unknown) => void
+  /** The tokens the provider says the attempt used: its rate limiter's reservation is settled with them. */
+  readonly reportUsage: (tokens: number) => void
+  /** The limits the provider stated in its answer's headers (`RateLimiter.limitsOf`): the limiter learns them. */
+  readonly reportLimits: (
+    limits: { readonly requestsPerMinute?: number | undefined; readonly tokensPerMinute?: number | undefined }
+  ) => void
 }
 
 /** The attempt the current fiber is running, inside a resilient call; `undefined` outside one. */

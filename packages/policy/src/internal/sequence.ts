@@ -20,13 +20,14 @@ import type * as MetricLabel from "effect/MetricLabel"
 import * as Option from "effect/Option"
 import type * as RuntimeFlags from "effect/RuntimeFlags"
 import * as Backoff from "../Backoff.js"
+import * as Classifiers from "../Classifier.js"
 import { Classifier } from "../Classifier.js"
-import type * as Classifiers from "../Classifier.js"
 import * as ConcurrencyGate from "../ConcurrencyGate.js"
 import * as Coordination from "../Coordination.js"
 import { CurrentDeadline } from "../Deadline.js"
 import * as Failure from "../Failure.js"
 import type * as Metrics from "../Metrics.js"
+import * as RateLimiter from "../RateLimiter.js"
 import type { CallOptions, Judgement, LastFailure, Policy, TargetServices } from "../Resilient.js"
 import type * as RetryBudget from "../RetryBudget.js"
 import * as Settings from "../Settings.js"
@@ -76,11 +77,14 @@ type Restore = <X, Y, Z>(effect: Effect.Effect<X, Y, Z>) => Effect.Effect<X, Y, 
 class Attempt implements AttemptInfo {
   phase: "headers" | "body" | undefined = undefined
   annotations: Record<string, unknown> | undefined = undefined
+  used: number | undefined = undefined
+  limits: RateLimiter.Limits | undefined = undefined
 
   constructor(
     private readonly sequence: Sequence<any, any, any>,
     readonly attempt: number,
-    readonly deadline: number
+    readonly deadline: number,
+    readonly reservation: RateLimiter.Reservation
   ) {}
 
   get requestId(): string {
@@ -101,6 +105,14 @@ class Attempt implements AttemptInfo {
 
   annotate(key: string, value: unknown): void {
     ;(this.annotations ??= {})[key] = value
+  }
+
+  reportUsage(tokens: number): void {
+    this.used = tokens
+  }
+
+  reportLimits(limits: RateLimiter.Limits): void {
+    this.limits = limits
   }
 }
 
@@ -154,6 +166,10 @@ class Sequence<A, E, R> {
   readonly callerFlags: RuntimeFlags.RuntimeFlags
   readonly budget: RetryBudget.Service
   readonly gate: ConcurrencyGate.Service
+  readonly limiter: RateLimiter.Service
+  /** What each attempt reserves of the key's tokens per minute, and which lane it waits in. */
+  readonly tokens: number
+  readonly lane: RateLimiter.Lane
   /** Judges the attempt's own errors. */
   readonly judge: Judge
   /** Judges the toolkit's failures, the sequence's own (a timeout, the deadline) included. */
@@ -195,6 +211,9 @@ class Sequence<A, E, R> {
     this.callerFlags = callerFlags
     this.budget = services.budget
     this.gate = services.gate
+    this.limiter = services.limiter
+    this.tokens = options?.tokens ?? 0
+    this.lane = options?.lane ?? "interactive"
     this.classifyFailure = policy.classify ?? Context.get(fiber.currentContext as Context.Context<never>, Classifier)
       .classify
     this.judge = judge ?? (this.classifyFailure as Judge)
@@ -475,6 +494,41 @@ class Sequence<A, E, R> {
     took: number,
     delayBefore: number
   ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
+    if (attempt.reservation !== RateLimiter.free || attempt.limits !== undefined) {
+      const failure = Exit.isFailure(exit) ? Option.getOrUndefined(Cause.failureOption(exit.cause)) : undefined
+      return Effect.zipRight(
+        this.paced(attempt, failure === undefined ? undefined : unwrap(failure).failure),
+        this.settleGated(restore, attempt, exit, took, delayBefore)
+      )
+    }
+    return this.settleGated(restore, attempt, exit, took, delayBefore)
+  }
+
+  /**
+   * Settles the attempt's place in the key's pace, and teaches the limiter the provider's limits: an
+   * attempt whose failure says it never reached the provider gives its place back; one the provider
+   * reported usage for is settled with it; any other keeps what it reserved, as the provider counted
+   * it when it arrived.
+   */
+  paced(attempt: Attempt, failure: unknown): Effect.Effect<void> {
+    const { limits, reservation, used } = attempt
+    const settled = reservation === RateLimiter.free
+      ? Effect.void
+      : Failure.isFailure(failure) && Classifiers.neverReached(failure)
+      ? reservation.giveBack
+      : used === undefined
+      ? Effect.void
+      : reservation.settle(used)
+    return limits === undefined ? settled : Effect.zipRight(this.limiter.learn(limits), settled)
+  }
+
+  settleGated(
+    restore: Restore,
+    attempt: Attempt,
+    exit: Exit.Exit<A, E>,
+    took: number,
+    delayBefore: number
+  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
     if (Exit.isSuccess(exit)) return this.releasing("success", this.succeed(attempt, exit.value, took))
     const failure = Cause.failureOption(exit.cause)
     // Defects and interruptions are not failures of the call: they propagate untouched.
@@ -495,18 +549,21 @@ class Sequence<A, E, R> {
   runAttempt(
     restore: Restore,
     number: number,
-    delayBefore: number
+    delayBefore: number,
+    reservation: RateLimiter.Reservation
   ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
     return Effect.withFiberRuntime((current) => {
       const clock = this.clock
       // Timed from now, after any wait for the permit: a wait in the queue may have used the time.
       const started = clock.unsafeCurrentTimeMillis()
-      if (!this.leavesRoom(started, 0)) return this.releasing("neutral", this.skipForDeadline("queue"))
+      if (!this.leavesRoom(started, 0)) {
+        return Effect.zipRight(reservation.giveBack, this.releasing("neutral", this.skipForDeadline("queue")))
+      }
       const deadline = this.deadline
       const remaining = deadline - started
       const boundByDeadline = remaining <= this.attemptTimeoutMillis
       const timeoutMillis = boundByDeadline ? remaining : this.attemptTimeoutMillis
-      const attempt = new Attempt(this, number, started + timeoutMillis)
+      const attempt = new Attempt(this, number, started + timeoutMillis, reservation)
       const id = current.id()
       const entries: [RefEntry, ...Array<RefEntry>] = [
         [CurrentAttempt, [[id, attempt]]],
@@ -536,9 +593,12 @@ class Sequence<A, E, R> {
             : new Failure.ReadTimeout({ timeout: Duration.millis(timeoutMillis), phase: attempt.phase ?? "attempt" })
           // The gate reads this failure as it reads any other: a `ReadTimeout` is a capacity
           // signal, a deadline that cut the attempt short is not.
-          return this.releasing(
-            ConcurrencyGate.outcomeOf(failure),
-            restore(this.fail(attempt, { failure, settled: false, own: true }, took, delayBefore))
+          return Effect.zipRight(
+            this.paced(attempt, failure),
+            this.releasing(
+              ConcurrencyGate.outcomeOf(failure),
+              restore(this.fail(attempt, { failure, settled: false, own: true }, took, delayBefore))
+            )
           )
         }
       )
@@ -552,18 +612,46 @@ class Sequence<A, E, R> {
     return this.stop("shed", refusal)
   }
 
+  /** The key's pace had no room for the call before its deadline. */
+  pacedOut(refusal: Failure.RateLimitedLocally) {
+    this.lastFailure = refusal as LastFailure<E>
+    return this.stop("rate-limited-locally", refusal as LastFailure<E>)
+  }
+
   attemptFrom(number: number, delayBefore: number): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
     if (!this.leavesRoom(this.clock.unsafeCurrentTimeMillis(), 0)) return this.skipForDeadline("before-attempt")
-    // Only waiting (for a permit, for a suspended attempt) can be interrupted: between taking the
-    // permit, starting the attempt's fiber and awaiting it, nothing can be lost. A permit free at
-    // once is taken without an effect.
-    return Effect.uninterruptibleMask((restore) =>
-      !this.gated || this.gate.tryAcquireNow?.() === true
-        ? this.runAttempt(restore, number, delayBefore)
-        : Effect.matchEffect(restore(this.gate.acquire(this.deadline)), {
-          onFailure: (refusal) => this.refused(refusal),
-          onSuccess: () => this.runAttempt(restore, number, delayBefore)
-        })
+    // Only waiting (for the key's pace, for a permit, for a suspended attempt) can be interrupted:
+    // between taking a place, starting the attempt's fiber and awaiting it, nothing can be lost. A
+    // place and a permit free at once are taken without an effect.
+    return Effect.uninterruptibleMask((restore) => {
+      const placed = this.limiter.admitNow?.(this.tokens, this.lane)
+      if (placed !== undefined) return this.gatedAttempt(restore, number, delayBefore, placed)
+      // Its turn must leave the attempt its time before the deadline.
+      const demand = { tokens: this.tokens, lane: this.lane, deadline: this.deadline - this.minAttemptMillis }
+      return Effect.matchEffect(restore(this.limiter.admit(demand)), {
+        onFailure: (refusal) => this.pacedOut(refusal),
+        onSuccess: (reservation) => this.gatedAttempt(restore, number, delayBefore, reservation)
+      })
+    })
+  }
+
+  /** Takes a permit of the gate for an attempt that has its place in the key's pace, then runs it. */
+  gatedAttempt(
+    restore: Restore,
+    number: number,
+    delayBefore: number,
+    reservation: RateLimiter.Reservation
+  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
+    if (!this.gated || this.gate.tryAcquireNow?.() === true) {
+      return this.runAttempt(restore, number, delayBefore, reservation)
+    }
+    const waited = restore(this.gate.acquire(this.deadline))
+    return Effect.matchEffect(
+      reservation === RateLimiter.free ? waited : Effect.onInterrupt(waited, () => reservation.giveBack),
+      {
+        onFailure: (refusal) => Effect.zipRight(reservation.giveBack, this.refused(refusal)),
+        onSuccess: () => this.runAttempt(restore, number, delayBefore, reservation)
+      }
     )
   }
 }
