@@ -89,7 +89,10 @@ export interface Options {
   readonly minLimit?: number | undefined
   /** What an overload multiplies the learned limit by, in [0.5, 1). Default 0.9. */
   readonly backoffRatio?: number | undefined
-  /** The least time between two cuts, so that one moment's burst of overloads is one cut. Default 1 second. */
+  /**
+   * The least time between two cuts, so that one moment's burst of overloads is one cut (an overload
+   * right after another, at a gate within its lowered limit, cuts again). Default 1 second.
+   */
   readonly backoffInterval?: Duration.DurationInput | undefined
   /** Share of the steady limit the ramp starts from. Default 0.1. */
   readonly rampStart?: number | undefined
@@ -296,7 +299,8 @@ class Limiter {
    * least one less), but only while at least half the limit is in use (the test `AIMDLimit` puts on
    * its increase: below it the overload is not the limit's doing, and cuts an idle gate never grows
    * back would sink it to the floor), and at most once per `backoffInterval` (the overloads of one
-   * moment are one signal; the attempts admitted before a cut report under the old limit). A
+   * moment are one signal; the attempts admitted before a cut report under the old limit) unless
+   * the gate, within its limit, is refused again with no success between. A
    * success while the gate is full counts towards +1, one per limit's worth of them: a round of the
    * gate, as TCP's congestion avoidance adds one segment per round trip, where `AIMDLimit`'s +1 per
    * success would overshoot a full provider again within a few calls. Not within `backoffInterval`
