@@ -23,7 +23,20 @@ describe("README storm figures", () => {
     )
     assert.include(readme, `| ${ours("S2").recoverySeconds} s |`)
     assert.include(readme, `| ${(100 * ours("S3").peakShare).toFixed(1)}% of the burst |`)
-    assert.include(readme, `| ${ours("S4").peakLoad.toFixed(2)}× (without the ramp `)
+    assert.include(
+      readme,
+      `| ${ours("S4").peakLoad.toFixed(2)}× (without the ramp ${
+        ours("S4", "ours-managed-no-ramp").peakLoad.toFixed(2)
+      }×) |`
+    )
+    assert.include(
+      readme,
+      `| ${(100 * ours("S4").lowestGoodputAfterFull).toFixed(1)}%, limit ${
+        ours("S4").limitAfterFull
+      } (limit fixed at 64: ${
+        (100 * ours("S4", "ours-managed-fixed-limit").lowestGoodputAfterFull).toFixed(1)
+      }%, relapsed) |`
+    )
     assert.include(readme, `| ${Math.round(ours("S5", "ours-fixed-capacity").p99)} ms (service time 200 ms) |`)
     const goals = Object.entries(scenarios as Record<string, { goals: Array<{ met: boolean; text: string }> }>)
     for (const [name, scenario] of goals) {

@@ -45,6 +45,10 @@ describe("ConcurrencyGate.settings", () => {
       target: "llm",
       limit: 100,
       mode: "queue",
+      adaptive: true,
+      minLimit: 1,
+      backoffRatio: 0.9,
+      backoffIntervalMillis: 1_000,
       rampStart: 0.1,
       rampFactor: 1.5,
       rampStepMillis: 5_000,
@@ -69,6 +73,10 @@ describe("ConcurrencyGate.settings", () => {
         target: "gpu",
         limit: 8,
         mode: "shed",
+        adaptive: false,
+        minLimit: 1,
+        backoffRatio: 0.9,
+        backoffIntervalMillis: 1_000,
         rampStart: 0.25,
         rampFactor: 2,
         rampStepMillis: 1_000,
@@ -598,6 +606,242 @@ describe("ConcurrencyGate health", () => {
       assert.strictEqual((yield* gate.snapshot).health, "recovering")
       yield* attempt(gate, "overload")
       assert.strictEqual((yield* gate.snapshot).health, "degraded")
+    }))
+})
+
+describe("ConcurrencyGate adaptive limit", () => {
+  const limitOf = (gate: ConcurrencyGate.Service) => Effect.map(gate.snapshot, (snapshot) => snapshot.limit)
+  /** Ends one of the attempts in flight with `outcome` and starts another at once: the gate stays as full. */
+  const turnOver = (gate: ConcurrencyGate.Service, outcome: ConcurrencyGate.Outcome, times = 1) =>
+    Effect.repeatN(Effect.zipRight(gate.release(outcome), gate.acquire(Number.POSITIVE_INFINITY)), times - 1)
+
+  it("is on in queue mode and off in shed mode unless set", () => {
+    assert.isTrue(valid(ConcurrencyGate.settings({ target: "llm", limit: 8 })).adaptive)
+    assert.isFalse(valid(ConcurrencyGate.settings({ target: "gpu", limit: 8, mode: "shed" })).adaptive)
+    assert.isFalse(valid(ConcurrencyGate.settings({ target: "llm", limit: 8, adaptive: false })).adaptive)
+    assert.isTrue(valid(ConcurrencyGate.settings({ target: "gpu", limit: 8, mode: "shed", adaptive: true })).adaptive)
+  })
+
+  const invalid: ReadonlyArray<readonly [string, Partial<ConcurrencyGate.Options>, string]> = [
+    ["backoffRatio of 1", { backoffRatio: 1 }, "backoffRatio must be in [0.5, 1), got 1"],
+    ["backoffRatio below 0.5", { backoffRatio: 0.4 }, "backoffRatio must be in [0.5, 1), got 0.4"],
+    ["zero backoffInterval", { backoffInterval: 0 }, "backoffInterval must be positive, got 0"],
+    ["zero minLimit", { minLimit: 0 }, "minLimit must be an integer >= 1, got 0"],
+    ["minLimit above the limit", { minLimit: 11 }, "minLimit must not exceed limit (10), got 11"]
+  ]
+  for (const [name, options, message] of invalid) {
+    it(`is an InvalidSettings naming the option for a ${name}`, () => {
+      const settings = ConcurrencyGate.settings({ target: "llm", limit: 10, ...options })
+      assert.isTrue(Either.isLeft(settings))
+      if (Either.isLeft(settings)) assert.strictEqual(settings.left.message, `concurrency gate for llm: ${message}`)
+    })
+  }
+
+  it("cuts ×0.9, rounded down, at least one less, to minLimit at the lowest", () => {
+    const settings = valid(ConcurrencyGate.settings({ target: "llm", limit: 100, minLimit: 3 }))
+    assert.deepStrictEqual([100, 64, 10, 5, 4, 3].map((learned) => ConcurrencyGate.backoffLimit(settings, learned)), [
+      90,
+      57,
+      9,
+      4,
+      3,
+      3
+    ])
+  })
+
+  it.effect("a target never overloaded stays at the setting, however full", () =>
+    Effect.gen(function*() {
+      const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 10 })
+      yield* hold(gate, 10)
+      yield* turnOver(gate, "success", 100)
+      yield* TestClock.adjust("1 minute")
+      yield* turnOver(gate, "success", 100)
+      assert.deepStrictEqual(yield* gate.snapshot, { limit: 10, inFlight: 10, waiting: 0, health: "steady" })
+    }))
+
+  it.effect("an overload with the gate at least half full cuts the limit, and the snapshot and Shed report it", () =>
+    Effect.gen(function*() {
+      const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 100 })
+      yield* hold(gate, 50)
+      yield* gate.release("overload")
+      assert.deepStrictEqual(yield* gate.snapshot, { limit: 90, inFlight: 49, waiting: 0, health: "steady" })
+      const shedding = yield* ConcurrencyGate.make({ target: "gpu", limit: 10, mode: "shed", adaptive: true })
+      yield* hold(shedding, 10)
+      yield* shedding.release("overload")
+      const error = yield* Effect.flip(shedding.acquire(Number.POSITIVE_INFINITY))
+      assert.deepStrictEqual(fieldsOf(error), { _tag: "Shed", target: "gpu", limit: 9, inFlight: 9 })
+    }))
+
+  it.effect("an overload with the gate less than half full, or not adaptive, leaves the limit", () =>
+    Effect.gen(function*() {
+      const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 100 })
+      yield* hold(gate, 49)
+      yield* gate.release("overload")
+      assert.strictEqual(yield* limitOf(gate), 100)
+      for (const options of [{ mode: "shed" }, { adaptive: false }] as const) {
+        const fixed = yield* ConcurrencyGate.make({ target: "llm", limit: 100, ...options })
+        yield* hold(fixed, 100)
+        yield* fixed.release("overload")
+        assert.strictEqual(yield* limitOf(fixed), 100)
+      }
+    }))
+
+  it.effect("cuts once per backoffInterval, however many overloads come between", () =>
+    Effect.gen(function*() {
+      const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 100 })
+      yield* hold(gate, 100)
+      yield* gate.release("overload")
+      assert.strictEqual(yield* limitOf(gate), 90)
+      // Back within the limit, each overload after a success: not again within the second.
+      for (let i = 0; i < 9; i++) yield* gate.release("success")
+      for (let i = 0; i < 3; i++) yield* turnOver(gate, "overload").pipe(Effect.zipLeft(turnOver(gate, "success")))
+      yield* TestClock.adjust(999)
+      yield* turnOver(gate, "overload")
+      assert.deepStrictEqual(yield* gate.snapshot, { limit: 90, inFlight: 90, waiting: 0, health: "steady" })
+      yield* TestClock.adjust(1)
+      yield* turnOver(gate, "success")
+      yield* gate.release("overload")
+      assert.deepStrictEqual(yield* gate.snapshot, { limit: 81, inFlight: 89, waiting: 0, health: "steady" })
+    }))
+
+  it.effect("ignores overloads of attempts in flight above the limit, admitted before the cut", () =>
+    Effect.gen(function*() {
+      const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 100 })
+      yield* hold(gate, 100)
+      // Four in a row, one short of degrading: the first cuts, the rest were admitted under 100.
+      for (let i = 0; i < 4; i++) yield* gate.release("overload")
+      assert.deepStrictEqual(yield* gate.snapshot, { limit: 90, inFlight: 96, waiting: 0, health: "steady" })
+    }))
+
+  it.effect("within backoffInterval, an overload right after another within the limit cuts again", () =>
+    Effect.gen(function*() {
+      const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 100 })
+      yield* hold(gate, 100)
+      yield* gate.release("overload")
+      // Neutral outcomes neither break the run of overloads nor count in it.
+      for (let i = 0; i < 9; i++) yield* gate.release("neutral")
+      yield* gate.release("overload")
+      assert.deepStrictEqual(yield* gate.snapshot, { limit: 81, inFlight: 89, waiting: 0, health: "steady" })
+    }))
+
+  it.effect("grows by one per limit's worth of successes while full, to the setting at most", () =>
+    Effect.gen(function*() {
+      const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 10 })
+      yield* hold(gate, 10)
+      yield* gate.release("overload")
+      assert.deepStrictEqual(yield* gate.snapshot, { limit: 9, inFlight: 9, waiting: 0, health: "steady" })
+      // Not within backoffInterval of the cut.
+      yield* turnOver(gate, "success", 20)
+      assert.strictEqual(yield* limitOf(gate), 9)
+      yield* TestClock.adjust("1 second")
+      yield* turnOver(gate, "success", 8)
+      assert.strictEqual(yield* limitOf(gate), 9)
+      yield* turnOver(gate, "success")
+      assert.strictEqual(yield* limitOf(gate), 10)
+      yield* gate.acquire(Number.POSITIVE_INFINITY)
+      yield* turnOver(gate, "success", 100)
+      assert.deepStrictEqual(yield* gate.snapshot, { limit: 10, inFlight: 10, waiting: 0, health: "steady" })
+    }))
+
+  it.effect("does not grow while the gate has room, however many successes", () =>
+    Effect.gen(function*() {
+      const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 10 })
+      yield* hold(gate, 10)
+      yield* gate.release("overload")
+      yield* gate.release("success")
+      yield* TestClock.adjust("1 minute")
+      yield* turnOver(gate, "success", 1_000)
+      assert.deepStrictEqual(yield* gate.snapshot, { limit: 9, inFlight: 8, waiting: 0, health: "steady" })
+    }))
+
+  it.effect("stops at minLimit, and at one by default", () =>
+    Effect.gen(function*() {
+      const cut = (gate: ConcurrencyGate.Service) =>
+        Effect.gen(function*() {
+          const limits: Array<number> = []
+          for (let i = 0; i < 4; i++) {
+            const { inFlight, limit } = yield* gate.snapshot
+            yield* hold(gate, limit - inFlight)
+            yield* gate.release("overload")
+            yield* gate.release("success")
+            limits.push(yield* limitOf(gate))
+            yield* TestClock.adjust("1 second")
+          }
+          return limits
+        })
+      assert.deepStrictEqual(yield* cut(yield* ConcurrencyGate.make({ target: "llm", limit: 10, minLimit: 8 })), [
+        9,
+        8,
+        8,
+        8
+      ])
+      assert.deepStrictEqual(yield* cut(yield* ConcurrencyGate.make({ target: "llm", limit: 3 })), [2, 1, 1, 1])
+    }))
+
+  it.effect("learns nothing while degraded: the provider is down, not smaller", () =>
+    Effect.gen(function*() {
+      const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 100 })
+      yield* gate.markDegraded
+      yield* hold(gate, 10)
+      yield* TestClock.adjust("1 second")
+      yield* turnOver(gate, "overload")
+      yield* gate.markRecovered
+      yield* TestClock.adjust("30 seconds")
+      assert.deepStrictEqual(yield* gate.snapshot, { limit: 100, inFlight: 10, waiting: 0, health: "steady" })
+    }))
+
+  it.effect("the ramp after an incident ends at the learned limit, not at the setting", () =>
+    Effect.gen(function*() {
+      const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 100 })
+      yield* hold(gate, 100)
+      yield* gate.release("overload")
+      for (let i = 0; i < 99; i++) yield* gate.release("success")
+      assert.strictEqual(yield* limitOf(gate), 90)
+      yield* gate.markDegraded
+      assert.deepStrictEqual(yield* gate.snapshot, { limit: 10, inFlight: 0, waiting: 0, health: "degraded" })
+      yield* gate.markRecovered
+      const seen: Array<readonly [number, ConcurrencyGate.Health]> = []
+      for (let step = 0; step < 8; step++) {
+        const { health, limit } = yield* gate.snapshot
+        seen.push([limit, health])
+        yield* TestClock.adjust("5 seconds")
+      }
+      assert.deepStrictEqual(seen, [
+        [10, "recovering"],
+        [15, "recovering"],
+        [23, "recovering"],
+        [35, "recovering"],
+        [53, "recovering"],
+        [80, "recovering"],
+        [90, "steady"],
+        [90, "steady"]
+      ])
+    }))
+
+  it.effect("degraded, the floor is the learned limit when that is lower", () =>
+    Effect.gen(function*() {
+      // A floor of the whole setting, 10, above what the gate learned.
+      const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 10, rampStart: 1 })
+      yield* hold(gate, 10)
+      yield* gate.release("overload")
+      yield* gate.markDegraded
+      assert.deepStrictEqual(yield* gate.snapshot, { limit: 9, inFlight: 9, waiting: 0, health: "degraded" })
+    }))
+
+  it.effect("an overload while the ramp runs cuts the learned limit, and the ramp ends there", () =>
+    Effect.gen(function*() {
+      const gate = yield* recovering
+      yield* TestClock.adjust("15 seconds")
+      assert.strictEqual(yield* limitOf(gate), 35)
+      yield* hold(gate, 35)
+      yield* gate.release("overload")
+      // Learned 100 → 90: the ramp goes on ×1.5 every 5 s, and ends at 90.
+      const limits: Array<number> = []
+      for (let step = 0; step < 4; step++) {
+        limits.push(yield* limitOf(gate))
+        yield* TestClock.adjust("5 seconds")
+      }
+      assert.deepStrictEqual(limits, [35, 53, 80, 90])
     }))
 })
 

@@ -141,6 +141,44 @@ describeRedis("RedisGate", () => {
       assert.strictEqual((yield* other.snapshot).health, "steady")
     }))
 
+  it.scoped("learns one limit fleet-wide, cut and grown step for step as the in-memory gate", () =>
+    Effect.gen(function*() {
+      const prefix = freshPrefix()
+      const options = { target: "llm", limit: 10, mode: "queue" } as const
+      const seeing = yield* member(prefix, options)
+      const other = yield* member(prefix, options)
+      const local = yield* ConcurrencyGate.make(options)
+      const both = (effect: (gate: ConcurrencyGate.Service) => Effect.Effect<void, unknown>) =>
+        Effect.zip(effect(seeing), effect(local))
+      const limits: Array<number> = []
+      const compare = Effect.gen(function*() {
+        const [fleet, memory] = yield* Effect.zip(other.snapshot, local.snapshot)
+        assert.deepStrictEqual(fleet, memory, `after ${limits.join(", ")}`)
+        limits.push(fleet.limit)
+      })
+      yield* both((gate) => Effect.asVoid(Effect.replicateEffect(gate.acquire(forever), 10)))
+      // Cut ×0.9 at a full gate, then at once again for an overload right after it.
+      yield* both((gate) => gate.release("overload"))
+      yield* compare
+      yield* both((gate) => gate.release("overload"))
+      yield* compare
+      // One limit's worth of successes at a full gate, a second after the cut, adds one.
+      yield* TestClock.adjust("1 second")
+      for (let i = 0; i < 8; i++) {
+        yield* both((gate) => Effect.zipRight(gate.release("success"), gate.acquire(forever)))
+      }
+      yield* compare
+      // The ramp after an incident ends at the learned limit.
+      yield* both((gate) => gate.markDegraded)
+      yield* both((gate) => gate.markRecovered)
+      for (let step = 0; step < 6; step++) {
+        yield* compare
+        yield* TestClock.adjust("5 seconds")
+      }
+      assert.deepStrictEqual(limits, [9, 8, 9, 1, 2, 3, 5, 8, 9])
+      assert.strictEqual((yield* other.snapshot).health, "steady")
+    }))
+
   it.scoped("marks the fleet degraded and recovered from outside", () =>
     Effect.gen(function*() {
       const prefix = freshPrefix()

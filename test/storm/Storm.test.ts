@@ -247,6 +247,21 @@ describe("storm scenarios, small", { timeout: 300_000 }, () => {
     assert.isAbove(noRamp.refusedFirstWindow!, 0)
   })
 
+  // At full size: shortened, the ramp (5 s steps) is still climbing when the provider is whole again.
+  it("S4: with the limit learned, no relapse after recovery and the limit ends near what the provider holds", () => {
+    const section = StormReport.s4(1, 1, [
+      StormPolicies.oursManaged,
+      StormPolicies.oursManagedFixedLimit,
+      StormPolicies.oursManagedNoRamp
+    ])
+    const ours = section.figures["ours-managed"]!
+    const fixedLimit = section.figures["ours-managed-fixed-limit"]!
+    assert.isAtLeast(ours.lowestGoodputAfterFull!, 0.9)
+    assert.isBelow(fixedLimit.lowestGoodputAfterFull!, 0.5)
+    assert.isAtMost(Math.abs(ours.limitAfterFull! - 60), 12)
+    assert.deepStrictEqual(section.goals.map((goal) => goal.met), [true, true, true])
+  })
+
   it("S5: shedding keeps p99 near the service time; retrying into the pool does not", async () => {
     const [ours, reference] = await runs(StormScenarios.saturatedPool(0.25), [StormPolicies.oursFixedCapacity, naive])
     const p99 = (run: Storm.Run) =>

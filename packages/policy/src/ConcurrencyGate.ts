@@ -12,6 +12,10 @@
  * degraded and the limit drops to `rampStart` of steady state (10%), so only probes go through.
  * The first success starts the recovery ramp: the limit grows ×`rampFactor` (1.5) every
  * `rampStep` (5 s) back to steady state.
+ *
+ * An `adaptive` gate (the default in `"queue"` mode) also learns the target's capacity: its steady
+ * state is a learned limit, at most `limit`, cut on overload and grown while the gate is full (see
+ * `Limiter.adapt`), so the ramp after an incident ends where the provider is, not at the setting.
  * The limit is computed from the clock when asked, so no background fiber runs and `TestClock`
  * drives the ramp.
  */
@@ -71,10 +75,25 @@ export const outcomeOfExit = (exit: Exit.Exit<unknown, unknown>): Outcome => {
 export interface Options {
   /** Names the target in `Shed` failures. */
   readonly target: string
-  /** In-flight calls in steady state. */
+  /** In-flight calls in steady state; with `adaptive`, the most the learned limit reaches. */
   readonly limit: number
   /** Default `"queue"`. */
   readonly mode?: Mode | undefined
+  /**
+   * Learn the target's capacity below `limit`: cut it ×`backoffRatio` on overload, grow it by one
+   * while the gate is full. Default on in `"queue"` mode, off in `"shed"` mode, whose limit is a
+   * pool's known slots.
+   */
+  readonly adaptive?: boolean | undefined
+  /** The least the learned limit falls to. Default 1; at most `limit`. */
+  readonly minLimit?: number | undefined
+  /** What an overload multiplies the learned limit by, in [0.5, 1). Default 0.9. */
+  readonly backoffRatio?: number | undefined
+  /**
+   * The least time between two cuts, so that one moment's burst of overloads is one cut (an overload
+   * right after another, at a gate within its lowered limit, cuts again). Default 1 second.
+   */
+  readonly backoffInterval?: Duration.DurationInput | undefined
   /** Share of the steady limit the ramp starts from. Default 0.1. */
   readonly rampStart?: number | undefined
   /** Growth of the limit per ramp step. Default 1.5. */
@@ -92,6 +111,10 @@ export interface Settings {
   readonly target: string
   readonly limit: number
   readonly mode: Mode
+  readonly adaptive: boolean
+  readonly minLimit: number
+  readonly backoffRatio: number
+  readonly backoffIntervalMillis: number
   readonly rampStart: number
   readonly rampFactor: number
   readonly rampStepMillis: number
@@ -104,6 +127,13 @@ const GateSettings = Schema.Struct({
   target: Checked.nonEmpty,
   limit: Checked.integerAtLeast(1, { orInfinite: true }),
   mode: Checked.withDefault(Schema.Literal("queue", "shed"), "queue"),
+  adaptive: Checked.optional(Checked.flag),
+  minLimit: Checked.withDefault(Checked.integerAtLeast(1), 1),
+  backoffRatio: Checked.withDefault(
+    Checked.number.pipe(Schema.filter((ratio) => (ratio >= 0.5 && ratio < 1) || `must be in [0.5, 1), got ${ratio}`)),
+    0.9
+  ),
+  backoffInterval: Checked.withDefault(Checked.finitePositiveDuration, Duration.seconds(1)),
   rampStart: Checked.withDefault(
     Checked.number.pipe(Schema.filter((share) => (share > 0 && share <= 1) || `must be in (0, 1], got ${share}`)),
     0.1
@@ -117,7 +147,11 @@ const GateSettings = Schema.Struct({
   rampStep: Checked.withDefault(Checked.finitePositiveDuration, Duration.seconds(5)),
   degradeAfter: Checked.withDefault(Checked.integerAtLeast(1), 5),
   maxWaiting: Checked.withDefault(Checked.integerAtLeast(0, { orInfinite: true }), Number.POSITIVE_INFINITY)
-})
+}).pipe(
+  Schema.filter(({ limit, minLimit }) =>
+    minLimit <= limit || { path: ["minLimit"], message: `must not exceed limit (${limit}), got ${minLimit}` }
+  )
+)
 
 const decodeSettings = Checked.decoder(GateSettings, (input) => {
   const target = (input as { readonly target?: unknown } | undefined)?.target
@@ -126,22 +160,34 @@ const decodeSettings = Checked.decoder(GateSettings, (input) => {
 
 /** Fills in the defaults and checks the values; bad ones are one `InvalidSettings` naming each. */
 export const settings = (options: Options): Either.Either<Settings, Checked.InvalidSettings> =>
-  Either.map(decodeSettings(options), ({ rampStep, ...rest }) => ({
+  Either.map(decodeSettings(options), ({ adaptive, backoffInterval, rampStep, ...rest }) => ({
     ...rest,
+    adaptive: adaptive ?? rest.mode === "queue",
+    backoffIntervalMillis: Duration.toMillis(backoffInterval),
     rampStepMillis: Duration.toMillis(rampStep)
   }))
 
-/** The limit right after a degraded period: `rampStart` of steady state, at least one. */
+/** The limit right after a degraded period: `rampStart` of the setting, at least one. */
 export const rampFloor = (settings: Settings): number => Math.max(1, Math.floor(settings.limit * settings.rampStart))
 
-/** The limit `steps` ramp steps after recovery: the floor grown ×factor per step, rounded up, capped. */
-export const rampLimit = (settings: Settings, steps: number): number => {
-  let limit = rampFloor(settings)
-  for (let step = 0; step < steps && limit < settings.limit; step++) {
-    limit = Math.min(settings.limit, Math.ceil(limit * settings.rampFactor))
+/**
+ * The limit `steps` ramp steps after recovery: the floor grown ×factor per step, rounded up, capped
+ * at steady state: the setting, or the learned limit of an adaptive gate (the floor too).
+ */
+export const rampLimit = (settings: Settings, steps: number, steady: number = settings.limit): number => {
+  let limit = Math.min(steady, rampFloor(settings))
+  for (let step = 0; step < steps && limit < steady; step++) {
+    limit = Math.min(steady, Math.ceil(limit * settings.rampFactor))
   }
   return limit
 }
+
+/**
+ * The learned limit after an overload: ×`backoffRatio`, rounded down, at least one less and at
+ * least `minLimit`. `RedisGate`'s script computes the same.
+ */
+export const backoffLimit = (settings: Settings, learned: number): number =>
+  Math.max(settings.minLimit, Math.min(learned - 1, Math.floor(learned * settings.backoffRatio)))
 
 const wholeLimit = () => 1
 
@@ -154,20 +200,26 @@ export interface Snapshot {
 }
 
 /**
- * The gate's bookkeeping without Effect: permits, health and the ramp. Time is passed in, so the
- * storm simulator and the Redis layer's fallback use the same arithmetic.
+ * The gate's bookkeeping without Effect: permits, health, the ramp and the learned limit. Time is
+ * passed in, so the storm simulator and the Redis layer's fallback use the same arithmetic.
  */
 class Limiter {
   private inFlightCount = 0
   private healthState: Health = "steady"
   private recoveredAt = 0
   private overloadsInARow = 0
+  /** Steady state: the setting, or what an adaptive gate has learned of the target (see `adapt`). */
+  private learned: number
+  private cutAt = Number.NEGATIVE_INFINITY
+  private successesWhileFull = 0
 
   /**
    * `share` is the part of the limit this limiter may use, read at every decision: 1 for a gate of
    * its own, less for one process's part of a fleet's limit (at least one permit).
    */
-  constructor(readonly settings: Settings, private readonly share: () => number = wholeLimit) {}
+  constructor(readonly settings: Settings, private readonly share: () => number = wholeLimit) {
+    this.learned = settings.limit
+  }
 
   get inFlight(): number {
     return this.inFlightCount
@@ -187,12 +239,12 @@ class Limiter {
   private fleetLimit(nowMillis: number): number {
     switch (this.healthState) {
       case "steady":
-        return this.settings.limit
+        return this.learned
       case "degraded":
-        return rampFloor(this.settings)
+        return Math.min(this.learned, rampFloor(this.settings))
       case "recovering": {
-        const limit = rampLimit(this.settings, this.stepsSinceRecovery(nowMillis))
-        if (limit >= this.settings.limit) this.healthState = "steady"
+        const limit = rampLimit(this.settings, this.stepsSinceRecovery(nowMillis), this.learned)
+        if (limit >= this.learned) this.healthState = "steady"
         return limit
       }
     }
@@ -223,11 +275,14 @@ class Limiter {
   }
 
   release(nowMillis: number, outcome: Outcome): void {
-    this.inFlightCount = Math.max(0, this.inFlightCount - 1)
-    this.observe(nowMillis, outcome)
+    const inFlight = this.inFlightCount
+    this.inFlightCount = Math.max(0, inFlight - 1)
+    this.observe(nowMillis, outcome, inFlight)
   }
 
-  observe(nowMillis: number, outcome: Outcome): void {
+  /** `inFlight`: the attempts in flight when this one ended, itself included. */
+  observe(nowMillis: number, outcome: Outcome, inFlight = this.inFlightCount): void {
+    if (this.settings.adaptive) this.adapt(nowMillis, outcome, inFlight)
     if (outcome === "success") {
       this.overloadsInARow = 0
       if (this.healthState === "degraded") this.markRecovered(nowMillis)
@@ -235,6 +290,50 @@ class Limiter {
       this.overloadsInARow++
       if (this.overloadsInARow >= this.settings.degradeAfter && this.health(nowMillis) !== "degraded") {
         this.markDegraded()
+      }
+    }
+  }
+
+  /**
+   * AIMD on outcomes. An overload cuts the learned limit as Netflix's `AIMDLimit` does (×0.9, at
+   * least one less), but only while at least half the limit is in use (the test `AIMDLimit` puts on
+   * its increase: below it the overload is not the limit's doing, and cuts an idle gate never grows
+   * back would sink it to the floor), and at most once per `backoffInterval` (the overloads of one
+   * moment are one signal; the attempts admitted before a cut report under the old limit) unless
+   * the gate, within its limit, is refused again with no success between. A
+   * success while the gate is full counts towards +1, one per limit's worth of them: a round of the
+   * gate, as TCP's congestion avoidance adds one segment per round trip, where `AIMDLimit`'s +1 per
+   * success would overshoot a full provider again within a few calls. Not within `backoffInterval`
+   * of a cut, and not while the ramp runs, which raises the limit by itself. Idle or half used,
+   * nothing moves: a target never overloaded stays at the setting. While degraded nothing is
+   * learned: the provider is down, not smaller.
+   *
+   * Outcomes rather than latency (Netflix's Gradient2, Envoy's minRTT against sampled latency): a
+   * model call's latency follows the tokens it generates, from a fraction of a second to minutes,
+   * so a latency gradient reads a long answer as a queue; and Envoy's minRTT window, a few calls in
+   * flight for some tens of calls, stalls a target whose calls last seconds. A provider says it is
+   * full by refusing (429, 503, 529) and timing out, which `outcomeOf` already reads.
+   */
+  private adapt(nowMillis: number, outcome: Outcome, inFlight: number): void {
+    const health = this.health(nowMillis)
+    if (health === "degraded" || outcome === "neutral") return
+    const limit = this.limit(nowMillis)
+    const settled = nowMillis - this.cutAt >= this.settings.backoffIntervalMillis
+    if (outcome === "overload") {
+      // Above the limit, the attempts in flight were admitted before a cut: what they report is known.
+      if (inFlight * 2 < limit || inFlight > limit) return
+      // Within `backoffInterval` of a cut, only an overload right after another (no success between)
+      // cuts again: the limit still overshoots, and the permit the provider refused would go to the
+      // next caller, refused too, until five in a row mark the target degraded.
+      if (!settled && this.overloadsInARow === 0) return
+      this.learned = backoffLimit(this.settings, this.learned)
+      this.cutAt = nowMillis
+      this.successesWhileFull = 0
+    } else if (settled && health === "steady" && inFlight >= limit && this.learned < this.settings.limit) {
+      this.successesWhileFull++
+      if (this.successesWhileFull >= limit) {
+        this.learned++
+        this.successesWhileFull = 0
       }
     }
   }

@@ -7,7 +7,9 @@
  * holding permits loses nothing for the fleet; its leases expire (at the caller's deadline, or
  * after `leaseTime`) and are swept by the next decision. Health (consecutive capacity failures,
  * degraded, recovering since when) is a hash beside it, so when one process sees the provider
- * fail, the whole fleet drops to the ramp's floor, and when it recovers, the whole fleet ramps.
+ * fail, the whole fleet drops to the ramp's floor, and when it recovers, the whole fleet ramps. An
+ * adaptive gate's learned limit is in the same hash: the fleet learns one limit from every
+ * process's outcomes, with the in-memory gate's arithmetic.
  * Every decision is one Lua script, timed by the caller's Effect `Clock` (hosts kept in step by NTP
  * agree to far better than a lease). A full gate in `"queue"` mode is waited on by
  * polling, bounded by the deadline; in `"shed"` mode it refuses at once. When Redis cannot answer
@@ -29,8 +31,13 @@ import { RedisConnection } from "./RedisConnection.js"
  * expiry), keys[2] the health hash. args: operation ("acquire" | "release" | "observe" | "degrade"
  * | "recover" | "snapshot"), lease id, lease time to live (ms), limit, ramp floor
  * (`ConcurrencyGate.rampFloor`), ramp factor, ramp step (ms), failures to degrade, outcome
- * ("success" | "overload" | "neutral"), health time to live (ms), now (epoch ms, the caller's clock).
+ * ("success" | "overload" | "neutral"), health time to live (ms), now (epoch ms, the caller's clock),
+ * adaptive (1/0), least learned limit, backoff ratio, backoff interval (ms).
  * Returns { granted (1/0), limit, in flight, health, fleet size }.
+ *
+ * The limit, the ramp and `adapt` are `ConcurrencyGate`'s `Limiter` step for step (its
+ * `fleetLimit`, `rampLimit`, `backoffLimit` and `adapt`), with the fleet's leases as the attempts in
+ * flight: they must agree, and the tests run both side by side.
  */
 const script = `
 local leases, healthKey = keys[1], keys[2]
@@ -42,30 +49,56 @@ local factor = tonumber(args[6])
 local step = tonumber(args[7])
 local degradeAfter = tonumber(args[8])
 local healthTtl = tonumber(args[10])
-local health = redis.call('HMGET', healthKey, 'state', 'recoveredAt')
+local adaptive = args[12] == '1'
+local minLimit = tonumber(args[13])
+local backoffRatio = tonumber(args[14])
+local backoffInterval = tonumber(args[15])
+local health = redis.call('HMGET', healthKey, 'state', 'recoveredAt', 'overloads', 'learned', 'cutAt')
 local state = health[1] or 'steady'
 local recoveredAt = tonumber(health[2]) or 0
+local learned = limit
+if adaptive then learned = math.min(limit, tonumber(health[4]) or limit) end
+local cutAt = tonumber(health[5])
 
 local function currentLimit()
-  if state == 'degraded' then return floorLimit end
+  if state == 'degraded' then return math.min(learned, floorLimit) end
   if state == 'recovering' then
     local steps = math.floor((now - recoveredAt) / step)
-    local current = floorLimit
+    local current = math.min(learned, floorLimit)
     local taken = 0
-    while taken < steps and current < limit do
-      current = math.min(limit, math.ceil(current * factor))
+    while taken < steps and current < learned do
+      current = math.min(learned, math.ceil(current * factor))
       taken = taken + 1
     end
-    if current >= limit then
+    if current >= learned then
       state = 'steady'
       redis.call('HSET', healthKey, 'state', 'steady')
     end
     return current
   end
-  return limit
+  return learned
 end
 
-local function observe(outcome)
+-- inFlight: the leases when the attempt ended, its own included.
+local function adapt(outcome, inFlight)
+  local current = currentLimit()
+  if not adaptive or state == 'degraded' or outcome == 'neutral' then return end
+  local settled = cutAt == nil or now - cutAt >= backoffInterval
+  if outcome == 'overload' then
+    if inFlight * 2 < current or inFlight > current then return end
+    if not settled and (tonumber(health[3]) or 0) == 0 then return end
+    learned = math.max(minLimit, math.min(learned - 1, math.floor(learned * backoffRatio)))
+    redis.call('HSET', healthKey, 'learned', learned, 'cutAt', now, 'fullSuccesses', 0)
+  elseif settled and state == 'steady' and inFlight >= current and learned < limit then
+    if redis.call('HINCRBY', healthKey, 'fullSuccesses', 1) >= current then
+      learned = learned + 1
+      redis.call('HSET', healthKey, 'learned', learned, 'fullSuccesses', 0)
+    end
+  end
+end
+
+local function observe(outcome, inFlight)
+  adapt(outcome, inFlight)
   if outcome == 'success' then
     redis.call('HSET', healthKey, 'overloads', 0)
     if state == 'degraded' then
@@ -96,9 +129,9 @@ if operation == 'acquire' then
   return { 1, current, inFlight + 1, state, fleet }
 elseif operation == 'release' then
   redis.call('ZREM', leases, args[2])
-  observe(args[9])
+  observe(args[9], redis.call('ZCARD', leases) + 1)
 elseif operation == 'observe' then
-  observe(args[9])
+  observe(args[9], redis.call('ZCARD', leases))
 elseif operation == 'degrade' then
   state = 'degraded'
   redis.call('HSET', healthKey, 'state', 'degraded', 'overloads', 0)
@@ -217,7 +250,11 @@ const makeChecked = (
         settings.degradeAfter,
         outcome,
         healthTtl,
-        clock.unsafeCurrentTimeMillis()
+        clock.unsafeCurrentTimeMillis(),
+        settings.adaptive ? 1 : 0,
+        settings.minLimit,
+        settings.backoffRatio,
+        settings.backoffIntervalMillis
       ).then((answer) => {
         fleet = Math.max(connection.fleetSize, isVoid(answer) ? answer[1] : answer[4])
         return isVoid(answer) ? null : answer

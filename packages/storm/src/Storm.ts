@@ -8,6 +8,7 @@
  * the trigger is gone. Each scenario makes one of those happen and measures it, for ours and for
  * the references, running the shipped policy code in simulated time (see `Simulation`).
  */
+import { ConcurrencyGate } from "@resilient-ai/policy"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Random from "effect/Random"
@@ -63,6 +64,8 @@ export interface Run {
   readonly goodput: ReadonlyArray<number>
   readonly load: ReadonlyArray<number>
   readonly refused: ReadonlyArray<number>
+  /** Per second: the limit of the policy's gate at the end of the second; infinite without a gate that limits. */
+  readonly limit: ReadonlyArray<number>
   /** Attempts per 10 ms slice. */
   readonly slices: ReadonlyArray<number>
   readonly simulatedMillis: number
@@ -74,10 +77,15 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
   const program = Effect.gen(function*() {
     const clock = yield* Simulation.CurrentClock
     const provider = new SimulatedProvider.Provider(clock, scenario.provider)
+    let gate: ConcurrencyGate.Service = ConcurrencyGate.unbounded
     const caller = yield* contender.make({
       attemptTimeoutMillis: scenario.attemptTimeoutMillis,
-      providerSlots: scenario.provider.slots
+      providerSlots: scenario.provider.slots,
+      watchGate: (watched) => {
+        gate = watched
+      }
     })
+    const limit: Array<number> = []
     const calls: Array<CallRecord> = []
     let nextCall = 0
     const start = Effect.suspend(() => {
@@ -98,6 +106,7 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
     })
     const sample = (): void => {
       provider.sampleLoad()
+      limit.push(Effect.runSync(gate.snapshot).limit)
       if (clock.unsafeCurrentTimeMillis() < scenario.horizonMillis) clock.schedule(1000, sample)
     }
     clock.schedule(999, sample)
@@ -122,10 +131,10 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
       yield* start
     }
     yield* Effect.sleep(Math.max(0, scenario.horizonMillis - clock.unsafeCurrentTimeMillis()))
-    return { provider, calls }
+    return { provider, calls, limit }
   })
   const outcome = Simulation.run(program, { seed, horizonMillis: scenario.horizonMillis + 1 })
-  const { calls, provider } = outcome.value
+  const { calls, limit, provider } = outcome.value
   const seconds = Math.ceil(scenario.horizonMillis / 1000)
   const goodput = Array.from({ length: seconds }, () => 0)
   for (const call of calls) {
@@ -143,6 +152,7 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
     goodput,
     load: pad(provider.series.load),
     refused: pad(provider.series.refused),
+    limit: Array.from({ length: seconds }, (_, index) => limit[index] ?? limit[limit.length - 1] ?? Infinity),
     slices: provider.slices,
     simulatedMillis: outcome.simulatedMillis,
     wallMillis: outcome.wallMillis

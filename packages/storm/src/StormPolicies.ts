@@ -33,6 +33,8 @@ export interface Setting {
   readonly attemptTimeoutMillis: number
   /** The provider's slots: what a fixed-capacity pool's operator configures its gate to. */
   readonly providerSlots: number
+  /** Told the gate a policy limits its calls with, so the run can chart its limit. */
+  readonly watchGate?: ((gate: ConcurrencyGate.Service) => void) | undefined
 }
 
 /** A call under a policy: the attempt, and the caller's deadline from now. */
@@ -309,6 +311,7 @@ const ours = (
         mode: Target.gateMode(target),
         ...gateOverrides
       })
+      setting.watchGate?.(gate)
       const policy = Target.policyFor(target)
       // The target's classifier is in its policy.
       const services = Coordination.targetServices({ budget, gate })
@@ -322,12 +325,21 @@ const ours = (
 
 /**
  * Ours, managed preset: 3 attempts, full jitter 500 ms–8 s with hints winning, a budget of 20% (floor
- * 5/s) that learns whether retries pay, gate of 64 with ramp.
+ * 5/s) that learns whether retries pay, an adaptive gate of at most 64 with ramp.
  */
 export const oursManaged: Contender = ours(
   "ours-managed",
-  "resilient-ai managed target, shipped defaults: 3 attempts, full jitter 500 ms–8 s, Retry-After wins (+ up to 1 s), budget 20% of successes over 60 s with a floor of 5/s, of which 5% is kept while no recent retry succeeds, deadline-aware, gate of 64 that queues, recovery ramp 10% → ×1.5 per 5 s",
+  "resilient-ai managed target, shipped defaults: 3 attempts, full jitter 500 ms–8 s, Retry-After wins (+ up to 1 s), budget 20% of successes over 60 s with a floor of 5/s, of which 5% is kept while no recent retry succeeds, deadline-aware, adaptive gate of at most 64 that queues (×0.9 on overload, +1 per full round), recovery ramp 10% → ×1.5 per 5 s up to the learned limit",
   "managed"
+)
+
+/** Ours, managed, with the gate's limit fixed at 64: what the adaptive limit changes. */
+export const oursManagedFixedLimit: Contender = ours(
+  "ours-managed-fixed-limit",
+  "ours-managed, but with the gate's limit fixed at 64 instead of learned, as it shipped before: the ramp climbs back to 64 whatever the provider holds",
+  "managed",
+  () => ({}),
+  { adaptive: false }
 )
 
 /** Ours, fixed-capacity preset with the gate set to the pool's slots. */

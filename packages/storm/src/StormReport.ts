@@ -343,7 +343,22 @@ export const s3 = (seed: number, clients = 200): Section => {
   })
 }
 
-/** S4: load when capacity returns with a backlog waiting, with and without the ramp. */
+/**
+ * Seconds in which callers were waiting for the provider: at least `capacity` calls were under way
+ * through the whole second (waiting in a gate or a queue, or sleeping before a retry) without
+ * ending in it. In those seconds goodput below capacity is capacity lost, not demand missing.
+ */
+const backlogged = (run: Storm.Run, capacity: (second: number) => number): ReadonlyArray<boolean> => {
+  const through = Array.from({ length: run.goodput.length }, () => 0)
+  for (const call of run.calls) {
+    for (let second = Math.ceil(call.startedAt / 1000); second < Math.floor(call.endedAt / 1000); second++) {
+      if (second < through.length) through[second]! += 1
+    }
+  }
+  return through.map((calls, second) => calls >= capacity(second))
+}
+
+/** S4: load when capacity returns with a backlog waiting, with and without the ramp, with the limit learned or fixed. */
 export const s4 = (
   seed: number,
   scale = 1,
@@ -355,22 +370,38 @@ export const s4 = (
   const steps = Scenarios.stampedeCapacity(scale)
   const slotsAt = (second: number) =>
     steps.find((step) => second * 1000 >= step.from && second * 1000 < step.to)?.slots ?? Scenarios.slots
+  const capacityAt = (second: number) => (slotsAt(second) * 1000) / Scenarios.serviceMillis
   const firstWindow = Math.round(10 * scale)
+  // After full capacity is back: whether goodput holds while callers wait, and where the limit ends.
+  const full = Math.max(...steps.map((step) => step.to)) / 1000
+  const watched = { from: full, to: full + Math.round(60 * scale) }
+  const smoothing = Math.max(1, Math.round(5 * scale))
+  const holds = scenario.provider.slots + scenario.provider.queueLimit
   const figures: Record<string, Record<string, number | null>> = {}
   const rows = runs.map((run) => {
     let peak = 0
     for (let second = restored; second < restored + firstWindow; second++) {
-      const capacity = (slotsAt(second) * 1000) / Scenarios.serviceMillis
-      peak = Math.max(peak, (run.offered[second] ?? 0) / capacity)
+      peak = Math.max(peak, (run.offered[second] ?? 0) / capacityAt(second))
     }
     const refusedFirst = sum(run.refused, restored, restored + firstWindow)
     const refusedAfter = sum(run.refused, restored)
     const recovery = Storm.recoverySeconds(run.goodput, restored, scenario.workload.ratePerSecond(0))
+    // The lowest goodput over capacity, in `smoothing`-second windows whose every second was backlogged.
+    const waiting = backlogged(run, capacityAt)
+    let lowest: number | null = null
+    for (let from = watched.from; from + smoothing <= watched.to; from++) {
+      if (!waiting.slice(from, from + smoothing).every(Boolean)) continue
+      const share = mean(run.goodput, from, from + smoothing) / capacityAt(from)
+      lowest = Math.min(lowest ?? share, share)
+    }
+    const limit = run.limit[watched.to - 1] ?? Infinity
     figures[run.contender.name] = {
       peakLoad: peak,
       refusedFirstWindow: refusedFirst,
       refusedAfterRecovery: refusedAfter,
-      recoverySeconds: recovery ?? null
+      recoverySeconds: recovery ?? null,
+      lowestGoodputAfterFull: lowest,
+      limitAfterFull: Number.isFinite(limit) ? limit : null
     }
     return [
       run.contender.name,
@@ -378,17 +409,28 @@ export const s4 = (
       refusedFirst === 0 ? "no" : `yes (${refusedFirst} refused)`,
       `${refusedAfter}`,
       recovery === undefined ? "never" : `${recovery} s`,
+      lowest === null ? "no backlog" : percent(lowest),
+      Number.isFinite(limit) ? `${limit}` : "–",
       percent(successes(run) / run.calls.length)
     ]
   })
   const ours = figures["ours-managed"]!
   const noRamp = figures["ours-managed-no-ramp"]!
+  const lowestOf = (name: string) => {
+    const lowest = figures[name]?.lowestGoodputAfterFull
+    return lowest === undefined ? "–" : lowest === null ? "no backlog" : percent(lowest)
+  }
+  const learned = ours.limitAfterFull ?? Infinity
   return scenarioSection(scenario, runs, {
     setup: `80 calls/s, deadline 30 s (callers wait). The provider refuses everything (503) from ` +
       `${Scenarios.stampedeOutageMillis(scale).from / 1000} s to ${restored} s, then comes back with half its slots, ` +
-      `three quarters 10 s later, all of them 10 s after that; its queue holds 40. Peak load: the most attempts ` +
+      `three quarters 10 s later, all of them 10 s after that; its queue holds ${scenario.provider.queueLimit}, so ` +
+      `it holds ${holds} requests. Peak load: the most attempts ` +
       `in any second of the first ${firstWindow} s after restoration, over what the provider could serve in that ` +
-      `second. Overloaded again: requests refused for a full queue in that window.`,
+      `second. Overloaded again: requests refused for a full queue in that window. Lowest goodput: in the ` +
+      `${watched.to - watched.from} s after full capacity (${full} s), the lowest goodput over capacity in any ` +
+      `${smoothing} s while callers waited (at least a second's capacity of calls under way through each second). ` +
+      `Gate limit: the limit of the policy's gate at the end of those ${watched.to - watched.from} s.`,
     table: {
       columns: [
         "policy",
@@ -396,6 +438,8 @@ export const s4 = (
         `overloaded again (first ${firstWindow} s)`,
         "refused after recovery (all)",
         "recovery",
+        "lowest goodput after full capacity",
+        "gate limit",
         "successes"
       ],
       rows
@@ -405,13 +449,29 @@ export const s4 = (
         text: "with the ramp, peak load at recovery stays at or below capacity",
         met: (ours.peakLoad ?? Infinity) <= 1,
         evidence: `ours-managed ${fixed(ours.peakLoad ?? 0)}× (without the ramp ${fixed(noRamp.peakLoad ?? 0)}×)`
+      },
+      {
+        text: "no relapse after recovery: while callers wait, goodput stays at or above 90% of capacity",
+        met: ours.lowestGoodputAfterFull === null || (ours.lowestGoodputAfterFull ?? 0) >= 0.9,
+        evidence: `ours-managed ${lowestOf("ours-managed")} (with the limit fixed at the setting ${
+          lowestOf("ours-managed-fixed-limit")
+        })`
+      },
+      {
+        text: `the adaptive limit ends within 20% of what the provider holds (${holds}: slots + queue)`,
+        met: Math.abs(learned - holds) <= 0.2 * holds,
+        evidence: `ours-managed ${Number.isFinite(learned) ? learned : "unbounded"}`
       }
     ],
     figures,
     notes: [
       "While the provider is down, ours marks it degraded and lets only 10% of its limit through, so callers wait in " +
       "its gate instead of retrying; on recovery the ramp lets the backlog in ×1.5 every 5 s. Without the ramp the " +
-      "same backlog arrives at once. The references' backlog is their pending retries."
+      "same backlog arrives at once. The references' backlog is their pending retries.",
+      `The ramp's last step takes a gate that has never seen the provider full to its setting (64), above the ` +
+      `${holds} the provider holds: the refusals cut the adaptive limit (×0.9) at once, and it grows back by one ` +
+      "per round of a full gate. With the limit fixed, the same permits go to caller after caller, each refused, " +
+      "until five in a row mark the provider degraded and the ramp starts again from 10%: the relapse."
     ]
   })
 }

@@ -121,7 +121,8 @@ export const stampedeCapacity = (
  * S4: the provider refuses everything for 30 s while callers with long deadlines wait, then comes
  * back at half capacity, growing to full over 20 s, as a restarted service warms up. Does the
  * backlog arrive all at once and knock it over again? A short queue (40) makes that visible as
- * refusals. Ours runs with its recovery ramp and without it (the limit back to steady at once).
+ * refusals. Ours runs with its recovery ramp and without it (the limit back to steady at once),
+ * and with its limit fixed at the setting rather than learned.
  */
 export const recoveryStampede = (scale = 1): Scenario => {
   const outage = stampedeOutageMillis(scale)
@@ -142,6 +143,7 @@ export const recoveryStampede = (scale = 1): Scenario => {
     horizonMillis: seconds(110, scale) + 30_000,
     contenders: [
       StormPolicies.oursManaged,
+      StormPolicies.oursManagedFixedLimit,
       StormPolicies.oursManagedNoRamp,
       StormPolicies.oursFixedCapacity,
       ...StormPolicies.references
