@@ -38,6 +38,16 @@ const cockatielRetryTimeout = wrap(cockatielRetry, timeout(60_000, TimeoutStrate
 const policy = await Effect.runPromise(
   Resilient.policy({ target: "bench", maxAttempts: 3, gate: { limit: 10_000 } })
 )
+// The same, with the key's pace kept: limits no call reaches, so each attempt reserves its request
+// and tokens and goes at once, as a first-try success under a paced key does.
+const pacedPolicy = await Effect.runPromise(
+  Resilient.policy({
+    target: "bench-paced",
+    maxAttempts: 3,
+    gate: { limit: 10_000 },
+    rateLimit: { requestsPerMinute: 1e12, tokensPerMinute: 1e15 }
+  })
+)
 const instant = Effect.succeed(1)
 /** An attempt that suspends once, resuming on the next turn of the event loop, as every HTTP attempt does. */
 const suspends = Effect.async<number>((resume) => {
@@ -63,6 +73,10 @@ const casesFor = (
   [
     `${label}: resilient-ai whole stack, in one fiber`,
     inOneFiber(Resilient.retry(attempt, policy, { timeout: "30 seconds" }))
+  ],
+  [
+    `${label}: resilient-ai whole stack, paced by the rate limiter`,
+    inOneFiber(Resilient.retry(attempt, pacedPolicy, { timeout: "30 seconds", tokens: 1_000 }))
   ],
   [
     `${label}: resilient-ai, under Deadline.within at the entry point`,
@@ -109,6 +123,11 @@ for (const label of ["suspends", "instant"]) {
   )
   console.log(`  resilient-ai whole stack / p-retry:                    ${ratio("p-retry 7")}×`)
   console.log(`  resilient-ai whole stack / the attempt alone:          ${ratio("the attempt alone, in one fiber")}×`)
+  console.log(
+    `  the rate limiter's cost: paced / unpaced whole stack:   ${
+      (micros(`${label}: resilient-ai whole stack, paced by the rate limiter`) / ours).toFixed(2)
+    }×`
+  )
 }
 const headline = micros("suspends: resilient-ai whole stack, in one fiber")
 const cockatiel = micros("suspends: cockatiel 3.2 retry + timeout")

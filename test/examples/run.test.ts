@@ -48,6 +48,15 @@ describe("examples run", () => {
     assert.include(stdout, "failovers from the pool to the API: 20")
   }, limitMillis)
 
+  it("shared-key: the batch job goes at the key's pace, learned from the provider's header", async () => {
+    const { stdout } = await run("examples/shared-key.ts")
+    assert.include(stdout, "requests the provider saw: 47 (1 to learn the limit, 40 batch, 6 interactive)")
+    // 40 calls at 10 a second, after a burst of half a second's worth: never faster, however idle
+    // the machine (a busy one can only make it slower).
+    const seconds = Number(/the batch job took ([\d.]+) s/.exec(stdout)?.[1])
+    assert.isAtLeast(seconds, 3.4, stdout)
+  }, limitMillis)
+
   it.skipIf(redisUrl === "")("fleet: three members on one Redis budget retry as one", async () => {
     const { stdout } = await run("examples/fleet.ts", {
       REDIS_URL: redisUrl,

@@ -62,6 +62,13 @@ const retryDelay = Metric.histogram(
   "delays slept before retries, in milliseconds"
 )
 
+/** How long attempts waited for their turn in the key's pace (`RateLimiter`), when they waited, in milliseconds. */
+const pacedWait = Metric.histogram(
+  "resilient_ai_paced_wait_ms",
+  MetricBoundaries.exponential({ start: 1, factor: 2, count: 18 }),
+  "time attempts waited for their turn under the key's requests and tokens per minute, in milliseconds"
+)
+
 /** Calls refused at once by a full gate of a shedding target. */
 const shed = counter("resilient_ai_shed", "calls shed by a full concurrency gate")
 
@@ -91,6 +98,7 @@ export interface TargetMetrics {
   readonly budgetExhausted: Metric.Metric.Counter<number>
   readonly deadlineSkips: Metric.Metric.Counter<number>
   readonly retryDelay: Metric.Metric.Histogram<number>
+  readonly pacedWait: Metric.Metric.Histogram<number>
   readonly shed: Metric.Metric.Counter<number>
   readonly nestedSingleAttempts: Metric.Metric.Counter<number>
   readonly failures: (kind: string) => Metric.Metric.Counter<number>
@@ -148,6 +156,7 @@ export const forTarget = (target: string, model?: string | undefined): TargetMet
     budgetExhausted: tag(budgetExhausted),
     deadlineSkips: tag(deadlineSkips),
     retryDelay: tag(retryDelay),
+    pacedWait: tag(pacedWait),
     shed: tag(shed),
     nestedSingleAttempts: tag(nestedSingleAttempts),
     failures: byKind(failures, "kind"),

@@ -628,9 +628,14 @@ class Sequence<A, E, R> {
       if (placed !== undefined) return this.gatedAttempt(restore, number, delayBefore, placed)
       // Its turn must leave the attempt its time before the deadline.
       const demand = { tokens: this.tokens, lane: this.lane, deadline: this.deadline - this.minAttemptMillis }
+      const asked = this.clock.unsafeCurrentTimeMillis()
       return Effect.matchEffect(restore(this.limiter.admit(demand)), {
         onFailure: (refusal) => this.pacedOut(refusal),
-        onSuccess: (reservation) => this.gatedAttempt(restore, number, delayBefore, reservation)
+        onSuccess: (reservation) => {
+          const waited = this.clock.unsafeCurrentTimeMillis() - asked
+          if (waited > 0) this.count(this.metrics.pacedWait, waited)
+          return this.gatedAttempt(restore, number, delayBefore, reservation)
+        }
       })
     })
   }

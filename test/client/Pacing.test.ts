@@ -1,0 +1,80 @@
+/**
+ * A target's pace against the real fault server: the limits the provider states in its headers are
+ * learned, the calls after them wait their turn (on the TestClock), the provider's `usage` settles
+ * each reservation, and a call whose turn is after its deadline is never sent.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { ModelClient } from "@resilient-ai/client"
+import { Coordination, Failure, Metrics } from "@resilient-ai/policy"
+import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
+import { Effect, Fiber, TestClock } from "effect"
+import { untilSleeping } from "./sdkSupport.js"
+import { hello, HttpLive, managedAt } from "./support.js"
+
+/** A chat completion that used 15 tokens, from a provider that allows the key 60 requests a minute. */
+const limitedAnswer: FaultPlan.Fault = {
+  _tag: "Raw",
+  headers: {
+    "content-type": "application/json",
+    "x-ratelimit-limit-requests": "60",
+    "x-ratelimit-limit-tokens": "60000"
+  },
+  body: JSON.stringify({
+    id: "chatcmpl-paced",
+    object: "chat.completion",
+    created: 0,
+    model: "test-model",
+    choices: [{ index: 0, message: { role: "assistant", content: "Hello." }, finish_reason: "stop" }],
+    usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 }
+  })
+}
+
+describe("a target's pace, against the fault server", () => {
+  it.scoped("learns 60 a minute from the headers: after the burst, the next call waits its second, then goes", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ otherwise: limitedAnswer })
+      const target = managedAt(server.url)
+      const client = yield* ModelClient.make(target)
+      // Nothing is known before the first answer: it goes at once, and teaches the limits. The two
+      // after it are the 1 s burst.
+      yield* client.chat(hello)
+      yield* client.chat(hello)
+      yield* client.chat(hello)
+      const fourth = yield* Effect.fork(client.chat(hello))
+      yield* untilSleeping(1_000)
+      assert.strictEqual((yield* server.arrivals).length, 3, "the fourth call waits for its turn")
+      yield* TestClock.adjust(1_000)
+      yield* Fiber.join(fourth)
+      assert.strictEqual((yield* server.arrivals).length, 4)
+      const waited = Metrics.forTarget(target.name, "test-model").pacedWait.unsafeValue([])
+      assert.deepStrictEqual([waited.count, waited.sum], [1, 1_000])
+    }).pipe(Effect.provide(HttpLive), Effect.provide(Coordination.layerMemory)))
+
+  it.scoped("the usage settles the reservation: a request reserved at 2,000 tokens that used 15 leaves the key free", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ otherwise: limitedAnswer })
+      // 600 tokens a minute: 10 a second; each call reserves about 2,000 (max_tokens).
+      const target = managedAt(server.url, { tokensPerMinute: 600 })
+      const client = yield* ModelClient.make(target)
+      yield* client.chat({ ...hello, max_tokens: 2_000 })
+      // Had the 2,000 stood, the next call would wait 199 s; it used 15, so it waits 0.5 s.
+      const next = yield* Effect.fork(client.chat({ ...hello, max_tokens: 2_000 }))
+      yield* untilSleeping(500)
+      assert.strictEqual((yield* server.arrivals).length, 1)
+      yield* TestClock.adjust(500)
+      yield* Fiber.join(next)
+      assert.strictEqual((yield* server.arrivals).length, 2)
+    }).pipe(Effect.provide(HttpLive), Effect.provide(Coordination.layerMemory)))
+
+  it.scoped("a call whose turn comes after its deadline stops with RateLimitedLocally, and is never sent", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ otherwise: limitedAnswer })
+      const client = yield* ModelClient.make(managedAt(server.url, { requestsPerMinute: 60 }))
+      yield* client.chat(hello)
+      yield* client.chat(hello)
+      const failed = yield* Effect.flip(client.chat(hello, { timeout: "900 millis" }))
+      assert.strictEqual(failed.reason, "rate-limited-locally")
+      assert.instanceOf(failed.last, Failure.RateLimitedLocally)
+      assert.strictEqual((yield* server.arrivals).length, 2)
+    }).pipe(Effect.provide(HttpLive), Effect.provide(Coordination.layerMemory)))
+})
