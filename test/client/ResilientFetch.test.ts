@@ -257,4 +257,24 @@ describe("ResilientFetch under the openai SDK", () => {
       assert.strictEqual((yield* server.arrivals).length, 1)
       assert.strictEqual(yield* settled(server.openConnections, (open) => open === 0), 0)
     }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
+
+  it.scopedLive("the answer's usage settles the call's place in the key's pace, not its max_tokens", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({})
+      // 600 tokens a minute: 100 ms a token.
+      const target = yield* targetAt(server.url, { tokensPerMinute: 600 })
+      const fetch = yield* ResilientFetch.make(target)
+      const response = yield* Effect.promise(() =>
+        fetch(`${server.url}/chat/completions`, {
+          method: "POST",
+          body: JSON.stringify({ model: "gpt-4o-mini", messages, max_tokens: 2_000 })
+        })
+      )
+      const { usage } = (yield* Effect.promise(() => response.json())) as { usage: { total_tokens: number } }
+      const coordination = yield* Coordination.current
+      const { limiter } = Coordination.madeServices(coordination, target.name, target.apiKey)!
+      // Reserved at over 2,000 tokens (200 s of the key), settled at what the provider said it used
+      // (less the real time since, which only shortens the wait).
+      assert.isAtMost((yield* limiter.snapshot).tokensWaitMillis, Math.max(0, usage.total_tokens * 100 - 1_000))
+    }).pipe(Effect.provide(Coordination.layerMemory)))
 })

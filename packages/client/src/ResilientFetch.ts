@@ -100,7 +100,11 @@ export const make = <E = never, R = never>(
         }).pipe(
           Effect.tap((response) => SdkCall.entered(info, response.headers)),
           Effect.flatMap((response) =>
-            SdkCall.settle(response, { streams: described.streams, model, limit: checked.maxResponseBytes }, answered)
+            SdkCall.settle(
+              response,
+              { streams: described.streams, model, limit: checked.maxResponseBytes, info },
+              answered
+            )
           )
         )
       })

@@ -134,7 +134,7 @@ export const transform = <E = never, R = never>(
                         status: response.status,
                         headers
                       }),
-                      { streams: described.streams, model, limit: checked.maxResponseBytes },
+                      { streams: described.streams, model, limit: checked.maxResponseBytes, info },
                       answered
                     ),
                     (web) => HttpClientResponse.fromWeb(forTheSdk, web)

@@ -199,20 +199,51 @@ export const readAtMost = (
 
 class TooLarge {}
 
+/** Answers larger than this are not parsed for their usage: their reservation stands as made. */
+const usageReadLimit = 1024 * 1024
+
+/**
+ * The tokens a whole JSON answer says it used, if it says: OpenAI's and Mistral's `usage`
+ * (`total_tokens`, or prompt + completion), Anthropic's and the Responses API's (input + output).
+ */
+export const usageIn = (bytes: Uint8Array): number | undefined => {
+  if (bytes.byteLength > usageReadLimit) return undefined
+  try {
+    const usage = (JSON.parse(new TextDecoder().decode(bytes)) as { readonly usage?: Record<string, unknown> } | null)
+      ?.usage
+    const count = (name: string) => typeof usage?.[name] === "number" ? usage[name] : undefined
+    const total = count("total_tokens") ??
+      ((count("prompt_tokens") ?? count("input_tokens") ?? 0) +
+        (count("completion_tokens") ?? count("output_tokens") ?? 0))
+    return usage === undefined || total === 0 ? undefined : total
+  } catch {
+    return undefined
+  }
+}
+
 /**
  * What an attempt makes of the provider's answer, in both adapters: a success read whole (at most
- * `limit` bytes), or up to its first chunk when it streams; an error answer kept for the SDK and
- * failed with its failure. An error body that cannot be read is still its status's failure.
+ * `limit` bytes), its usage reported to the attempt so its place in the key's pace is settled, or
+ * read up to its first chunk when it streams; an error answer kept for the SDK and failed with its
+ * failure. An error body that cannot be read is still its status's failure.
  */
 export const settle = (
   response: Response,
-  call: { readonly streams: boolean; readonly model: string; readonly limit: number },
+  call: {
+    readonly streams: boolean
+    readonly model: string
+    readonly limit: number
+    readonly info: Resilient.AttemptInfo | undefined
+  },
   answered: Answered
 ): Effect.Effect<Response, Failure.Failure> => {
   if (response.status < 400) {
-    return call.streams
-      ? firstChunk(response, call.model, answered)
-      : Effect.map(readAtMost(response, call.limit), (bytes) => responseOf(kept(response, bytes)))
+    if (call.streams) return firstChunk(response, call.model, answered)
+    return Effect.map(readAtMost(response, call.limit), (bytes) => {
+      const used = call.info === undefined ? undefined : usageIn(bytes)
+      if (used !== undefined) call.info?.reportUsage(used)
+      return responseOf(kept(response, bytes))
+    })
   }
   return Effect.flatMap(
     Effect.orElseSucceed(readAtMost(response, call.limit), () => new Uint8Array(0)),
