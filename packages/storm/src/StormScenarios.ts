@@ -188,7 +188,7 @@ const interactiveServices = 3
 const batchServices = 7
 
 /** When S6's batch service `index` runs its job: they start 15 s apart from 10 s, each for 100 s. */
-export const batchJobMillis = (index: number, scale = 1) => ({
+const batchJobMillis = (index: number, scale = 1) => ({
   from: seconds(10 + 15 * index, scale),
   to: seconds(10 + 15 * index + 100, scale)
 })
