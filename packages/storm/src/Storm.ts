@@ -167,14 +167,14 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
       )
     }
     /** The service of an arrival at `now`, drawn in proportion to the services' rates. */
-    const serviceAt = (now: number, rate: number) =>
+    const serviceAt = (among: ReadonlyArray<Service>, now: number, rate: number) =>
       Effect.map(Random.next, (draw) => {
         let left = draw * rate
-        for (const service of services!) {
+        for (const service of among) {
           left -= service.ratePerSecond(now)
           if (left < 0) return service
         }
-        return services![services!.length - 1]!
+        return among[among.length - 1]
       })
     // Open-loop arrivals: exponential gaps at the current rate, drawn from the seeded Random.
     while (clock.unsafeCurrentTimeMillis() < untilMillis) {
@@ -187,7 +187,7 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
       const gap = -Math.log(1 - (yield* Random.next)) * (1000 / rate)
       if (now + gap >= untilMillis) break
       yield* Effect.sleep(gap)
-      yield* start(services === undefined ? undefined : yield* serviceAt(now, rate))
+      yield* start(services === undefined ? undefined : yield* serviceAt(services, now, rate))
     }
     yield* Effect.sleep(Math.max(0, scenario.horizonMillis - clock.unsafeCurrentTimeMillis()))
     return { provider, calls, limit }

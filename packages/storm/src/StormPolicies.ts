@@ -301,9 +301,9 @@ const simulatedTarget = (kind: Target.Kind, name: string, setting: Setting, over
   })
 
 /**
- * How ours paces calls under the key's limits: not at all (a policy without a rate limiter, as before
- * it had one), or with the shipped `RateLimiter` made from the target's limits as `Coordination`
- * makes it; `lanes` says whether batch calls wait in the batch lane or every call is interactive.
+ * How ours paces calls under the key's limits, with the shipped `RateLimiter` made from the target's
+ * limits as `Coordination` makes it (without a `Pacing`, ours has no limiter, as before it had one);
+ * `lanes` says whether batch calls wait in the batch lane or every call is interactive.
  */
 interface Pacing {
   readonly lanes: boolean
