@@ -38,6 +38,22 @@ describe("README storm figures", () => {
       }%, relapsed) |`
     )
     assert.include(readme, `| ${Math.round(ours("S5", "ours-fixed-capacity").p99)} ms (service time 200 ms) |`)
+    const percent = (share: number, digits = 1) => `${(100 * share).toFixed(digits)}%`
+    const paced = ours("S6", "ours-paced")
+    const today = ours("S6")
+    const bottleneck = ours("S6", "bottleneck-rps")
+    assert.include(
+      readme,
+      `| paced with lanes: ${percent(paced.rateLimitedShare, 2)} 429s, ${percent(paced.goodputShare)}, ${
+        Math.round(paced.interactiveWaitP99)
+      } ms (without lanes ${
+        percent(ours("S6", "ours-paced-no-lanes").interactiveSuccessShare)
+      } of interactive calls succeed) | today's policy (no pacing) ${percent(today.rateLimitedShare, 2)}, ${
+        percent(today.goodputShare)
+      }, ${percent(today.interactiveSuccessShare)} of interactive calls succeed; Bottleneck-style requests per second ${
+        percent(bottleneck.rateLimitedShare, 2)
+      }, ${percent(bottleneck.goodputShare)} |`
+    )
     const goals = Object.entries(scenarios as Record<string, { goals: Array<{ met: boolean; text: string }> }>)
     for (const [name, scenario] of goals) {
       assert.isNotEmpty(scenario.goals, `${name} states its goals`)

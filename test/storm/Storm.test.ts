@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Failure, Metrics, type RetryBudget } from "@resilient-ai/policy"
+import { Failure, Metrics, Resilient, type RetryBudget } from "@resilient-ai/policy"
 import {
   Contention,
   SimulatedProvider,
@@ -110,6 +110,74 @@ describe("SimulatedProvider", () => {
         })
     )
     assert.deepStrictEqual(result, { ok: true, at: 1_100 })
+  })
+})
+
+describe("SimulatedProvider, an API key's limits", () => {
+  // 10 requests and 1000 tokens a second, one second's worth in each bucket.
+  const key = {
+    slots: 100,
+    serviceMillis: 100,
+    queueLimit: 0,
+    rateLimit: { requestsPerMinute: 600, tokensPerMinute: 60_000 }
+  }
+  const tokens = { prompt: 300, maxTokens: 500, completion: 100 }
+  /** An attempt as the transport sees it, recording what the provider tells it. */
+  const attempt = () => {
+    const told: { usage: Array<number>; limits: Array<unknown> } = { usage: [], limits: [] }
+    const info: Resilient.AttemptInfo = {
+      requestId: "r",
+      attempt: 1,
+      target: "key",
+      deadline: Number.POSITIVE_INFINITY,
+      replaySafe: true,
+      enter: () => {},
+      annotate: () => {},
+      reportUsage: (used) => void told.usage.push(used),
+      reportLimits: (limits) => void told.limits.push(limits)
+    }
+    return {
+      told,
+      send: <A, E>(request: Effect.Effect<A, E>) => Effect.locally(request, Resilient.CurrentAttempt, info)
+    }
+  }
+
+  it("counts a request at prompt + max_tokens; beyond a second's worth, a 429 with retry-after; served, it settles with usage", () => {
+    const { told, send } = attempt()
+    const result = Simulation.run(
+      Effect.gen(function*() {
+        const provider = new SimulatedProvider.Provider(yield* Simulation.CurrentClock, key)
+        const first = yield* Effect.fork(send(provider.request(0, tokens)))
+        yield* Effect.yieldNow()
+        // 800 of the 1000 tokens are taken until the first is served: a second 800 does not fit.
+        const refused = yield* Effect.flip(send(provider.request(1, tokens)))
+        yield* Fiber.join(first)
+        // Served at 100 ms: the 400 of its max_tokens not generated came back, and 100 ms refilled 100
+        // more (700); 100 ms later, 800 fit again.
+        yield* Effect.sleep(100)
+        const second = yield* Effect.exit(send(provider.request(2, tokens)))
+        return { refused, second: Exit.isSuccess(second), rateLimited: provider.rateLimited }
+      }),
+      { seed: 1 }
+    ).value
+    assert.strictEqual(result.refused._tag, "RateLimited")
+    assert.strictEqual(Duration.toMillis((result.refused as Failure.RateLimited).retryAfter!), 1_000)
+    assert.isTrue(result.second)
+    assert.strictEqual(result.rateLimited, 1)
+    assert.deepStrictEqual(told.usage, [400, 400])
+    assert.deepInclude(told.limits, { requestsPerMinute: 600, tokensPerMinute: 60_000 })
+  })
+
+  it("a request without tokens is not counted: the other scenarios are unchanged", () => {
+    const served = Simulation.run(
+      Effect.gen(function*() {
+        const provider = new SimulatedProvider.Provider(yield* Simulation.CurrentClock, key)
+        yield* Effect.all(Array.from({ length: 30 }, (_, call) => provider.request(call)), { concurrency: "unbounded" })
+        return provider.rateLimited
+      }),
+      { seed: 1 }
+    ).value
+    assert.strictEqual(served, 0)
   })
 })
 
@@ -268,6 +336,47 @@ describe("storm scenarios, small", { timeout: 300_000 }, () => {
       Metrics.quantile(run.calls.filter((call) => call.ok).map((call) => call.endedAt - call.startedAt), 0.99)!
     assert.isAtMost(p99(ours!), 2 * StormScenarios.serviceMillis)
     assert.isAbove(p99(reference!), 10 * StormScenarios.serviceMillis)
+  })
+
+  it("S6: paced, no 429s and goodput at the key's limit; the lanes keep interactive calls from waiting behind batch", () => {
+    const section = StormReport.s6(1, 0.5, [
+      StormPolicies.oursManaged,
+      StormPolicies.oursPaced,
+      StormPolicies.oursPacedNoLanes
+    ])
+    const today = section.figures["ours-managed"]!
+    const paced = section.figures["ours-paced"]!
+    const noLanes = section.figures["ours-paced-no-lanes"]!
+    // Without pacing, the key's limit is found through 429s.
+    assert.isAbove(today.rateLimited!, 0)
+    assert.strictEqual(paced.rateLimited, 0)
+    assert.isAtLeast(paced.goodputShare!, 0.95)
+    assert.isAbove(paced.goodputShare!, today.goodputShare!)
+    assert.isBelow(paced.interactiveWaitP99!, 1_000)
+    assert.strictEqual(paced.interactiveSuccessShare, 1)
+    // First come first served, interactive calls queue behind batch ones: some wait past their deadline.
+    assert.isBelow(noLanes.interactiveSuccessShare!, 0.99)
+    assert.deepStrictEqual(section.goals.map((goal) => goal.met), [true, true, true])
+  })
+
+  it("S6: the Bottleneck-style limiter spaces requests at the key's requests per minute, whatever their tokens", () => {
+    const { value } = Simulation.run(
+      Effect.gen(function*() {
+        const call = yield* StormPolicies.bottleneckRps.make({
+          attemptTimeoutMillis: 30_000,
+          providerSlots: 1,
+          rateLimit: { requestsPerMinute: 600 }
+        })
+        const sent: Array<number> = []
+        const attempt = Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => void sent.push(now)))
+        yield* Effect.all(Array.from({ length: 5 }, () => call(attempt, 60_000, { tokens: 50_000, lane: "batch" })), {
+          concurrency: "unbounded"
+        })
+        return sent
+      }),
+      { seed: 1 }
+    )
+    assert.deepStrictEqual(value, [0, 100, 200, 300, 400])
   })
 
   it("contention: full jitter takes fewer calls than exponential backoff and than none", () => {

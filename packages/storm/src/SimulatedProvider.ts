@@ -1,6 +1,7 @@
 /**
  * A model provider in simulated time: a fixed number of slots, a service time per request and a
- * bounded queue, with incidents scripted on a timeline.
+ * bounded queue, with incidents scripted on a timeline, and (S6) an API key's requests- and
+ * tokens-per-minute limits.
  *
  * What makes it useful for storms is what real providers do and clients forget: a request whose
  * caller has given up (timed out, interrupted) is still queued and still served, burning a slot
@@ -8,9 +9,11 @@
  * failure: after the trigger is gone, a queue full of abandoned requests keeps every new request
  * waiting past its timeout, and retries keep the queue full.
  */
-import { Failure } from "@resilient-ai/policy"
+import { ProviderError, Transport } from "@resilient-ai/client"
+import { Failure, Resilient } from "@resilient-ai/policy"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
 import type { SimulatedClock } from "./Simulation.js"
 
 /** Something that goes wrong for a while. Times are milliseconds of simulated time. */
@@ -53,6 +56,17 @@ export interface Options {
   /** Requests waiting for a slot; more are refused with a 503. */
   readonly queueLimit: number
   readonly incidents?: ReadonlyArray<Incident> | undefined
+  /** The key's limits, enforced as `KeyLimits` does. Without them, requests carry no tokens that count. */
+  readonly rateLimit?: { readonly requestsPerMinute: number; readonly tokensPerMinute: number } | undefined
+  /** Time to generate one completion token, added to `serviceMillis`. Default 0. */
+  readonly millisPerToken?: number | undefined
+}
+
+/** The tokens of one request: its prompt, its `max_tokens`, and what the model will generate. */
+export interface Tokens {
+  readonly prompt: number
+  readonly maxTokens: number
+  readonly completion: number
 }
 
 /** What the provider saw, per time bucket. */
@@ -70,6 +84,7 @@ export interface Series {
 
 interface Request {
   readonly call: number
+  readonly tokens: Tokens | undefined
   /** The request's place among all the provider received: what an attempt's own failure is drawn from. */
   readonly serial: number
   readonly arrivedAt: number
@@ -95,6 +110,9 @@ export class Provider {
   /** Requests served in all, and those served for nobody. */
   served = 0
   wasted = 0
+  /** Requests refused with a 429 for the key's limits. */
+  rateLimited = 0
+  private readonly limits: KeyLimits | undefined
 
   constructor(
     private readonly clock: SimulatedClock,
@@ -102,6 +120,9 @@ export class Provider {
     bucketMillis = 1000
   ) {
     this.series = { bucketMillis, arrivals: [], refused: [], wasted: [], load: [] }
+    this.limits = options.rateLimit === undefined
+      ? undefined
+      : new KeyLimits(options.rateLimit.requestsPerMinute, options.rateLimit.tokensPerMinute)
     const failing = (options.incidents ?? []).filter((incident) =>
       incident._tag === "FailingCalls" || incident._tag === "FailingAttempts"
     )
@@ -150,12 +171,23 @@ export class Provider {
     return this.busy + (this.queue.length - this.head)
   }
 
-  /** One attempt of call `call`: it succeeds after service, or fails the way the provider says. */
-  request(call: number): Effect.Effect<void, Failure.Failure> {
+  /**
+   * One attempt of call `call`: it succeeds after service, or fails the way the provider says. With
+   * `tokens`, the key's limits count it, and the answer tells the attempt (`Resilient.CurrentAttempt`)
+   * its usage and the key's limits, as the client's transport does.
+   */
+  request(call: number, tokens?: Tokens): Effect.Effect<void, Failure.Failure> {
     return Effect.async<void, Failure.Failure>((resume) => {
       const at = this.now()
       bump(this.series.arrivals, this.bucket(at))
       bump(this.slices, Math.floor(at / 10))
+      const limits = this.limits
+      if (limits !== undefined && tokens !== undefined && !limits.take(at, tokens)) {
+        bump(this.series.refused, this.bucket(at))
+        this.rateLimited++
+        resume(limits.refusal(at, tokens))
+        return
+      }
       const burst = this.active("RateLimitBurst", at)
       if (burst !== undefined) {
         bump(this.series.refused, this.bucket(at))
@@ -170,7 +202,14 @@ export class Provider {
         resume(Effect.fail(new Failure.Overloaded({ status: 503, detail: "outage" })))
         return
       }
-      const request: Request = { call, serial: this.received++, arrivedAt: at, abandoned: false, respond: resume }
+      const request: Request = {
+        call,
+        tokens,
+        serial: this.received++,
+        arrivedAt: at,
+        abandoned: false,
+        respond: resume
+      }
       if (this.busy < this.capacity(at) && this.head === this.queue.length) {
         this.start(request)
       } else if (this.queue.length - this.head < this.options.queueLimit) {
@@ -190,13 +229,15 @@ export class Provider {
 
   private start(request: Request): void {
     this.busy++
-    this.clock.schedule(this.options.serviceMillis, () => this.complete(request))
+    const generating = (request.tokens?.completion ?? 0) * (this.options.millisPerToken ?? 0)
+    this.clock.schedule(this.options.serviceMillis + generating, () => this.complete(request))
   }
 
   private complete(request: Request): void {
     this.busy--
     this.served++
     const at = this.now()
+    const answered = request.tokens === undefined ? undefined : this.limits?.settle(at, request.tokens)
     if (request.abandoned) {
       this.wasted++
       bump(this.series.wasted, this.bucket(at))
@@ -206,7 +247,7 @@ export class Provider {
       respond(
         this.failingShare(request)
           ? Effect.fail(new Failure.ServerError({ status: 500, detail: "failing call" }))
-          : Effect.void
+          : answered ?? Effect.void
       )
     }
     this.pump()
@@ -234,8 +275,117 @@ export class Provider {
   }
 }
 
-/** A number in [0, 1) that depends only on `n`: which calls fail is the same for every policy. */
-const hashUnit = (n: number): number => {
+/**
+ * A bucket of one limit: refilled continuously at the limit's rate, holding one second of it at
+ * most. Anthropic documents a token bucket whose capacity is replenished continuously; OpenAI and
+ * Anthropic both document that a per-minute limit may be enforced over shorter intervals (60 000
+ * requests a minute as 1 000 a second), so a burst of more than a second's worth is refused even
+ * under the minute's limit.
+ */
+class Bucket {
+  private level: number
+  private at = 0
+
+  constructor(readonly perMinute: number) {
+    this.level = this.capacity
+  }
+
+  get capacity(): number {
+    return this.perMinute / 60
+  }
+
+  /** What the bucket holds at `now`. */
+  available(now: number): number {
+    this.level = Math.min(this.capacity, this.level + ((now - this.at) * this.perMinute) / 60_000)
+    this.at = now
+    return this.level
+  }
+
+  /** Milliseconds from `now` until the bucket holds `amount`. */
+  untilHolds(amount: number, now: number): number {
+    return Math.max(0, ((amount - this.available(now)) * 60_000) / this.perMinute)
+  }
+
+  move(amount: number, now: number): void {
+    this.level = Math.min(this.capacity, this.available(now) + amount)
+  }
+
+  /** The limit's headers, OpenAI's names: the limit, what is left, and when the bucket is full again (Go duration). */
+  headers(kind: "requests" | "tokens", now: number): Record<string, string> {
+    const left = Math.floor(this.available(now))
+    return {
+      [`x-ratelimit-limit-${kind}`]: `${this.perMinute}`,
+      [`x-ratelimit-remaining-${kind}`]: `${Math.max(0, left)}`,
+      [`x-ratelimit-reset-${kind}`]: `${(this.untilHolds(this.capacity, now) / 1000).toFixed(3)}s`
+    }
+  }
+}
+
+/**
+ * An API key's limits, as the provider enforces them: a request is counted when it arrives, at its
+ * prompt and its `max_tokens` (what OpenAI and Anthropic say they estimate a request at), refused
+ * with a 429 if either bucket cannot hold it (a refused request takes nothing), and settled when it
+ * is served: the tokens it did not generate go back.
+ */
+class KeyLimits {
+  private readonly requests: Bucket
+  private readonly tokens: Bucket
+
+  constructor(requestsPerMinute: number, tokensPerMinute: number) {
+    this.requests = new Bucket(requestsPerMinute)
+    this.tokens = new Bucket(tokensPerMinute)
+  }
+
+  /** Takes the request's place if both buckets hold it. */
+  take(now: number, tokens: Tokens): boolean {
+    const reserved = tokens.prompt + tokens.maxTokens
+    if (this.requests.available(now) < 1 || this.tokens.available(now) < reserved) return false
+    this.requests.move(-1, now)
+    this.tokens.move(-reserved, now)
+    return true
+  }
+
+  private headers(now: number): Record<string, string> {
+    return { ...this.requests.headers("requests", now), ...this.tokens.headers("tokens", now) }
+  }
+
+  /**
+   * The 429, read by the client's own mapping of an error response: OpenAI's body, the limit headers,
+   * and `retry-after` in whole seconds until the request would fit, as Anthropic sends it.
+   */
+  refusal(now: number, tokens: Tokens): Effect.Effect<never, Failure.Failure> {
+    const waitRequests = this.requests.untilHolds(1, now)
+    const waitTokens = this.tokens.untilHolds(tokens.prompt + tokens.maxTokens, now)
+    const kind = waitTokens > waitRequests ? "tokens" : "requests"
+    const headers = { ...this.headers(now), "retry-after": `${Math.ceil(Math.max(waitRequests, waitTokens) / 1000)}` }
+    const failure = ProviderError.toFailure({
+      status: 429,
+      headers,
+      body: { error: { message: `Rate limit reached for ${kind}`, type: kind, code: "rate_limit_exceeded" } }
+    }, now)
+    return Effect.zipRight(told(headers), Effect.fail(failure))
+  }
+
+  /** Gives back the tokens a served request did not generate; the answer tells the attempt its usage. */
+  settle(now: number, tokens: Tokens): Effect.Effect<void> {
+    this.tokens.move(tokens.maxTokens - tokens.completion, now)
+    return told(this.headers(now), tokens.prompt + tokens.completion)
+  }
+}
+
+/** What the client's transport tells the attempt of an answer: the key's limits, and the usage. */
+const told = (headers: Record<string, string>, used?: number): Effect.Effect<void> =>
+  Effect.map(FiberRef.get(Resilient.CurrentAttempt), (info) => {
+    if (info === undefined) return
+    Transport.reportLimits(info, (name) => headers[name])
+    if (used !== undefined) info.reportUsage(used)
+  })
+
+/**
+ * A number in [0, 1) that depends only on `n`: which calls fail, or how long a call's completion is,
+ * is the same for every policy.
+ */
+export const hashUnit = (n: number): number => {
   let x = (n + 0x9e3779b9) | 0
   x = Math.imul(x ^ (x >>> 16), 0x85ebca6b)
   x = Math.imul(x ^ (x >>> 13), 0xc2b2ae35)

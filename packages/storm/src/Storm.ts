@@ -8,9 +8,11 @@
  * the trigger is gone. Each scenario makes one of those happen and measures it, for ours and for
  * the references, running the shipped policy code in simulated time (see `Simulation`).
  */
-import { ConcurrencyGate } from "@resilient-ai/policy"
+import { ConcurrencyGate, Failure, type RateLimiter } from "@resilient-ai/policy"
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
 import * as Random from "effect/Random"
 import { mean, sum } from "./internal/series.js"
 import * as SimulatedProvider from "./SimulatedProvider.js"
@@ -27,6 +29,22 @@ export interface Workload {
   readonly burst?: { readonly atMillis: number; readonly calls: number } | undefined
   /** Each call's deadline, from its start. */
   readonly deadlineMillis: number
+  /**
+   * The services the calls come from, when they differ (S6): each arrival is one service's, drawn in
+   * proportion to the services' rates at that instant, as superposed Poisson arrivals are.
+   * `ratePerSecond` is then their sum, and each service's deadline replaces `deadlineMillis`.
+   */
+  readonly services?: ReadonlyArray<Service> | undefined
+}
+
+/** One of several services sharing a provider and an API key. */
+export interface Service {
+  readonly name: string
+  readonly lane: RateLimiter.Lane
+  readonly ratePerSecond: (atMillis: number) => number
+  readonly deadlineMillis: number
+  /** The tokens of its call number `call`. */
+  readonly tokens: (call: number) => SimulatedProvider.Tokens
 }
 
 /** A scenario: a provider with its incidents, a workload, and how long to watch. */
@@ -48,6 +66,14 @@ export interface CallRecord {
   readonly ok: boolean
   /** Attempts the call made (0 when it never got to make one). */
   readonly attempts: number
+  /** When its last attempt reached the provider: for a successful call, the one that succeeded. */
+  readonly lastSentAt?: number | undefined
+  /** Its service, when the workload has several. */
+  readonly service?: string | undefined
+  /** Tokens the provider reported it used (prompt and completion), when it succeeded with tokens. */
+  readonly tokensUsed?: number | undefined
+  /** Why it failed: the stop reason of a resilient call, else the failure's tag. */
+  readonly failure?: string | undefined
 }
 
 /** One policy's run of a scenario. */
@@ -56,6 +82,8 @@ export interface Run {
   readonly calls: ReadonlyArray<CallRecord>
   /** Attempts the provider received. */
   readonly attempts: number
+  /** Attempts it refused with a 429 for the key's limits. */
+  readonly rateLimited: number
   readonly served: number
   /** Requests served whose caller had already gone. */
   readonly wasted: number
@@ -81,6 +109,7 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
     const caller = yield* contender.make({
       attemptTimeoutMillis: scenario.attemptTimeoutMillis,
       providerSlots: scenario.provider.slots,
+      rateLimit: scenario.provider.rateLimit,
       watchGate: (watched) => {
         gate = watched
       }
@@ -88,35 +117,65 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
     const limit: Array<number> = []
     const calls: Array<CallRecord> = []
     let nextCall = 0
-    const start = Effect.suspend(() => {
-      const id = nextCall++
-      const startedAt = clock.unsafeCurrentTimeMillis()
-      let attempts = 0
-      const attempt = Effect.suspend(() => {
-        attempts++
-        return provider.request(id)
-      })
-      return Effect.forkDaemon(
-        Effect.exit(caller(attempt, scenario.workload.deadlineMillis)).pipe(
-          Effect.map((exit) =>
-            calls.push({ startedAt, endedAt: clock.unsafeCurrentTimeMillis(), ok: Exit.isSuccess(exit), attempts })
+    const start = (service?: Service) =>
+      Effect.suspend(() => {
+        const id = nextCall++
+        const startedAt = clock.unsafeCurrentTimeMillis()
+        const tokens = service?.tokens(id)
+        let attempts = 0
+        let lastSentAt: number | undefined
+        const attempt = Effect.suspend(() => {
+          attempts++
+          lastSentAt = clock.unsafeCurrentTimeMillis()
+          return provider.request(id, tokens)
+        })
+        const call = tokens === undefined || service === undefined
+          ? undefined
+          : { tokens: tokens.prompt + tokens.maxTokens, lane: service.lane }
+        const deadline = service?.deadlineMillis ?? scenario.workload.deadlineMillis
+        return Effect.forkDaemon(
+          Effect.exit(caller(attempt, deadline, call)).pipe(
+            Effect.map((exit) => {
+              const ok = Exit.isSuccess(exit)
+              calls.push({
+                startedAt,
+                endedAt: clock.unsafeCurrentTimeMillis(),
+                ok,
+                attempts,
+                ...(service === undefined ? {} : {
+                  lastSentAt,
+                  service: service.name,
+                  tokensUsed: ok && tokens !== undefined ? tokens.prompt + tokens.completion : undefined,
+                  failure: ok ? undefined : failureOf(exit)
+                })
+              })
+            })
           )
         )
-      )
-    })
+      })
     const sample = (): void => {
       provider.sampleLoad()
       limit.push(Effect.runSync(gate.snapshot).limit)
       if (clock.unsafeCurrentTimeMillis() < scenario.horizonMillis) clock.schedule(1000, sample)
     }
     clock.schedule(999, sample)
-    const { burst, ratePerSecond, untilMillis } = scenario.workload
+    const { burst, ratePerSecond, services, untilMillis } = scenario.workload
     if (burst !== undefined) {
       // Every call of a burst starts at the same instant: forking takes no simulated time.
       yield* Effect.forkDaemon(
-        Effect.zipRight(Effect.sleep(burst.atMillis), Effect.repeatN(start, burst.calls - 1))
+        Effect.zipRight(Effect.sleep(burst.atMillis), Effect.repeatN(start(), burst.calls - 1))
       )
     }
+    /** The service of an arrival at `now`, drawn in proportion to the services' rates. */
+    const serviceAt = (among: ReadonlyArray<Service>, now: number, rate: number) =>
+      Effect.map(Random.next, (draw) => {
+        let left = draw * rate
+        for (const service of among) {
+          left -= service.ratePerSecond(now)
+          if (left < 0) return service
+        }
+        return among[among.length - 1]
+      })
     // Open-loop arrivals: exponential gaps at the current rate, drawn from the seeded Random.
     while (clock.unsafeCurrentTimeMillis() < untilMillis) {
       const now = clock.unsafeCurrentTimeMillis()
@@ -128,7 +187,7 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
       const gap = -Math.log(1 - (yield* Random.next)) * (1000 / rate)
       if (now + gap >= untilMillis) break
       yield* Effect.sleep(gap)
-      yield* start
+      yield* start(services === undefined ? undefined : yield* serviceAt(services, now, rate))
     }
     yield* Effect.sleep(Math.max(0, scenario.horizonMillis - clock.unsafeCurrentTimeMillis()))
     return { provider, calls, limit }
@@ -146,6 +205,7 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
     contender,
     calls,
     attempts: sum(provider.series.arrivals),
+    rateLimited: provider.rateLimited,
     served: provider.served,
     wasted: provider.wasted,
     offered: pad(provider.series.arrivals),
@@ -157,6 +217,17 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
     simulatedMillis: outcome.simulatedMillis,
     wallMillis: outcome.wallMillis
   }
+}
+
+/** Why a call failed: the stop reason of a resilient call, else the failure's tag, else the failure itself. */
+const failureOf = (exit: Exit.Exit<unknown, unknown>): string | undefined => {
+  if (Exit.isSuccess(exit)) return undefined
+  const failure = Cause.failureOption(exit.cause)
+  if (Option.isNone(failure)) return Cause.isInterruptedOnly(exit.cause) ? "interrupted" : "defect"
+  const error = failure.value
+  if (error instanceof Failure.CallFailed) return error.reason
+  const tag = typeof error === "object" && error !== null ? (error as { readonly _tag?: unknown })._tag : undefined
+  return typeof tag === "string" ? tag : String(error)
 }
 
 /**

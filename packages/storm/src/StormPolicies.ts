@@ -16,6 +16,7 @@ import {
   ConcurrencyGate,
   Coordination,
   Failure,
+  RateLimiter,
   Resilient,
   RetryBudget
 } from "@resilient-ai/policy"
@@ -35,12 +36,21 @@ export interface Setting {
   readonly providerSlots: number
   /** Told the gate a policy limits its calls with, so the run can chart its limit. */
   readonly watchGate?: ((gate: ConcurrencyGate.Service) => void) | undefined
+  /** The API key's limits (S6): what an operator who knows them configures. */
+  readonly rateLimit?: RateLimiter.Limits | undefined
 }
 
-/** A call under a policy: the attempt, and the caller's deadline from now. */
+/** What a call asks of the key's limits (S6): the tokens it reserves and its lane. */
+export interface CallShape {
+  readonly tokens: number
+  readonly lane: RateLimiter.Lane
+}
+
+/** A call under a policy: the attempt, the caller's deadline from now, and what it asks of the key. */
 export type Caller = (
   attempt: Effect.Effect<void, Failure.Failure>,
-  deadlineMillis: number
+  deadlineMillis: number,
+  call?: CallShape | undefined
 ) => Effect.Effect<void, unknown>
 
 /** A policy in the comparison. */
@@ -290,13 +300,23 @@ const simulatedTarget = (kind: Target.Kind, name: string, setting: Setting, over
     ...overrides
   })
 
+/**
+ * How ours paces calls under the key's limits, with the shipped `RateLimiter` made from the target's
+ * limits as `Coordination` makes it (without a `Pacing`, ours has no limiter, as before it had one);
+ * `lanes` says whether batch calls wait in the batch lane or every call is interactive.
+ */
+interface Pacing {
+  readonly lanes: boolean
+}
+
 /** Ours, as `@resilient-ai/client` builds a target of `kind`: its policy, budget, gate and classifier. */
 const ours = (
   name: string,
   description: string,
   kind: Target.Kind,
   overrides: (setting: Setting) => Partial<Target.Options> = () => ({}),
-  gateOverrides: Partial<ConcurrencyGate.Options> = {}
+  gateOverrides: Partial<ConcurrencyGate.Options> = {},
+  pacing?: Pacing | undefined
 ): Contender => ({
   name,
   description,
@@ -313,11 +333,17 @@ const ours = (
       })
       setting.watchGate?.(gate)
       const policy = Target.policyFor(target)
+      const limiter = pacing === undefined ? undefined : yield* RateLimiter.make({ ...policy.rateLimit, target: name })
       // The target's classifier is in its policy.
-      const services = Coordination.targetServices({ budget, gate })
-      return (attempt, deadlineMillis) =>
+      const services = Coordination.targetServices({ budget, gate, limiter })
+      return (attempt, deadlineMillis, call) =>
         attempt.pipe(
-          Resilient.retryWith(policy, services, { replaySafe: true, timeout: Duration.millis(deadlineMillis) }),
+          Resilient.retryWith(policy, services, {
+            replaySafe: true,
+            timeout: Duration.millis(deadlineMillis),
+            tokens: call?.tokens,
+            lane: pacing?.lanes === true ? call?.lane : "interactive"
+          }),
           Effect.timeoutFail({ duration: Duration.millis(deadlineMillis), onTimeout: () => "deadline" as const })
         )
     }))
@@ -369,6 +395,77 @@ export const oursManagedFixedRatio: Contender = ours(
   "managed",
   () => ({ budget: { ratio: 0.1, minPerSecond: 5, shareWhenRetriesFail: 1 } })
 )
+
+/** The key's limits as an operator configures them on the target, from the scenario's key. */
+const keyLimits = (setting: Setting): Partial<Target.Options> => ({
+  requestsPerMinute: setting.rateLimit?.requestsPerMinute,
+  tokensPerMinute: setting.rateLimit?.tokensPerMinute
+})
+
+/** Ours, managed, paced under the key's limits set on the target, batch calls in the batch lane. */
+export const oursPaced: Contender = ours(
+  "ours-paced",
+  "ours-managed with the target's requests and tokens per minute set to the key's limits: the shipped `RateLimiter` (GCRA, a burst of 1 s) paces every attempt, which reserves its prompt and `max_tokens` and is settled with the usage reported; batch services' calls wait in the batch lane",
+  "managed",
+  keyLimits,
+  {},
+  { lanes: true }
+)
+
+/** Ours, paced, but every call in the interactive lane: what the lanes buy. */
+export const oursPacedNoLanes: Contender = ours(
+  "ours-paced-no-lanes",
+  "ours-paced, but every call waits in the interactive lane (first come, first served), to isolate what the lanes do",
+  "managed",
+  keyLimits,
+  {},
+  { lanes: false }
+)
+
+/** Ours, managed, with no limits set: the limiter learns them from the provider's headers. */
+export const oursPacedLearned: Contender = ours(
+  "ours-paced-learned",
+  "ours-managed as shipped, no limits set: the rate limiter learns them from the `x-ratelimit-limit-*` headers of the first answer, then paces as ours-paced, with lanes",
+  "managed",
+  () => ({}),
+  {},
+  { lanes: true }
+)
+
+/**
+ * A fixed spacing of requests (Bottleneck's `minTime`): each attempt takes the next free slot, one
+ * every `1000 / perSecond` ms, first come first served, and waits for it. A slot taken is spent,
+ * whether or not the attempt waiting for it still runs.
+ */
+const spacing = (perSecond: number) =>
+  Effect.map(Effect.clock, (clock) => {
+    const gap = 1000 / perSecond
+    let next = Number.NEGATIVE_INFINITY
+    return <A, E>(attempt: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+      Effect.suspend(() => {
+        const now = clock.unsafeCurrentTimeMillis()
+        const slot = Math.max(now, next)
+        next = slot + gap
+        return slot > now ? Effect.zipRight(Effect.sleep(Duration.millis(slot - now)), attempt) : attempt
+      })
+  })
+
+/**
+ * Our retry policy behind a Bottleneck-style limiter of requests per second (the key's requests per
+ * minute over 60), which knows nothing of tokens or lanes.
+ */
+export const bottleneckRps: Contender = {
+  name: "bottleneck-rps",
+  description:
+    "a Bottleneck-style limiter (`minTime` = 60 000 / requests per minute, first come first served, no token awareness, no lanes) in front of each attempt, inside ours-managed's retry policy",
+  ours: false,
+  make: (setting) =>
+    Effect.gen(function*() {
+      const caller = yield* oursManaged.make(setting)
+      const spaced = yield* spacing((setting.rateLimit?.requestsPerMinute ?? Number.POSITIVE_INFINITY) / 60)
+      return (attempt, deadlineMillis, call) => caller(spaced(attempt), deadlineMillis, call)
+    })
+}
 
 /** Every policy of the standard comparison, ours first. */
 export const all: ReadonlyArray<Contender> = [oursManaged, oursFixedCapacity, ...references]

@@ -92,9 +92,13 @@ export const markdown = (
     "",
     "## Policies",
     "",
-    ...StormPolicies.all.concat([StormPolicies.oursManagedNoRamp]).map((contender) =>
-      `- **${contender.name}**: ${contender.description}`
-    ),
+    ...StormPolicies.all.concat([
+      StormPolicies.oursManagedNoRamp,
+      StormPolicies.bottleneckRps,
+      StormPolicies.oursPaced,
+      StormPolicies.oursPacedNoLanes,
+      StormPolicies.oursPacedLearned
+    ]).map((contender) => `- **${contender.name}**: ${contender.description}`),
     "",
     ...sections.flatMap((section) => [
       `## ${section.title}`,

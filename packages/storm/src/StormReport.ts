@@ -538,6 +538,203 @@ const s5 = (seed: number, scale = 1): Section => {
   })
 }
 
+/**
+ * The tokens a second a workload's services offer, second by second: each one's rate times the mean
+ * tokens of its calls (over its first thousand call numbers), as the provider will count them.
+ */
+const offeredTokens = (workload: Storm.Workload): ReadonlyArray<number> => {
+  const services = workload.services ?? []
+  const meanTokens = services.map((service) => {
+    let total = 0
+    for (let call = 0; call < 1000; call++) {
+      const { completion, prompt } = service.tokens(call)
+      total += prompt + completion
+    }
+    return total / 1000
+  })
+  return Array.from(
+    { length: Math.ceil(workload.untilMillis / 1000) },
+    (_, second) =>
+      services.reduce((total, service, index) => total + service.ratePerSecond(second * 1000) * meanTokens[index]!, 0)
+  )
+}
+
+/** Milliseconds a call waited before the attempt that succeeded was sent; a failed call waited for ever. */
+const waitOf = (call: Storm.CallRecord) => (call.ok ? (call.lastSentAt ?? call.endedAt) - call.startedAt : Infinity)
+
+const millis = (value: number | undefined) =>
+  value === undefined ? "–" : Number.isFinite(value) ? `${Math.round(value)} ms` : "failed"
+
+/** S6: ten services on one key, against its requests and tokens per minute. */
+export const s6 = (
+  seed: number,
+  scale = 1,
+  contenders?: ReadonlyArray<StormPolicies.Contender> | undefined
+): Section => {
+  const scenario = Scenarios.sharedKey(scale)
+  const runs = runAll(scenario, seed, contenders)
+  const limits = Scenarios.keyLimits
+  const tokensPerSecond = limits.tokensPerMinute / 60
+  // The period in which the services offer more tokens than the limit: the key is saturated.
+  const offered = offeredTokens(scenario.workload)
+  const over = offered.flatMap((tokens, second) => (tokens > tokensPerSecond ? [second] : []))
+  const saturated = { from: Math.min(...over), to: Math.max(...over) + 1 }
+  const seconds = Math.ceil(scenario.horizonMillis / 1000)
+  const figures: Record<string, Record<string, number | null>> = {}
+  const tokensUsed = new Map<string, ReadonlyArray<number>>()
+  const rows = runs.map((run) => {
+    const used = Array.from({ length: seconds }, () => 0)
+    for (const call of run.calls) {
+      const second = Math.floor(call.endedAt / 1000)
+      if (call.tokensUsed !== undefined && second < seconds) used[second]! += call.tokensUsed
+    }
+    tokensUsed.set(run.contender.name, used)
+    const goodput = mean(used, saturated.from, saturated.to) / tokensPerSecond
+    const lane = (name: string) => run.calls.filter((call) => call.service?.startsWith(name))
+    const interactive = lane("interactive")
+    const batch = lane("batch")
+    const waits = (calls: ReadonlyArray<Storm.CallRecord>) => calls.map(waitOf).sort((a, b) => a - b)
+    const interactiveWaits = waits(interactive)
+    const batchWaits = waits(batch)
+    const failures = new Map<string, number>()
+    for (const call of run.calls) {
+      if (!call.ok) failures.set(call.failure ?? "?", (failures.get(call.failure ?? "?") ?? 0) + 1)
+    }
+    const rateLimitedShare = run.rateLimited / Math.max(1, run.attempts)
+    const interactiveP50 = Metrics.quantile(interactiveWaits, 0.5, { sorted: true })
+    const interactiveP99 = Metrics.quantile(interactiveWaits, 0.99, { sorted: true })
+    const batchP50 = Metrics.quantile(batchWaits, 0.5, { sorted: true })
+    const batchP99 = Metrics.quantile(batchWaits, 0.99, { sorted: true })
+    const finite = (value: number | undefined) => value !== undefined && Number.isFinite(value) ? value : null
+    figures[run.contender.name] = {
+      rateLimitedShare,
+      rateLimited: run.rateLimited,
+      attempts: run.attempts,
+      goodputShare: goodput,
+      interactiveWaitP50: finite(interactiveP50),
+      interactiveWaitP99: finite(interactiveP99),
+      batchWaitP50: finite(batchP50),
+      batchWaitP99: finite(batchP99),
+      interactiveSuccessShare: interactive.filter((call) => call.ok).length / Math.max(1, interactive.length),
+      batchSuccessShare: batch.filter((call) => call.ok).length / Math.max(1, batch.length),
+      lowestGateLimit: Math.min(...run.limit.slice(saturated.from, saturated.to))
+    }
+    return [
+      run.contender.name,
+      `${run.rateLimited} (${fixed(100 * rateLimitedShare, 2)}%)`,
+      percent(goodput),
+      millis(interactiveP50),
+      millis(interactiveP99),
+      percent(figures[run.contender.name]!.interactiveSuccessShare!),
+      millis(batchP50),
+      millis(batchP99),
+      percent(figures[run.contender.name]!.batchSuccessShare!),
+      failures.size === 0
+        ? "none"
+        : [...failures].sort(([a], [b]) => a.localeCompare(b)).map(([reason, count]) => `${reason} ${count}`).join(
+          ", "
+        )
+    ]
+  })
+  const paced = figures["ours-paced"]!
+  const today = figures["ours-managed"]!
+  const noLanes = figures["ours-paced-no-lanes"]
+  const bottleneck = figures["bottleneck-rps"]
+  const share = (value: number | null | undefined) =>
+    value === null || value === undefined ? "–" : fixed(100 * value, 2) + "%"
+  const wait = (value: number | null | undefined) => value === null || value === undefined ? "failed" : millis(value)
+  const services = scenario.workload.services ?? []
+  const interactiveCount = services.filter((service) => service.lane === "interactive").length
+  return scenarioSection(scenario, runs, {
+    setup: `One API key with ${limits.requestsPerMinute} requests and ${limits.tokensPerMinute} tokens a minute, ` +
+      `enforced as a provider does: a bucket per limit, refilled continuously and holding one second's worth ` +
+      `(${limits.requestsPerMinute / 60} requests, ${tokensPerSecond} tokens); a request is counted at its prompt ` +
+      `and \`max_tokens\` when it arrives, refused with a 429 (\`retry-after\` in seconds, \`x-ratelimit-*\` ` +
+      `headers) when a bucket cannot hold it, and given back the tokens it did not generate when served (300 ms + ` +
+      `8 ms a completion token). ${services.length} services share it: ${interactiveCount} interactive ones, 2 calls/s ` +
+      `each, 600 prompt + 400 max tokens (100–400 generated), deadline 10 s; ${services.length - interactiveCount} ` +
+      `batch jobs, 1.5 calls/s each for 100 s, starting 15 s apart, 1500 + 1000 max tokens (200–1000 generated), ` +
+      `deadline 120 s. From ${saturated.from} s to ${saturated.to} s they offer more tokens than the limit ` +
+      `(at most ${percent(Math.max(...offered) / tokensPerSecond)} of it). ` +
+      `Goodput: tokens of successful calls per second over that period, over the limit. Wait: from a call's start to ` +
+      `the sending of the attempt that succeeded (a failed call waits for ever, so a p99 exists only when 99% succeed).`,
+    table: {
+      columns: [
+        "policy",
+        "429s (of requests sent)",
+        "goodput / TPM",
+        "interactive wait p50",
+        "p99",
+        "interactive successes",
+        "batch wait p50",
+        "p99",
+        "batch successes",
+        "failures by reason"
+      ],
+      rows
+    },
+    goals: [
+      {
+        text: "with pacing, 429s stay under 1% of requests",
+        met: (paced.rateLimitedShare ?? 1) < 0.01,
+        evidence: `ours-paced ${share(paced.rateLimitedShare)}; today's policy (ours-managed, no pacing) ${
+          share(today.rateLimitedShare)
+        }, bottleneck-rps ${share(bottleneck?.rateLimitedShare)}`
+      },
+      {
+        text: "goodput is at least 95% of the key's tokens per minute while it is saturated",
+        met: (paced.goodputShare ?? 0) >= 0.95,
+        evidence: `ours-paced ${share(paced.goodputShare)}; today's policy ${share(today.goodputShare)}, ` +
+          `bottleneck-rps ${share(bottleneck?.goodputShare)}`
+      },
+      {
+        text: "interactive p99 wait under 1 s while batch saturates the key",
+        met: (paced.interactiveWaitP99 ?? Infinity) < 1000,
+        evidence:
+          `ours-paced ${wait(paced.interactiveWaitP99)} (without lanes ${wait(noLanes?.interactiveWaitP99)}); ` +
+          `today's policy ${wait(today.interactiveWaitP99)} (${percent(today.interactiveSuccessShare ?? 0)} of ` +
+          `interactive calls succeed), bottleneck-rps ${wait(bottleneck?.interactiveWaitP99)}`
+      }
+    ],
+    chart: {
+      x: "seconds",
+      panels: [
+        {
+          title: `tokens per second of successful calls (the key's limit: ${tokensPerSecond})`,
+          points: runs.flatMap((run) =>
+            tokensUsed.get(run.contender.name)!.map((value, second) => ({
+              x: second,
+              y: value,
+              policy: run.contender.name
+            }))
+          )
+        },
+        {
+          title: "429s per second",
+          points: runs.flatMap((run) =>
+            run.refused.map((value, second) => ({ x: second, y: value, policy: run.contender.name }))
+          )
+        }
+      ]
+    },
+    figures,
+    notes: [
+      `Today's policy sends few 429s (${today.rateLimited}) because its adaptive gate reads each one as overload ` +
+      `and cuts its limit on calls in flight (to ${today.lowestGateLimit} at the lowest), which then holds the key ` +
+      `below its limit; but the gate's queue is first come first served, so interactive calls wait behind batch ` +
+      `calls and ${percent(1 - (today.interactiveSuccessShare ?? 0))} of them miss their 10 s deadline. A limit on ` +
+      "calls in flight stands for a rate only while service times hold still. The Bottleneck-style limiter spaces " +
+      "requests to the requests per minute but knows nothing of tokens, which are what this key runs out of: its " +
+      "figures are today's policy's, with the spacing's wait added.",
+      "Paced, a batch call goes only while the key's bucket keeps half a second's worth free (the interactive " +
+      "reserve), and otherwise waits without holding a place, so an interactive call finds room at once. Without " +
+      "lanes every call takes its turn first come first served; at the peak the turns run further ahead than an " +
+      "interactive call's deadline allows, and a call whose turn falls too late stops at once (rate-limited-locally). " +
+      "ours-paced-learned sets no limits: it reads them from the first answer's headers, then paces as ours-paced."
+    ]
+  })
+}
+
 /** Brooker's contention experiment, beside the article's figures. */
 const contention = (seed: number, clients = 100, trials = 20): Section => {
   const started = performance.now()
@@ -598,10 +795,10 @@ const contention = (seed: number, clients = 100, trials = 20): Section => {
 }
 
 /** The scenarios a storm can run. */
-export type ScenarioId = "S1" | "S1b" | "S2" | "S3" | "S4" | "S5" | "contention"
+export type ScenarioId = "S1" | "S1b" | "S2" | "S3" | "S4" | "S5" | "S6" | "contention"
 
 /** Every scenario, in the order a storm runs them. */
-export const scenarioIds: ReadonlyArray<ScenarioId> = ["S1", "S1b", "S2", "S3", "S4", "S5", "contention"]
+export const scenarioIds: ReadonlyArray<ScenarioId> = ["S1", "S1b", "S2", "S3", "S4", "S5", "S6", "contention"]
 
 /** Runs one scenario at full size. */
 export const section = (
@@ -622,6 +819,8 @@ export const section = (
       return s4(options.seed, scale)
     case "S5":
       return s5(options.seed, scale)
+    case "S6":
+      return s6(options.seed, scale)
     case "contention":
       return contention(options.seed, options.clients ?? 100, scale < 1 ? 3 : 20)
   }

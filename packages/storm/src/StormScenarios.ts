@@ -5,7 +5,8 @@
  * 100 requests a second. Every call has a deadline and every attempt a 5 s timeout, for every
  * policy. `scale` shortens a scenario for the test suite; its shape (what happens when) stays.
  */
-import type * as SimulatedProvider from "./SimulatedProvider.js"
+import * as SimulatedProvider from "./SimulatedProvider.js"
+import type * as Storm from "./Storm.js"
 import type { Scenario } from "./Storm.js"
 import * as StormPolicies from "./StormPolicies.js"
 
@@ -171,5 +172,74 @@ export const saturatedPool = (scale = 1): Scenario => {
     },
     attemptTimeoutMillis: 5_000,
     horizonMillis: seconds(120, scale) + 15_000
+  }
+}
+
+/** S6's API key: 900 requests and 1 200 000 tokens a minute (15 requests and 20 000 tokens a second). */
+export const keyLimits = { requestsPerMinute: 900, tokensPerMinute: 1_200_000 }
+
+/** Completion tokens between `min` and `max`, the same for a call number under every policy. */
+const completion = (call: number, min: number, max: number) =>
+  Math.round(min + SimulatedProvider.hashUnit(call) * (max - min))
+
+/** S6's interactive services: three, steady, 2 calls a second each, small requests, a deadline of 10 s. */
+const interactiveServices = 3
+/** S6's batch services: seven, each running one job of 100 s at 1.5 calls a second, large requests, 120 s deadlines. */
+const batchServices = 7
+
+/** When S6's batch service `index` runs its job: they start 15 s apart from 10 s, each for 100 s. */
+const batchJobMillis = (index: number, scale = 1) => ({
+  from: seconds(10 + 15 * index, scale),
+  to: seconds(10 + 15 * index + 100, scale)
+})
+
+/**
+ * S6: ten services share one API key: three interactive ones, steady, with small requests and
+ * deadlines of 10 s, and seven batch jobs, each a burst of large requests with deadlines of 120 s.
+ * The jobs overlap, so for a while the offered tokens are well above the key's tokens per minute,
+ * and the requests near its requests per minute. Does a policy find the limit through 429s, or
+ * pace under it, and who waits while batch saturates the key?
+ */
+export const sharedKey = (scale = 1): Scenario => {
+  const services: Array<Storm.Service> = [
+    ...Array.from({ length: interactiveServices }, (_, index): Storm.Service => ({
+      name: `interactive-${index + 1}`,
+      lane: "interactive",
+      ratePerSecond: () => 2,
+      deadlineMillis: 10_000,
+      tokens: (call) => ({ prompt: 600, maxTokens: 400, completion: completion(call, 100, 400) })
+    })),
+    ...Array.from({ length: batchServices }, (_, index): Storm.Service => {
+      const job = batchJobMillis(index, scale)
+      return {
+        name: `batch-${index + 1}`,
+        lane: "batch",
+        ratePerSecond: (at) => (at >= job.from && at < job.to ? 1.5 : 0),
+        deadlineMillis: 120_000,
+        tokens: (call) => ({ prompt: 1_500, maxTokens: 1_000, completion: completion(call, 200, 1_000) })
+      }
+    })
+  ]
+  const untilMillis = seconds(240, scale)
+  return {
+    id: "S6",
+    title: "S6 ten services on one key",
+    // A managed provider's capacity is not the question here: slots enough for every request.
+    provider: { slots: 10_000, serviceMillis: 300, queueLimit: 0, millisPerToken: 8, rateLimit: keyLimits },
+    workload: {
+      ratePerSecond: (at) => services.reduce((total, service) => total + service.ratePerSecond(at), 0),
+      untilMillis,
+      deadlineMillis: 120_000,
+      services
+    },
+    attemptTimeoutMillis: 30_000,
+    horizonMillis: untilMillis + 120_000,
+    contenders: [
+      StormPolicies.oursManaged,
+      StormPolicies.bottleneckRps,
+      StormPolicies.oursPaced,
+      StormPolicies.oursPacedNoLanes,
+      StormPolicies.oursPacedLearned
+    ]
   }
 }
