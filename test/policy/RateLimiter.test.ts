@@ -65,12 +65,12 @@ describe("RateLimiter.settings", () => {
 })
 
 describe("RateLimiter pacing", () => {
-  it.effect("60 requests a minute: two at once (the 1 s burst), then one a second, never the minute's worth at once", () =>
+  it.effect("120 requests a minute: two at once (the 1 s burst), then one every 500 ms, never the minute's worth at once", () =>
     Effect.gen(function*() {
-      const limiter = yield* RateLimiter.make({ target: "llm", requestsPerMinute: 60 })
+      const limiter = yield* RateLimiter.make({ target: "llm", requestsPerMinute: 120 })
       const admitted = yield* admitAll(limiter, ["a", "b", "c", "d", "e"].map((name) => [name, interactive()] as const))
       yield* TestClock.adjust(5_000)
-      assert.deepStrictEqual(yield* Ref.get(admitted), [["a", 0], ["b", 0], ["c", 1_000], ["d", 2_000], ["e", 3_000]])
+      assert.deepStrictEqual(yield* Ref.get(admitted), [["a", 0], ["b", 0], ["c", 500], ["d", 1_000], ["e", 1_500]])
     }))
 
   it.effect("tokens: a request larger than the burst goes, and the next waits for its tokens; usage settles the difference", () =>
@@ -79,19 +79,18 @@ describe("RateLimiter pacing", () => {
       const limiter = yield* RateLimiter.make({ target: "llm", tokensPerMinute: 6_000 })
       const big = yield* limiter.admit(interactive(300))
       assert.strictEqual((yield* limiter.snapshot).tokensWaitMillis, 2_000)
-      // The provider says it used 100: 200 tokens (2 s) go back, and the next goes at once.
-      yield* big.settle(100)
+      // The provider says it used 90: 210 tokens (2.1 s) go back, and the next goes at once.
+      yield* big.settle(90)
       assert.strictEqual((yield* limiter.snapshot).tokensWaitMillis, 0)
       const owing = yield* limiter.admit(interactive(10))
       // It used 210, not 10: the 200 it owes (2 s) make the one after it wait.
       yield* owing.settle(210)
-      assert.strictEqual((yield* limiter.snapshot).tokensWaitMillis, 2_100)
+      assert.strictEqual((yield* limiter.snapshot).tokensWaitMillis, 2_000)
     }))
 
   it.effect("a turn after the deadline is refused at once with RateLimitedLocally, and takes no place", () =>
     Effect.gen(function*() {
       const limiter = yield* RateLimiter.make({ target: "llm", requestsPerMinute: 60 })
-      yield* limiter.admit(interactive())
       yield* limiter.admit(interactive())
       const refused = yield* Effect.flip(limiter.admit(interactive(0, 999)))
       assert.deepStrictEqual(
@@ -114,26 +113,31 @@ describe("RateLimiter pacing", () => {
     Effect.gen(function*() {
       const limiter = yield* RateLimiter.make({ target: "llm", requestsPerMinute: 60 })
       yield* limiter.admit(interactive())
-      yield* limiter.admit(interactive())
       const waiting = yield* Effect.fork(limiter.admit(interactive()))
       yield* settle
-      assert.strictEqual((yield* limiter.snapshot).requestsWaitMillis, 2_000)
-      yield* Fiber.interrupt(waiting)
       assert.strictEqual((yield* limiter.snapshot).requestsWaitMillis, 1_000)
+      yield* Fiber.interrupt(waiting)
+      assert.strictEqual((yield* limiter.snapshot).requestsWaitMillis, 0)
     }))
 
   it.effect("a batch call yields: it waits without holding a place, and an interactive call that comes meanwhile goes first", () =>
     Effect.gen(function*() {
-      // 60 a minute, a burst of 1 s, half of it kept for interactive calls: batch goes only while
-      // the requests' bucket is within 500 ms of now.
-      const limiter = yield* RateLimiter.make({ target: "llm", requestsPerMinute: 60 })
-      const admitted = yield* admitAll(limiter, [["batch 1", batch()], ["batch 2", batch()]])
-      yield* TestClock.adjust(100)
+      // 600 a minute (100 ms a request), a burst of 1 s, half of it kept for interactive calls: batch
+      // goes only while its request fits in the bucket within 500 ms of now, five at once.
+      const limiter = yield* RateLimiter.make({ target: "llm", requestsPerMinute: 600 })
+      const admitted = yield* admitAll(
+        limiter,
+        ["b1", "b2", "b3", "b4", "b5", "b6"].map((name) => [name, batch()] as const)
+      )
+      yield* TestClock.adjust(50)
       const interactiveAdmitted = yield* admitAll(limiter, [["interactive", interactive()]])
-      yield* TestClock.adjust(3_000)
-      assert.deepStrictEqual(yield* Ref.get(interactiveAdmitted), [["interactive", 100]])
-      // Batch 2 was due at 500 ms; the interactive call took the place, so it went at 1,500 ms.
-      assert.deepStrictEqual(yield* Ref.get(admitted), [["batch 1", 0], ["batch 2", 1_500]])
+      yield* TestClock.adjust(1_000)
+      assert.deepStrictEqual(yield* Ref.get(interactiveAdmitted), [["interactive", 50]])
+      // The sixth batch call was due at 100 ms; the interactive call took the place, so it went at 200 ms.
+      assert.deepStrictEqual(yield* Ref.get(admitted), [["b1", 0], ["b2", 0], ["b3", 0], ["b4", 0], ["b5", 0], [
+        "b6",
+        200
+      ]])
     }))
 
   it.effect("while batch calls saturate the key, an interactive call waits at most its own turn", () =>
@@ -167,8 +171,8 @@ describe("RateLimiter learning", () => {
       assert.strictEqual(learning.admitNow?.(1_000, "interactive"), RateLimiter.free)
       yield* learning.learn(RateLimiter.limitsOf((name) => ({ "x-ratelimit-limit-requests": "60" })[name]))
       const admitted = yield* admitAll(learning, ["a", "b", "c"].map((name) => [name, interactive()] as const))
-      yield* TestClock.adjust(1_000)
-      assert.deepStrictEqual(yield* Ref.get(admitted), [["a", 0], ["b", 0], ["c", 1_000]])
+      yield* TestClock.adjust(2_000)
+      assert.deepStrictEqual(yield* Ref.get(admitted), [["a", 0], ["b", 1_000], ["c", 2_000]])
 
       const capped = yield* RateLimiter.make({ target: "llm", requestsPerMinute: 30 })
       yield* capped.learn({ requestsPerMinute: 60 })
@@ -194,7 +198,7 @@ describe("RateLimiter in a resilient call", () => {
   const paced = (rateLimit: Omit<RateLimiter.Options, "target">) =>
     Resilient.policy({ target: "paced", maxAttempts: 3, baseDelay: "10 millis", maxDelay: "10 millis", rateLimit })
 
-  it.effect("each attempt takes its place: three calls at 60 a minute start at 0, 0 and 1 s", () =>
+  it.effect("each attempt takes its place: three calls at 60 a minute start at 0, 1 and 2 s", () =>
     Effect.gen(function*() {
       const policy = yield* paced({ requestsPerMinute: 60 })
       const started = yield* Ref.make<ReadonlyArray<number>>([])
@@ -204,9 +208,9 @@ describe("RateLimiter in a resilient call", () => {
       ).pipe(Resilient.retry(policy))
       const fibers = yield* Effect.forEach([1, 2, 3], () => Effect.fork(call))
       yield* settle
-      yield* TestClock.adjust(1_000)
+      yield* TestClock.adjust(2_000)
       yield* Effect.forEach(fibers, Fiber.join)
-      assert.deepStrictEqual(yield* Ref.get(started), [0, 0, 1_000])
+      assert.deepStrictEqual(yield* Ref.get(started), [0, 1_000, 2_000])
     }).pipe(Effect.provide(Coordination.layerMemory)))
 
   it.effect("a call whose turn comes after its deadline stops with rate-limited-locally, and nothing is sent", () =>
@@ -215,12 +219,11 @@ describe("RateLimiter in a resilient call", () => {
       const sent = yield* Ref.make(0)
       const call = Resilient.retry(Ref.update(sent, (n) => n + 1), policy)
       yield* call
-      yield* call
       const failed = yield* Effect.flip(call.pipe(Deadline.within("500 millis")))
       assert.strictEqual(failed.reason, "rate-limited-locally")
       assert.strictEqual(failed.last._tag, "RateLimitedLocally")
       assert.strictEqual((failed.last as unknown as Failure.RateLimitedLocally).availableAt, 1_000)
-      assert.strictEqual(yield* Ref.get(sent), 2)
+      assert.strictEqual(yield* Ref.get(sent), 1)
     }).pipe(Effect.provide(Coordination.layerMemory)))
 
   it.effect("the transport's usage settles the reservation, and the limits it reports are learned", () =>
@@ -246,12 +249,14 @@ describe("RateLimiter in a resilient call", () => {
         requestsWaitMillis: 0,
         tokensWaitMillis: 0
       })
-      // An attempt that never reached the provider gives its place back.
+      // A second later the bucket has room again. An attempt that never reached the provider gives
+      // its place back.
+      yield* TestClock.adjust(1_000)
       const refused = Effect.fail(new Failure.ConnectFailed({ detail: "refused", code: "ECONNREFUSED" }))
       yield* Effect.flip(Resilient.retryWith(refused, policy, services, { tokens: 1_000, maxAttempts: 1 }))
       assert.strictEqual((yield* limiter.snapshot).tokensWaitMillis, 0)
-      // Without the usage, the reservation stands as made.
+      // Without the usage, the reservation stands as made: 10 s, 9 past the burst.
       yield* Resilient.retryWith(Effect.void, policy, services, { tokens: 1_000 })
-      assert.strictEqual((yield* limiter.snapshot).tokensWaitMillis, 10_000)
+      assert.strictEqual((yield* limiter.snapshot).tokensWaitMillis, 9_000)
     }).pipe(Effect.provide(Coordination.layerMemory)))
 })

@@ -107,7 +107,7 @@ export interface Reservation {
 export interface Snapshot {
   readonly requestsPerMinute: number
   readonly tokensPerMinute: number
-  /** Milliseconds until a request would go without waiting (0: now). */
+  /** How far the requests' bucket is reserved past the burst, in milliseconds (0: it has room). */
   readonly requestsWaitMillis: number
   readonly tokensWaitMillis: number
 }
@@ -194,8 +194,9 @@ export class Pacer {
   /**
    * Decides a demand at `now`. Capacity returns at the limit's rate: a request costs
    * `60 000 / requestsPerMinute` ms of the requests' bucket, a token `60 000 / tokensPerMinute` ms of
-   * the tokens'. A lane may go once its buckets are within its tolerance of now: the burst for an
-   * interactive call, less the interactive reserve for a batch one.
+   * the tokens'. A lane may go once its cost fits in its buckets within its tolerance of now: the
+   * burst for an interactive call, less the interactive reserve for a batch one. So a burst of 1 s
+   * sends at most one second's worth at once, what a provider enforcing per second accepts.
    */
   decide(now: number, tokens: number, lane: Lane, deadline: number): Decision {
     const { requestsPerMinute, tokensPerMinute } = this.limits()
@@ -203,8 +204,14 @@ export class Pacer {
     const tokenCost = 60_000 / tokensPerMinute
     const burst = this.settings.burstMillis
     const tolerance = lane === "interactive" ? burst : burst * (1 - this.settings.interactiveReserve)
-    const requestsFrom = requestCost > 0 ? this.requestsAt - tolerance : Number.NEGATIVE_INFINITY
-    const tokensFrom = tokenCost > 0 && tokens > 0 ? this.tokensAt - tolerance : Number.NEGATIVE_INFINITY
+    // It goes once it fits within the tolerance; one larger than the tolerance, once the bucket is
+    // empty, running it into debt.
+    const requestsFrom = requestCost > 0
+      ? this.requestsAt + Math.min(requestCost, tolerance) - tolerance
+      : Number.NEGATIVE_INFINITY
+    const tokensFrom = tokenCost > 0 && tokens > 0
+      ? this.tokensAt + Math.min(tokens * tokenCost, tolerance) - tolerance
+      : Number.NEGATIVE_INFINITY
     const at = Math.max(now, requestsFrom, tokensFrom)
     if (at > deadline) return { _tag: "refused", at, dimension: requestsFrom >= tokensFrom ? "requests" : "tokens" }
     // A batch call does not hold a place in the future: an interactive call may take it first.
@@ -214,11 +221,12 @@ export class Pacer {
     return { _tag: "reserved", at }
   }
 
-  /** When a demand of `lane` with no tokens could go next, at `now` or later. */
+  /** When a request of `lane` with no tokens could go next, at `now` or later. */
   nextFree(now: number, lane: Lane): number {
+    const { requestsPerMinute } = this.limits()
     const burst = this.settings.burstMillis
     const tolerance = lane === "interactive" ? burst : burst * (1 - this.settings.interactiveReserve)
-    return Math.max(now, this.requestsAt - tolerance, this.tokensAt - tolerance)
+    return Math.max(now, this.requestsAt + Math.min(60_000 / requestsPerMinute, tolerance) - tolerance)
   }
 
   /** Moves the tokens' bucket by `tokens` (negative: given back), as a settled reservation does. */
