@@ -392,7 +392,7 @@ const stormCommand = Command.make(
     scenario: Options.text("scenario").pipe(
       Options.withPseudoName(scenarios.join(" | ")),
       Options.withDescription(
-        "A scenario to run (repeat for several): S1, S1b, S2–S5, contention, or all (the default)."
+        "A scenario to run (repeat for several): S1, S1b, S2–S6, contention, or all (the default)."
       ),
       Options.repeated,
       Options.mapEffect((texts) =>
