@@ -285,7 +285,7 @@ describe.skipIf(redisServerBinary === "")("RedisRateLimiter with Redis stalled",
         const limiter = yield* RedisRateLimiter.make({ target: "llm", requestsPerMinute: 600 }).pipe(
           Effect.provide(context)
         )
-        const pace = Effect.promise(async () => {
+        const pace = Effect.promise(async (): Promise<Record<string, string>> => {
           const [key] = await connection.client.keys(`${keyPrefix}:*:limiter`)
           return key === undefined ? {} : connection.client.hgetall(key)
         })
@@ -304,6 +304,13 @@ describe.skipIf(redisServerBinary === "")("RedisRateLimiter with Redis stalled",
         // A command sent after the stall's commands is answered after they ran.
         yield* Effect.promise(() => connection.client.ping())
         assert.deepStrictEqual(yield* pace, before, "the commands that arrived late changed nothing")
+        // Redis is asked again `retryAfter` (1 s) after it was found silent: the first command then
+        // adds the three places taken alone, each 100 ms of the pace.
+        for (let turn = 0; turn < 100 && (yield* connection.health)._tag === "down"; turn++) {
+          yield* Effect.sleep("50 millis")
+          yield* limiter.snapshot
+        }
+        assert.isAtLeast(Number((yield* pace)["requests"]), Number(before["requests"]) + 300)
       }).pipe(Effect.scoped),
     30_000
   )

@@ -26,7 +26,8 @@ import { RedisConnection } from "./RedisConnection.js"
  * absent: long past). args: operation ("decide" | "adjust" | "snapshot"), now (the caller's clock),
  * requests and tokens per minute in force (0: no limit), burst (ms), the lane's tolerance (ms),
  * lane, tokens (for "adjust": the tokens to add, negative to give back), deadline, requests to add
- * (for "adjust": -1 gives one back).
+ * (for "adjust": -1 gives one back), then pairs of (instant, tokens): places the caller took alone
+ * while Redis could not answer, taken into the pace first, each as a reservation at its instant.
  * Returns { decision ("reserved" | "wait" | "refused" | "done"), at, dimension, requests' wait,
  * tokens' wait, fleet size }, the numbers as strings so that Redis cuts no fraction off.
  *
@@ -69,6 +70,14 @@ local function store()
   end
 end
 
+if #args > 10 then
+  for i = 11, #args, 2 do
+    local at = tonumber(args[i])
+    if requestCost > 0 then requestsAt = math.max(requestsAt, at) + requestCost end
+    if tokenCost > 0 then tokensAt = math.max(tokensAt, at) + tonumber(args[i + 1]) * tokenCost end
+  end
+  store()
+end
 if operation == 'adjust' then
   if requestCost > 0 then requestsAt = requestsAt + tonumber(args[10]) * requestCost end
   if tokenCost > 0 then tokensAt = tokensAt + tonumber(args[8]) * tokenCost end
@@ -112,13 +121,18 @@ interface Scripted extends Redis {
 /** Settings of a fleet rate limiter: those of `RateLimiter`, and the API key the fleet shares (only its fingerprint is used). */
 export interface Options extends Coordination.RateLimiterOptions {}
 
+// The places taken alone that the next command reports, at most: a process alone for long paced
+// itself, and only its latest places can still hold the fleet's pace back.
+const maxUnreported = 64
+
 /** Redis numbers are finite: no limit is 0, no deadline the largest number. */
 const finite = (limit: number, none: number) => Number.isFinite(limit) ? limit : none
 
 /**
  * A rate limiter on the fleet's Redis. When Redis cannot decide in time, this process paces alone
  * with an in-process `RateLimiter` holding its share of the limits (divided by the fleet's size,
- * learned from Redis or the connection's `fleetSize`); a place taken there is settled there. A
+ * learned from Redis or the connection's `fleetSize`); a place taken there is settled there, and
+ * is added to the fleet's pace (at its instant) by the next command Redis takes. A
  * place Redis granted to a decision the caller stopped waiting for is given back, and settling and
  * giving back are sent again when Redis is back. A target with no limit known paces nothing, at
  * once, without asking Redis: `admitNow` answers `RateLimiter.free`, and only then. Bad settings
@@ -148,6 +162,12 @@ const makeChecked = (
     const tolerance = (lane: RateLimiter.Lane) =>
       lane === "interactive" ? settings.burstMillis : settings.burstMillis * (1 - settings.interactiveReserve)
 
+    // Places this process took alone that Redis has not counted: (instant, tokens) pairs, oldest first.
+    let unreported: Array<number> = []
+    const keepUnreported = (pairs: ReadonlyArray<number>) => {
+      unreported = [...pairs, ...unreported].slice(-2 * maxUnreported)
+    }
+
     const call = (
       voidAfter: number,
       operation: "decide" | "adjust" | "snapshot",
@@ -155,6 +175,8 @@ const makeChecked = (
       requests = 0
     ) => {
       const { requestsPerMinute, tokensPerMinute } = limits.limits()
+      const reporting = unreported
+      unreported = []
       return client.resilientAiLimiter(
         members,
         key,
@@ -170,11 +192,20 @@ const makeChecked = (
         demand.lane,
         demand.tokens,
         finite(demand.deadline, never),
-        requests
-      ).then((answer) => {
-        fleet = Math.max(connection.fleetSize, isVoid(answer) ? answer[1] : answer[5])
-        return isVoid(answer) ? null : answer
-      })
+        requests,
+        ...reporting
+      ).then(
+        (answer) => {
+          fleet = Math.max(connection.fleetSize, isVoid(answer) ? answer[1] : answer[5])
+          if (!isVoid(answer)) return answer
+          keepUnreported(reporting)
+          return null
+        },
+        (error) => {
+          keepUnreported(reporting)
+          throw error
+        }
+      )
     }
 
     /** Moves the fleet's pace by `requests` and `tokens` (negative: given back), however late it arrives. */
@@ -221,7 +252,12 @@ const makeChecked = (
         Effect.flatMap(
           ask(demand),
           (decision): Effect.Effect<RateLimiter.Reservation | "wait", Failure.RateLimitedLocally> => {
-            if (decision === undefined) return restore(fallback.admit(demand))
+            if (decision === undefined) {
+              return Effect.tap(restore(fallback.admit(demand)), () => {
+                unreported.push(now(), demand.tokens)
+                if (unreported.length > 2 * maxUnreported) unreported.splice(0, 2)
+              })
+            }
             switch (decision._tag) {
               case "refused":
                 return Effect.fail(RateLimiter.refusal(settings.target, decision, now()))
