@@ -54,7 +54,8 @@ local function answer(decision, at, dimension)
     exact(math.max(0, tokensAt - burst - now)), fleet }
 end
 -- The hash lives until its later arrival time is a burst past, and a minute more for the clocks of
--- other hosts: by then its absence paces exactly as it would.
+-- other hosts: by then its absence paces exactly as it would. (A day at most: PEXPIRE takes no
+-- number Lua would print with an exponent.)
 local function store()
   local latest = -math.huge
   if requestsAt > -math.huge then
@@ -66,7 +67,7 @@ local function store()
     latest = math.max(latest, tokensAt)
   end
   if latest > -math.huge then
-    redis.call('PEXPIRE', key, math.max(0, math.ceil(latest - now + burst)) + 60000)
+    redis.call('PEXPIRE', key, math.min(86400000, math.max(0, math.ceil(latest - now + burst)) + 60000))
   end
 end
 
