@@ -133,11 +133,11 @@ const finite = (limit: number, none: number) => Number.isFinite(limit) ? limit :
  * A rate limiter on the fleet's Redis. When Redis cannot decide in time, this process paces alone
  * with an in-process `RateLimiter` holding its share of the limits (divided by the fleet's size,
  * learned from Redis or the connection's `fleetSize`); a place taken there is settled there, and
- * is added to the fleet's pace (at its instant) by the next command Redis takes. A
- * place Redis granted to a decision the caller stopped waiting for is given back, and settling and
- * giving back are sent again when Redis is back. A target with no limit known paces nothing, at
- * once, without asking Redis: `admitNow` answers `RateLimiter.free`, and only then. Bad settings
- * fail with `InvalidSettings` naming them.
+ * is added to the fleet's pace (at its instant) by the next command Redis takes. A place Redis
+ * granted to a decision the caller stopped waiting for is given back, and settling and giving back
+ * are sent again when Redis is back. A target with no limit known paces nothing, at once, without
+ * asking Redis: `admitNow` answers `RateLimiter.free`, and only then. Bad settings fail with
+ * `InvalidSettings` naming them.
  */
 export const make = (
   options: Options
@@ -165,8 +165,8 @@ const makeChecked = (
 
     // Places this process took alone that Redis has not counted: (instant, tokens) pairs, oldest first.
     let unreported: Array<number> = []
-    const keepUnreported = (pairs: ReadonlyArray<number>) => {
-      unreported = [...pairs, ...unreported].slice(-2 * maxUnreported)
+    const keep = (older: ReadonlyArray<number>, newer: ReadonlyArray<number>) => {
+      unreported = [...older, ...newer].slice(-2 * maxUnreported)
     }
 
     const call = (
@@ -199,11 +199,11 @@ const makeChecked = (
         (answer) => {
           fleet = Math.max(connection.fleetSize, isVoid(answer) ? answer[1] : answer[5])
           if (!isVoid(answer)) return answer
-          keepUnreported(reporting)
+          keep(reporting, unreported)
           return null
         },
         (error) => {
-          keepUnreported(reporting)
+          keep(reporting, unreported)
           throw error
         }
       )
@@ -254,10 +254,7 @@ const makeChecked = (
           ask(demand),
           (decision): Effect.Effect<RateLimiter.Reservation | "wait", Failure.RateLimitedLocally> => {
             if (decision === undefined) {
-              return Effect.tap(restore(fallback.admit(demand)), () => {
-                unreported.push(now(), demand.tokens)
-                if (unreported.length > 2 * maxUnreported) unreported.splice(0, 2)
-              })
+              return Effect.tap(restore(fallback.admit(demand)), () => keep(unreported, [now(), demand.tokens]))
             }
             switch (decision._tag) {
               case "refused":
