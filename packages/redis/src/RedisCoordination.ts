@@ -1,7 +1,7 @@
 /**
  * The one layer that turns a single process into a fleet member: provided to the application's
- * clients, it makes every target's retry budget and concurrency gate live on Redis, shared by
- * every process calling that target with the same API key.
+ * clients, it makes every target's retry budget, concurrency gate and rate limiter live on Redis,
+ * shared by every process calling that target with the same API key.
  *
  * ```ts
  * const MistralLive = ModelClient.layerConfig(Target.managedConfig("MISTRAL")).pipe(
@@ -18,6 +18,7 @@ import * as Layer from "effect/Layer"
 import * as RedisBudget from "./RedisBudget.js"
 import * as RedisConnection from "./RedisConnection.js"
 import * as RedisGate from "./RedisGate.js"
+import * as RedisRateLimiter from "./RedisRateLimiter.js"
 
 /** Settings of the gates' leases, the same for every target. */
 export interface Options {
@@ -30,7 +31,7 @@ export interface Options {
 const decodeOptions = Settings.validate(RedisGate.LeaseSettings, () => "redis coordination")
 
 /**
- * Budgets and gates on the connection in context. Its lease settings are checked now, when the
+ * Budgets, gates and rate limiters on the connection in context. Its lease settings are checked now, when the
  * layer is built, not on a target's first call.
  */
 export const make = (
@@ -38,7 +39,8 @@ export const make = (
 ): Effect.Effect<Coordination.Service, Settings.InvalidSettings, RedisConnection.RedisConnection> =>
   Effect.zipWith(decodeOptions(options), Effect.context<RedisConnection.RedisConnection>(), (leases, context) => ({
     budget: (budget) => Effect.provide(RedisBudget.make(budget), context),
-    gate: (gate) => Effect.provide(RedisGate.make({ ...leases, ...gate }), context)
+    gate: (gate) => Effect.provide(RedisGate.make({ ...leases, ...gate }), context),
+    rateLimiter: (limiter) => Effect.provide(RedisRateLimiter.make(limiter), context)
   }))
 
 /**

@@ -28,6 +28,12 @@ export type Task =
     readonly commandTimeout?: Duration.DurationInput | undefined
     /** The fleet size the member assumes until Redis tells it (`_FLEET_SIZE`); 1 when absent. */
     readonly fleetSize?: number | undefined
+    /** The target's limits per minute (`_REQUESTS_PER_MINUTE`, `_TOKENS_PER_MINUTE`); none when absent. */
+    readonly rateLimit?: { readonly requestsPerMinute: number; readonly tokensPerMinute: number } | undefined
+    /** What each call says: `hello` when absent. */
+    readonly content?: string | undefined
+    /** Each call's `max_tokens`, reserved with its prompt and settled with the usage the server reports. */
+    readonly maxTokens?: number | undefined
   }
   | {
     readonly _tag: "hold"
@@ -47,6 +53,8 @@ export interface CallsReport {
   readonly succeeded: number
   readonly failed: Readonly<Record<string, number>>
   readonly fallbacks: number
+  /** The rate limiter's decisions made in process. */
+  readonly limiterFallbacks: number
 }
 
 const task = JSON.parse(process.argv[2] ?? "{}") as Task
@@ -60,8 +68,9 @@ const connection = (
 ) => RedisConnection.layer({ url: Redacted.make(redisUrl), keyPrefix, commandTimeout, fleetSize })
 
 /** The fleet test's target: every process calls the same name with the same key, so they share. */
-const fleetTarget = (faultUrl: string) =>
+const fleetTarget = (faultUrl: string, rateLimit: Extract<Task, { _tag: "calls" }>["rateLimit"]) =>
   Target.managed({
+    ...rateLimit,
     name: "fleet-llm",
     baseUrl: faultUrl,
     model: "fleet-model",
@@ -81,7 +90,7 @@ const calls = (task: Extract<Task, { _tag: "calls" }>) => {
       Layer.provide(connection(task.redisUrl, task.keyPrefix, task.commandTimeout, task.fleetSize))
     )
     : Layer.empty
-  const client = ModelClient.layer(fleetTarget(task.faultUrl)).pipe(
+  const client = ModelClient.layer(fleetTarget(task.faultUrl, task.rateLimit)).pipe(
     Layer.provide(coordination),
     Layer.provide(NodeHttpClient.layerUndici)
   )
@@ -98,21 +107,34 @@ const calls = (task: Extract<Task, { _tag: "calls" }>) => {
     const worker: Effect.Effect<void> = Effect.suspend(() => {
       if (!another()) return Effect.void
       made++
-      return model.chat({ messages: [{ role: "user", content: "hello" }] }).pipe(
-        Effect.match({
-          onSuccess: () => void succeeded++,
-          onFailure: (failure) => void (failed[failure.reason] = (failed[failure.reason] ?? 0) + 1)
-        }),
-        Effect.zipRight(worker)
-      )
+      return model.chat({ messages: [{ role: "user", content: task.content ?? "hello" }], max_tokens: task.maxTokens })
+        .pipe(
+          Effect.match({
+            onSuccess: () => void succeeded++,
+            onFailure: (failure) => void (failed[failure.reason] = (failed[failure.reason] ?? 0) + 1)
+          }),
+          Effect.zipRight(worker)
+        )
     })
     yield* Effect.all(Array.from({ length: task.concurrency }, () => worker), {
       concurrency: "unbounded",
       discard: true
     })
-    const fallbacks = yield* Metric.value(RedisConnection.fallbacks.pipe(Metric.tagged("operation", "budget")))
+    const fallbacksOf = (operation: string) =>
+      Effect.map(
+        Metric.value(RedisConnection.fallbacks.pipe(Metric.tagged("operation", operation))),
+        (state) => state.count
+      )
     yield* say(
-      { _tag: "done", pid: process.pid, made, succeeded, failed, fallbacks: fallbacks.count } satisfies CallsReport
+      {
+        _tag: "done",
+        pid: process.pid,
+        made,
+        succeeded,
+        failed,
+        fallbacks: yield* fallbacksOf("budget"),
+        limiterFallbacks: yield* fallbacksOf("limiter")
+      } satisfies CallsReport
     )
   }).pipe(Effect.provide(client))
 }

@@ -19,6 +19,10 @@ export interface FleetRun {
   readonly commandTimeout?: Duration.DurationInput | undefined
   /** What the members assume the fleet's size is until Redis tells them (`_FLEET_SIZE`). */
   readonly fleetSize?: number | undefined
+  /** The target's limits per minute, and each call's `max_tokens`; each member says `hello <its index>`. */
+  readonly rateLimit?:
+    | { readonly requestsPerMinute: number; readonly tokensPerMinute: number; readonly maxTokens: number }
+    | undefined
   /**
    * Runs alongside the members, given the fault server and the members' key prefix; the members
    * make calls until it ends, then finish those under way.
@@ -35,8 +39,8 @@ export const fleetRun = (options: FleetRun) =>
     const server = yield* FaultServer.make(options.plan)
     const keyPrefix = freshPrefix()
     const started = yield* Effect.forEach(
-      Array.from({ length: options.members }),
-      () =>
+      Array.from({ length: options.members }, (_, index) => index),
+      (index) =>
         startMember({
           _tag: "calls",
           faultUrl: server.url,
@@ -46,7 +50,15 @@ export const fleetRun = (options: FleetRun) =>
           commandTimeout: options.commandTimeout,
           fleetSize: options.fleetSize,
           calls: options.during === undefined ? options.calls : "until stdin ends",
-          concurrency: 4
+          concurrency: 4,
+          ...(options.rateLimit === undefined ? {} : {
+            rateLimit: {
+              requestsPerMinute: options.rateLimit.requestsPerMinute,
+              tokensPerMinute: options.rateLimit.tokensPerMinute
+            },
+            maxTokens: options.rateLimit.maxTokens,
+            content: `hello ${index}`
+          })
         }),
       { concurrency: "unbounded" }
     )
@@ -68,7 +80,8 @@ export const fleetRun = (options: FleetRun) =>
       assert.strictEqual(report.succeeded + failed, report.made, `member ${report.pid}: every call ended once`)
       if (options.during === undefined) assert.strictEqual(report.made, options.calls)
     }
-    const arrivals = (yield* server.arrivals).length
+    const received = yield* server.arrivals
+    const arrivals = received.length
     const calls = reports.reduce((sum, report) => sum + report.made, 0)
-    return { keyPrefix, arrivals, calls, retries: arrivals - calls, reports }
+    return { keyPrefix, arrivals, received, calls, retries: arrivals - calls, reports }
   }).pipe(Effect.scoped)
