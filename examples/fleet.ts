@@ -18,7 +18,7 @@ import { FaultServer } from "@resilient-ai/testing"
 import { ConfigProvider, Console, Effect, Layer, Logger, LogLevel, Metric } from "effect"
 import { randomUUID } from "node:crypto"
 
-// The same client as before; its budget and gate now live on the Redis at REDIS_URL, shared by
+// The same client as before; its budget, gate and pace now live on the Redis at REDIS_URL, shared by
 // every process that calls this target with this API key (REDIS_KEY_PREFIX, REDIS_COMMAND_TIMEOUT).
 const MistralLive = ModelClient.layerConfig(Target.managedConfig("MISTRAL")).pipe(
   Layer.provide(NodeHttpClient.layerUndici),

@@ -107,8 +107,8 @@ describeRedis("RedisRateLimiter", () => {
       const alone = yield* RateLimiter.make({ target: "llm", ...limits })
       const expected = yield* schedule(tokens.map((tokens, index) => [`${index}`, alone, interactive(tokens)] as const))
       assert.deepStrictEqual(admitted, expected)
-      // The 300 tokens (3 s of them) hold the 50 back to 2 s; requests hold the rest.
-      assert.deepStrictEqual(admitted.map(([, at]) => at), [0, 0, 2_000, 2_000, 3_000, 4_000, 5_000])
+      // One request a second; the 300 tokens (3 s of them) hold the 50 back to 3.5 s.
+      assert.deepStrictEqual(admitted.map(([, at]) => at), [0, 1_000, 3_500, 4_500, 5_500, 6_500, 7_500])
       assert.deepStrictEqual(yield* a.snapshot, yield* b.snapshot, "one pace, whichever process reads it")
     }))
 
@@ -118,7 +118,6 @@ describeRedis("RedisRateLimiter", () => {
       const a = yield* member(prefix, { requestsPerMinute: 60 })
       const b = yield* member(prefix, { requestsPerMinute: 60 })
       yield* a.admit(interactive())
-      yield* b.admit(interactive())
       const before = yield* paceOf(prefix)
       const refused = yield* Effect.flip(a.admit(interactive(0, 999)))
       assert.deepStrictEqual({ ...refused }, {
@@ -137,8 +136,9 @@ describeRedis("RedisRateLimiter", () => {
       const prefix = freshPrefix()
       const a = yield* member(prefix, { requestsPerMinute: 60 })
       const b = yield* member(prefix, { requestsPerMinute: 60 })
-      // Batch goes only while the requests' bucket is within 500 ms of now: batch 2 is due at 500 ms
-      // and holds no place, so the interactive call at 100 ms takes it; batch 3 waits in line.
+      // Batch goes only while its request fits in the bucket within 500 ms of now: batch 2 is due at
+      // 1 s and holds no place, so the interactive call asked at 100 ms takes that turn; batch 3
+      // waits in line behind batch 2.
       const asks = (a: RateLimiter.Service, b: RateLimiter.Service): ReadonlyArray<Ask> => [
         ["batch 1", a, batch()],
         ["batch 2", a, batch()],
@@ -148,36 +148,36 @@ describeRedis("RedisRateLimiter", () => {
       const admitted = yield* schedule(asks(a, b))
       const alone = yield* RateLimiter.make({ target: "llm", requestsPerMinute: 60 })
       assert.deepStrictEqual(admitted, yield* schedule(asks(alone, alone)))
-      assert.deepStrictEqual(admitted, [["batch 1", 0], ["interactive", 100], ["batch 2", 1_500], ["batch 3", 2_500]])
+      assert.deepStrictEqual(admitted, [["batch 1", 0], ["interactive", 1_000], ["batch 2", 2_000], ["batch 3", 3_000]])
     }))
 
   it.scoped("settling and giving back move the fleet's pace, in the hash", () =>
     Effect.gen(function*() {
       const prefix = freshPrefix()
-      // 6,000 tokens a minute: 10 ms a token; 60 requests a minute: 1 s a request.
-      const a = yield* member(prefix, { requestsPerMinute: 60, tokensPerMinute: 6_000 })
-      const b = yield* member(prefix, { requestsPerMinute: 60, tokensPerMinute: 6_000 })
+      // 6,000 tokens a minute: 10 ms a token; 120 requests a minute: 500 ms a request.
+      const a = yield* member(prefix, { requestsPerMinute: 120, tokensPerMinute: 6_000 })
+      const b = yield* member(prefix, { requestsPerMinute: 120, tokensPerMinute: 6_000 })
       const big = yield* a.admit(interactive(300))
-      assert.deepStrictEqual(yield* paceOf(prefix), { requests: 1_000, tokens: 3_000 })
+      assert.deepStrictEqual(yield* paceOf(prefix), { requests: 500, tokens: 3_000 })
       assert.strictEqual((yield* b.snapshot).tokensWaitMillis, 2_000)
-      // The provider used 100: 200 tokens (2 s) go back, for every process.
-      yield* big.settle(100)
-      assert.deepStrictEqual(yield* paceOf(prefix), { requests: 1_000, tokens: 1_000 })
+      // The provider used 90: 210 tokens (2.1 s) go back, for every process.
+      yield* big.settle(90)
+      assert.deepStrictEqual(yield* paceOf(prefix), { requests: 500, tokens: 900 })
       assert.strictEqual((yield* b.snapshot).tokensWaitMillis, 0)
       // An attempt that never reached the provider gives its request and its tokens back.
       const unsent = yield* b.admit(interactive(10))
-      assert.deepStrictEqual(yield* paceOf(prefix), { requests: 2_000, tokens: 1_100 })
-      yield* unsent.giveBack
       assert.deepStrictEqual(yield* paceOf(prefix), { requests: 1_000, tokens: 1_000 })
+      yield* unsent.giveBack
+      assert.deepStrictEqual(yield* paceOf(prefix), { requests: 500, tokens: 900 })
       // It used 210, not 10: the 200 it owes (2 s) make the next wait.
       const owing = yield* b.admit(interactive(10))
       yield* owing.settle(210)
-      assert.deepStrictEqual(yield* paceOf(prefix), { requests: 2_000, tokens: 3_100 })
+      assert.deepStrictEqual(yield* paceOf(prefix), { requests: 1_000, tokens: 3_000 })
       assert.deepStrictEqual(yield* a.snapshot, {
-        requestsPerMinute: 60,
+        requestsPerMinute: 120,
         tokensPerMinute: 6_000,
-        requestsWaitMillis: 1_000,
-        tokensWaitMillis: 2_100
+        requestsWaitMillis: 0,
+        tokensWaitMillis: 2_000
       })
     }))
 
@@ -187,12 +187,11 @@ describeRedis("RedisRateLimiter", () => {
       const a = yield* member(prefix, { requestsPerMinute: 60 })
       const b = yield* member(prefix, { requestsPerMinute: 60 })
       yield* a.admit(interactive())
-      yield* a.admit(interactive())
       const waiting = yield* Effect.fork(b.admit(interactive()))
       yield* eventually(Effect.map(TestClock.sleeps(), (sleeps) => sleeps.length === 1), "the call waits its turn")
-      assert.strictEqual((yield* a.snapshot).requestsWaitMillis, 2_000)
-      yield* Fiber.interrupt(waiting)
       assert.strictEqual((yield* a.snapshot).requestsWaitMillis, 1_000)
+      yield* Fiber.interrupt(waiting)
+      assert.strictEqual((yield* a.snapshot).requestsWaitMillis, 0)
     }))
 
   it.scoped("lowers the limits it is told by the provider's headers, each process its own", () =>
@@ -204,7 +203,7 @@ describeRedis("RedisRateLimiter", () => {
       // a's requests cost 2 s each (30 a minute, learned), b's 1 s (its setting).
       assert.deepStrictEqual(
         yield* schedule([["a", a, interactive()], ["a again", a, interactive()], ["b", b, interactive()]]),
-        [["a", 0], ["a again", 1_000], ["b", 3_000]]
+        [["a", 0], ["a again", 2_000], ["b", 4_000]]
       )
       assert.strictEqual((yield* a.snapshot).requestsPerMinute, 30)
     }))
@@ -256,12 +255,12 @@ describeRedis("RedisRateLimiter", () => {
           }))
         )
         const before = yield* fallbacks
-        const limiter = yield* RedisRateLimiter.make({ target: "llm", requestsPerMinute: 60 }).pipe(
+        const limiter = yield* RedisRateLimiter.make({ target: "llm", tokensPerMinute: 6_000 }).pipe(
           Effect.provide(context)
         )
-        yield* limiter.admit(interactive())
-        yield* limiter.admit(interactive())
-        assert.strictEqual((yield* limiter.snapshot).requestsWaitMillis, 1_000)
+        // 300 tokens at 10 ms each: the pace is reserved 2 s past the burst.
+        yield* limiter.admit(interactive(300))
+        assert.strictEqual((yield* limiter.snapshot).tokensWaitMillis, 2_000)
         assert.strictEqual(yield* fallbacks, before, "no decision fell back to the process")
       }))
   })

@@ -68,19 +68,40 @@ export interface RedisServer {
   readonly resume: () => void
 }
 
-/** Starts a private server, with `args` beyond the usual ones; `stop` it when done. */
+/**
+ * Starts a private server, with `args` beyond the usual ones; `stop` it when done. A free port can
+ * be taken between the look and the bind (by another test's server starting again on its own port),
+ * so the server must answer with its own process id; if it cannot bind, another port is tried.
+ */
 export const startRedisServer = async (binary: string, args: ReadonlyArray<string> = []): Promise<RedisServer> => {
-  const port = await freePort()
-  const url = `redis://127.0.0.1:${port}`
+  // A directory of its own: started elsewhere, it would load whatever dump lies in the working
+  // directory (and a cluster node claims the slots of the keys it finds there).
+  const dir = mkdtempSync(Path.join(Os.tmpdir(), "resilient-ai-redis-"))
+  let port = await freePort()
+  let url = `redis://127.0.0.1:${port}`
   let child: ChildProcess | undefined
-  const start = async () => {
+  /** Starts the server on `port`: whether it is the one answering there. */
+  const startOn = async (): Promise<boolean> => {
     const started = spawn(
       binary,
-      ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", ...args],
+      ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no", ...args],
       { stdio: "ignore" }
     )
     child = started
-    await waitFor(() => ping(url, 200), `redis-server on port ${port}`)
+    const exited = new Promise<false>((resolve) => started.once("exit", () => resolve(false)))
+    const answering = (async () => {
+      await waitFor(
+        async () =>
+          started.exitCode !== null ||
+          (await command(port, "INFO", "server").catch(() => "")).includes(`process_id:${started.pid}\r\n`),
+        `redis-server on port ${port}`
+      )
+      return started.exitCode === null
+    })()
+    return Promise.race([exited, answering])
+  }
+  const start = async () => {
+    if (!(await startOn())) throw new Error(`redis-server could not start again on port ${port}`)
   }
   const stop = async () => {
     const running = child
@@ -92,7 +113,11 @@ export const startRedisServer = async (binary: string, args: ReadonlyArray<strin
     await exited
     await waitFor(async () => !(await ping(url, 200)), `redis-server on port ${port} to stop`)
   }
-  await start()
+  for (let tries = 1; !(await startOn()); tries++) {
+    if (tries === 5) throw new Error("redis-server found no free port to bind")
+    port = await freePort()
+    url = `redis://127.0.0.1:${port}`
+  }
   return {
     port,
     url,

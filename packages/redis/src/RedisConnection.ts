@@ -107,9 +107,9 @@ export interface Service {
 /** The Redis connection of the fleet. */
 export class RedisConnection extends Context.Tag("@resilient-ai/redis/RedisConnection")<RedisConnection, Service>() {}
 
-/** Decisions made in process because Redis could not be used, tagged by `operation`. */
+/** Decisions made in process because Redis could not be used, tagged by `operation` (budget, gate, limiter). */
 export const fallbacks = Metric.counter("resilient_ai_redis_fallbacks", {
-  description: "budget and gate decisions made in process because Redis was unreachable or slow",
+  description: "budget, gate and rate limiter decisions made in process because Redis was unreachable or slow",
   incremental: true
 })
 

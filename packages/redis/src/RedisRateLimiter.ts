@@ -89,9 +89,9 @@ if operation ~= 'decide' then return answer('done', now, 'requests') end
 local tolerance = tonumber(args[6])
 local tokens = tonumber(args[8])
 local requestsFrom = -math.huge
-if requestCost > 0 then requestsFrom = requestsAt - tolerance end
+if requestCost > 0 then requestsFrom = requestsAt + math.min(requestCost, tolerance) - tolerance end
 local tokensFrom = -math.huge
-if tokenCost > 0 and tokens > 0 then tokensFrom = tokensAt - tolerance end
+if tokenCost > 0 and tokens > 0 then tokensFrom = tokensAt + math.min(tokens * tokenCost, tolerance) - tolerance end
 local at = math.max(now, requestsFrom, tokensFrom)
 if at > tonumber(args[9]) then
   local dimension = 'tokens'
