@@ -15,7 +15,7 @@ import { Failure } from "@resilient-ai/policy"
 import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
 import { Cause, Chunk, Duration, Effect, Exit, Layer, Random, Scope, Stream } from "effect"
 import { Buffer } from "node:buffer"
-import { failureOf, hello, HttpLive, managedAt, settled } from "./support.js"
+import { failureOf, hello, HttpLive, managedAt, oversized, settled } from "./support.js"
 
 /** What the call came to, with what the server saw of it. */
 interface Observed {
@@ -199,16 +199,8 @@ const rows: ReadonlyArray<Row> = [
   {
     name: "a chunked body that grows past maxResponseBytes: ResponseTooLarge once the limit is crossed (1 attempt)",
     // No declared length: the limit is enforced as the bytes arrive, and reading stops there.
-    plan: {
-      otherwise: {
-        _tag: "Raw",
-        headers: { "content-type": "application/json" },
-        // 1 MiB in 1 KiB writes; had the client read it all, its connection would go back to the pool.
-        body: "x".repeat(1024),
-        repeat: 1024,
-        chunked: true
-      }
-    },
+    // 1 MiB in 1 KiB writes; had the client read it all, its connection would go back to the pool.
+    plan: { otherwise: oversized },
     target: { maxResponseBytes: 1024 },
     arrivals: 1,
     afterCall: "closed",

@@ -18,7 +18,7 @@ import {
   targetAt,
   untilSleeping
 } from "./sdkSupport.js"
-import { settled } from "./support.js"
+import { oversized, settled } from "./support.js"
 
 const messages: Array<OpenAI.Chat.ChatCompletionMessageParam> = [{ role: "user", content: "Say hello" }]
 
@@ -233,15 +233,7 @@ describe("ResilientFetch under the openai SDK", () => {
 
   it.scopedLive("a success over maxResponseBytes is ResponseTooLarge: one request, rejected as fetch rejects", () =>
     Effect.gen(function*() {
-      const server = yield* FaultServer.make({
-        otherwise: {
-          _tag: "Raw",
-          headers: { "content-type": "application/json" },
-          body: "x".repeat(1024),
-          repeat: 1024,
-          chunked: true
-        }
-      })
+      const server = yield* FaultServer.make({ otherwise: oversized })
       const fetch = yield* ResilientFetch.make(targetAt(server.url, { maxResponseBytes: 1024 }))
       const error = yield* rejection(() =>
         fetch(`${server.url}/chat/completions`, {

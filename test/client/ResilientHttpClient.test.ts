@@ -12,7 +12,7 @@ import { Effect, Either, Layer, Logger, Redacted, Stream } from "effect"
 import { createServer } from "node:net"
 import { canary } from "../canary.js"
 import { assertOneIdempotencyKey } from "./sdkSupport.js"
-import { freshName, settled } from "./support.js"
+import { freshName, oversized, settled } from "./support.js"
 
 const targetAt = (url: string, options: Partial<Target.Options> = {}) =>
   Target.managed({
@@ -57,15 +57,6 @@ const overloadedStream: FaultPlan.Fault = {
   _tag: "Raw",
   headers: { "content-type": "text/event-stream" },
   body: `event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n`
-}
-
-/** 1 MiB of JSON-typed bytes in 1 KiB writes, with no declared length: its size shows only as it arrives. */
-const oversized: FaultPlan.Fault = {
-  _tag: "Raw",
-  headers: { "content-type": "application/json" },
-  body: "x".repeat(1024),
-  repeat: 1024,
-  chunked: true
 }
 
 /** The resilient client for `target`, over the Node client. */

@@ -104,3 +104,12 @@ export const eventually = <E, R>(
     settled(condition, (met) => met, limitMillis),
     (met) => met ? Effect.void : Effect.dieMessage(`not in time (${limitMillis} ms): ${what}`)
   )
+
+/** 1 MiB of JSON-typed bytes in 1 KiB writes, with no declared length: its size shows only as it arrives. */
+export const oversized: FaultPlan.Fault = {
+  _tag: "Raw",
+  headers: { "content-type": "application/json" },
+  body: "x".repeat(1024),
+  repeat: 1024,
+  chunked: true
+}

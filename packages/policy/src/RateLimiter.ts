@@ -187,8 +187,10 @@ export class Pacer {
 
   /** Whether any limit is in force: without one, nothing is paced. */
   get pacing(): boolean {
-    const { requestsPerMinute, tokensPerMinute } = this.limits()
-    return Number.isFinite(requestsPerMinute) || Number.isFinite(tokensPerMinute)
+    // Read on every attempt: from the limits as they are, without building `limits()`'s record.
+    const { learned, settings } = this
+    return Math.min(settings.requestsPerMinute, learned.requestsPerMinute ?? Infinity) < Infinity ||
+      Math.min(settings.tokensPerMinute, learned.tokensPerMinute ?? Infinity) < Infinity
   }
 
   /**
@@ -252,6 +254,60 @@ export class Pacer {
   }
 }
 
+/**
+ * What a decision made at `now` comes to: the place taken (after sleeping until its turn, a sleep
+ * whose interruption gives the place back), the refusal, or, for a batch call that must wait, a
+ * sleep until its turn and `"wait"`: it holds no place, and must be decided again.
+ */
+export const takeTurn = (
+  target: string,
+  decision: Decision,
+  now: number,
+  taken: () => Reservation
+): Effect.Effect<Reservation | "wait", Failure.RateLimitedLocally> => {
+  switch (decision._tag) {
+    case "refused":
+      return Effect.fail(refusal(target, decision, now))
+    case "wait":
+      return Effect.as(Effect.sleep(Duration.millis(Math.ceil(decision.at - now))), "wait" as const)
+    case "reserved": {
+      const place = taken()
+      if (decision.at <= now) return Effect.succeed(place)
+      return Effect.as(
+        Effect.onInterrupt(Effect.sleep(Duration.millis(Math.ceil(decision.at - now))), () => place.giveBack),
+        place
+      )
+    }
+  }
+}
+
+/**
+ * A limiter's `admit` around its one decision (`decideNow`, as `takeTurn` answers): batch calls
+ * that must wait do so one at a time, first come first served, so only the first looks at the pace
+ * again when its turn was due rather than all of them at once; the deadline bounds the wait in line
+ * too, and `nextTurn` names when capacity returns should it end it.
+ */
+export const admitting = (
+  target: string,
+  now: () => number,
+  decideNow: (demand: Demand) => Effect.Effect<Reservation | "wait", Failure.RateLimitedLocally>,
+  nextTurn: () => number
+): (demand: Demand) => Effect.Effect<Reservation, Failure.RateLimitedLocally> => {
+  const batchLine = Effect.unsafeMakeSemaphore(1)
+  const untilAdmitted = (demand: Demand): Effect.Effect<Reservation, Failure.RateLimitedLocally> =>
+    Effect.flatMap(decideNow(demand), (decided) => decided === "wait" ? untilAdmitted(demand) : Effect.succeed(decided))
+  const inBatchLine = (demand: Demand): Effect.Effect<Reservation, Failure.RateLimitedLocally> => {
+    const waited = batchLine.withPermits(1)(untilAdmitted(demand))
+    if (!Number.isFinite(demand.deadline)) return waited
+    return Effect.timeoutFail(waited, {
+      duration: Duration.millis(Math.max(0, demand.deadline - now())),
+      onTimeout: () => refusal(target, { _tag: "refused", at: nextTurn(), dimension: "requests" }, now())
+    })
+  }
+  return (demand) =>
+    Effect.flatMap(decideNow(demand), (decided) => decided === "wait" ? inBatchLine(demand) : Effect.succeed(decided))
+}
+
 /** The failure of a demand whose turn comes after its deadline. */
 export const refusal = (target: string, decision: Extract<Decision, { _tag: "refused" }>, now: number) =>
   new Failure.RateLimitedLocally({
@@ -285,62 +341,25 @@ export const make = (options: Options, share?: () => number): Effect.Effect<Serv
         const decision = pacer.decide(at, tokens, lane, at)
         return decision._tag === "reserved" ? reservation(tokens) : undefined
       }
-      /** Decides `demand` now: taken (after the wait its turn needs), refused, or `wait` for a batch call. */
-      const decideNow = (demand: Demand): Effect.Effect<Reservation | "wait", Failure.RateLimitedLocally> =>
-        Effect.suspend((): Effect.Effect<Reservation | "wait", Failure.RateLimitedLocally> => {
-          const at = now()
-          const decision = pacer.decide(at, demand.tokens, demand.lane, demand.deadline)
-          switch (decision._tag) {
-            case "refused":
-              return Effect.fail(refusal(checked.target, decision, at))
-            case "wait":
-              // Not reserved: decided again when its turn was due, since an interactive call may have taken it.
-              return Effect.as(Effect.sleep(Duration.millis(Math.ceil(decision.at - at))), "wait" as const)
-            case "reserved": {
-              const taken = reservation(demand.tokens)
-              if (decision.at <= at) return Effect.succeed(taken)
-              return Effect.as(
-                Effect.onInterrupt(Effect.sleep(Duration.millis(Math.ceil(decision.at - at))), () => taken.giveBack),
-                taken
-              )
-            }
-          }
-        })
-      // Batch calls that must wait do so one at a time, first come first served: only the first
-      // looks at the pace again when its turn was due, rather than every one of them at once.
-      const batchLine = Effect.unsafeMakeSemaphore(1)
-      const untilAdmitted = (demand: Demand): Effect.Effect<Reservation, Failure.RateLimitedLocally> =>
-        Effect.flatMap(decideNow(demand), (decided) =>
-          decided === "wait" ? untilAdmitted(demand) : Effect.succeed(decided))
-      const inBatchLine = (demand: Demand): Effect.Effect<Reservation, Failure.RateLimitedLocally> => {
-        const waited = batchLine.withPermits(1)(untilAdmitted(demand))
-        if (!Number.isFinite(demand.deadline)) {
-          return waited
-        }
-        // Its deadline bounds the wait in line too: capacity returns when the calls ahead are served.
-        return Effect.timeoutFail(waited, {
-          duration: Duration.millis(Math.max(0, demand.deadline - now())),
-          onTimeout: () =>
-            refusal(
+      const admit = admitting(
+        checked.target,
+        now,
+        (demand) =>
+          Effect.suspend(() => {
+            const at = now()
+            return takeTurn(
               checked.target,
-              { _tag: "refused", at: pacer.nextFree(now(), "batch"), dimension: "requests" },
-              now()
+              pacer.decide(at, demand.tokens, demand.lane, demand.deadline),
+              at,
+              () => reservation(demand.tokens)
             )
-        })
-      }
-      const admit = (demand: Demand): Effect.Effect<Reservation, Failure.RateLimitedLocally> =>
-        Effect.suspend(() => {
-          if (!pacer.pacing) {
-            return Effect.succeed(free)
-          }
-          return Effect.flatMap(
-            decideNow(demand),
-            (decided) =>
-              decided === "wait" ? inBatchLine(demand) : Effect.succeed(decided)
-          )
-        })
+          }),
+        () => pacer.nextFree(now(), "batch")
+      )
+      const pacedAdmit = (demand: Demand): Effect.Effect<Reservation, Failure.RateLimitedLocally> =>
+        Effect.suspend(() => pacer.pacing ? admit(demand) : Effect.succeed(free))
       const service: Service = {
-        admit,
+        admit: pacedAdmit,
         admitNow,
         learn: (limits) => Effect.sync(() => pacer.learn(limits)),
         snapshot: Effect.sync(() => pacer.snapshot(now()))

@@ -13,7 +13,6 @@
  * Redis. When Redis cannot answer in time, this process paces alone within its share (see `make`).
  */
 import { type Coordination, type Failure, RateLimiter, type Settings } from "@resilient-ai/policy"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type { Redis } from "ioredis"
 import { keyFor } from "./internal/keys.js"
@@ -238,15 +237,13 @@ const makeChecked = (
         }
       )
 
-    const sleepUntil = (at: number) => Effect.suspend(() => Effect.sleep(Duration.millis(Math.ceil(at - now()))))
-
     // When a batch call that must wait was last told its turn: what its deadline's refusal names.
     let batchTurn = Number.NEGATIVE_INFINITY
 
     /**
-     * Decides `demand` on Redis (or alone): taken, after the wait its turn needs; refused; or
-     * `wait` for a batch call, after sleeping until its turn. Asking is bounded by the command
-     * timeout and not interrupted, so a place Redis granted is always someone's to give back.
+     * Decides `demand` on Redis (or alone). Asking is bounded by the command timeout and not
+     * interrupted, so a place Redis granted is always someone's to give back; only the wait for
+     * its turn is.
      */
     const decideNow = (demand: RateLimiter.Demand) =>
       Effect.uninterruptibleMask((restore) =>
@@ -256,56 +253,15 @@ const makeChecked = (
             if (decision === undefined) {
               return Effect.tap(restore(fallback.admit(demand)), () => keep(unreported, [now(), demand.tokens]))
             }
-            switch (decision._tag) {
-              case "refused":
-                return Effect.fail(RateLimiter.refusal(settings.target, decision, now()))
-              case "wait":
-                batchTurn = decision.at
-                return Effect.as(restore(sleepUntil(decision.at)), "wait" as const)
-              case "reserved": {
-                const taken = onRedis(demand.tokens)
-                if (decision.at <= now()) return Effect.succeed(taken)
-                return Effect.as(Effect.onInterrupt(restore(sleepUntil(decision.at)), () => taken.giveBack), taken)
-              }
-            }
+            if (decision._tag === "wait") batchTurn = decision.at
+            return restore(RateLimiter.takeTurn(settings.target, decision, now(), () => onRedis(demand.tokens)))
           }
         )
       )
-
-    // Batch calls that must wait do so one at a time, as in `RateLimiter`: only the first asks
-    // again when its turn was due, rather than every one of them at once.
-    const batchLine = Effect.unsafeMakeSemaphore(1)
-    const untilAdmitted = (
-      demand: RateLimiter.Demand
-    ): Effect.Effect<RateLimiter.Reservation, Failure.RateLimitedLocally> =>
-      Effect.flatMap(
-        decideNow(demand),
-        (decided) => decided === "wait" ? untilAdmitted(demand) : Effect.succeed(decided)
-      )
-    const inBatchLine = (demand: RateLimiter.Demand) =>
-      Effect.suspend(() => {
-        const waited = batchLine.withPermits(1)(untilAdmitted(demand))
-        if (!Number.isFinite(demand.deadline)) return waited
-        return Effect.timeoutFail(waited, {
-          duration: Duration.millis(Math.max(0, demand.deadline - now())),
-          onTimeout: () =>
-            RateLimiter.refusal(
-              settings.target,
-              { _tag: "refused", at: Math.max(now(), batchTurn), dimension: "requests" },
-              now()
-            )
-        })
-      })
+    const admit = RateLimiter.admitting(settings.target, now, decideNow, () => Math.max(now(), batchTurn))
 
     const service: RateLimiter.Service = {
-      admit: (demand) =>
-        Effect.suspend(() => {
-          if (!limits.pacing) return Effect.succeed(RateLimiter.free)
-          return Effect.flatMap(
-            decideNow(demand),
-            (decided) => decided === "wait" ? inBatchLine(demand) : Effect.succeed(decided)
-          )
-        }),
+      admit: (demand) => Effect.suspend(() => limits.pacing ? admit(demand) : Effect.succeed(RateLimiter.free)),
       // Only the answer that needs no Redis: a key with no limit known.
       admitNow: () => limits.pacing ? undefined : RateLimiter.free,
       learn: (learned) => Effect.zipRight(Effect.sync(() => limits.learn(learned)), fallback.learn(learned)),
