@@ -113,6 +113,9 @@ export const fallbacks = Metric.counter("resilient_ai_redis_fallbacks", {
   incremental: true
 })
 
+/** The commands kept to send again once Redis is back, at most. */
+const remembered = 4_096
+
 /** Resolves `true` once `client` is ready, `false` if it is not within `millis`. */
 const readyWithin = (client: Client, millis: number): Promise<boolean> =>
   client.status === "ready" ? Promise.resolve(true) : new Promise((resolve) => {
@@ -495,6 +498,8 @@ const makeChecked = (options: Checked): Effect.Effect<Service, never, Scope.Scop
           },
           () => {
             resend.push(command)
+            // Bounded through a long outage: what is dropped (the oldest) is a lease that expires anyway.
+            if (resend.length > remembered) resend.shift()
             resendTimer ??= setTimeout(sendAgain, retryAfterMillis).unref()
             clearTimeout(timer)
             resolve()

@@ -314,7 +314,14 @@ const makeChecked = (
           }
         ),
         (answer) => {
-          if (answer !== undefined && answer[0] === 1) hold(fiber, { _tag: "lease", lease, expiresAt: now + ttl })
+          if (answer === undefined) {
+            // Decided in process: the script may still have run, its answer lost (a node that went
+            // down after running it, a void retry of it answering instead): give its lease back
+            // however late, a no-op when it took none, without the caller waiting for it.
+            return Effect.sync(() => void Effect.runFork(giveBack(lease, "neutral")))
+          }
+          if (answer[0] === 1) hold(fiber, { _tag: "lease", lease, expiresAt: now + ttl })
+          return Effect.void
         }
       )
     }
