@@ -107,7 +107,7 @@ const program = Effect.gen(function*() {
       ["retries that succeeded", summary.retriesSucceeded],
       ["budget exhaustions", summary.budgetExhausted],
       ["deadline skips", summary.deadlineSkips],
-      ["delays slept (count / total ms)", `${summary.retryDelay.count} / ${Math.round(summary.retryDelay.sum)}`],
+      ["delays slept (count / total ms)", `${summary.retryDelay.count} / ${Math.round(summary.retryDelay.sum * 1000)}`],
       ["failures by kind", JSON.stringify(summary.failuresByKind)],
       ["calls stopped, by reason", JSON.stringify(summary.callsFailedByReason)]
     ] as const

@@ -23,8 +23,8 @@
  *   the connect at its 1 s timeout (which has not fired when the interrupt returns).
  * - No further attempt: after waiting past the moment the next attempt would have started, the
  *   server has no new arrival (nor a new connection, but for undici's one empty reconnect),
- *   `resilient_ai_attempts` has not moved, and no backoff sleep has completed
- *   (`resilient_ai_retry_delay_ms` counts only sleeps that ended).
+ *   `resilient_ai_attempts_total` has not moved, and no backoff sleep has completed
+ *   (`resilient_ai_retry_delay_seconds` counts only sleeps that ended).
  */
 import { NodeHttpClient } from "@effect/platform-node"
 import { Agent } from "@effect/platform-node/Undici"
@@ -304,7 +304,7 @@ const interrupting = (scenario: Case, trigger: Trigger) =>
       // that connection unused: nothing is sent on it, and it does not stay open.
       assert.isAtMost((yield* server.connectionsAccepted) - before.accepted, scenario.inFlight ? 1 : 0)
       if (scenario.inFlight) assert.strictEqual(yield* server.openConnections, 0, "no connection stays open")
-      assert.strictEqual(attempts(), before.attempts, "resilient_ai_attempts did not move")
+      assert.strictEqual(attempts(), before.attempts, "resilient_ai_attempts_total did not move")
       assert.strictEqual(slept(), before.slept, "no backoff sleep completed")
       assert.deepStrictEqual(lines.slice(before.lines), [], "nothing was logged after the interrupt")
       assert.deepStrictEqual(live(yield* supervisor.value), [])
@@ -435,7 +435,7 @@ const interruptingConnect = (trigger: Trigger) =>
       yield* Effect.sleep("100 millis")
       assert.strictEqual(observed.counts.beforeConnect, 1, "no further connect was started")
       assert.strictEqual(observed.sockets.length, 1)
-      assert.strictEqual(metrics.attempts.unsafeValue([]).count, 1, "resilient_ai_attempts did not move")
+      assert.strictEqual(metrics.attempts.unsafeValue([]).count, 1, "resilient_ai_attempts_total did not move")
       assert.deepStrictEqual(lines, [], "nothing was logged")
       assert.deepStrictEqual(live(yield* supervisor.value), [])
     }).pipe(Effect.provide(HttpWithConnectTimeout))

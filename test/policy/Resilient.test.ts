@@ -955,7 +955,7 @@ describe("Resilient.retry", () => {
         assert.strictEqual(summary.retries, 2)
         assert.strictEqual(summary.retriesSucceeded, 1)
         assert.strictEqual(summary.retryDelay.count, 2)
-        assert.strictEqual(summary.retryDelay.sum, 500)
+        assert.strictEqual(summary.retryDelay.sum, 0.5)
         assert.deepStrictEqual(summary.failuresByKind, { ServerError: 2, AuthenticationFailed: 1 })
         assert.deepStrictEqual(summary.callsFailedByReason, { terminal: 1 })
         const perSuccess = Metrics.forTarget(target, "small").attemptsPerSuccess.unsafeValue([])

@@ -34,7 +34,7 @@ const failsOverOn: ReadonlySet<Failure.StopReason> = new Set([
 export const shouldFailOver = (failure: ModelClient.CallFailed): boolean => failsOverOn.has(failure.reason)
 
 /** Failovers taken, tagged `from` and `to`. */
-export const failovers = Metric.counter("resilient_ai_failovers", {
+export const failovers = Metric.counter("resilient_ai_failovers_total", {
   description: "calls passed from one target to another",
   incremental: true
 })

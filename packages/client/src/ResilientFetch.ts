@@ -20,7 +20,7 @@
  * Requests that are not model calls pass through untouched. A request the SDK retries itself
  * (`x-stainless-retry-count` above 0, an idempotency key it sent before, or the body of a call that
  * just failed) is a second retrying layer: it is logged once per target and counted
- * (`resilient_ai_sdk_retries`).
+ * (`resilient_ai_sdk_retries_total`).
  */
 import { Resilient, type Settings } from "@resilient-ai/policy"
 import * as Cause from "effect/Cause"

@@ -19,14 +19,14 @@ import * as Failure from "./Failure.js"
 const counter = (name: string, description: string) => Metric.counter(name, { description, incremental: true })
 
 /** Attempts started, first attempts included. */
-const attempts = counter("resilient_ai_attempts", "attempts sent to the provider, first attempts included")
+const attempts = counter("resilient_ai_attempts_total", "attempts sent to the provider, first attempts included")
 
 /** Logical calls that succeeded. */
-const successes = counter("resilient_ai_successes", "logical calls that returned a validated success")
+const successes = counter("resilient_ai_successes_total", "logical calls that returned a validated success")
 
 /** Logical calls that ended in `CallFailed`, tagged by `reason`. */
 const callsFailed = counter(
-  "resilient_ai_calls_failed",
+  "resilient_ai_calls_failed_total",
   "logical calls that ended without a success, by stop reason"
 )
 
@@ -38,48 +38,51 @@ const attemptsPerSuccess = Metric.histogram(
 )
 
 /** Attempt failures, tagged by `kind` (the failure's tag). */
-const failures = counter("resilient_ai_failures", "failed attempts, by failure kind")
+const failures = counter("resilient_ai_failures_total", "failed attempts, by failure kind")
 
 /** Retries started (second and later attempts). */
-const retries = counter("resilient_ai_retries", "retries started")
+const retries = counter("resilient_ai_retries_total", "retries started")
 
 /** Retries that returned the call's success. */
-const retriesSucceeded = counter("resilient_ai_retries_succeeded", "retries that returned the call's success")
+const retriesSucceeded = counter("resilient_ai_retries_succeeded_total", "retries that returned the call's success")
 
 /** Retries the budget refused. */
-const budgetExhausted = counter("resilient_ai_budget_exhausted", "retries refused by the retry budget")
+const budgetExhausted = counter("resilient_ai_budget_exhausted_total", "retries refused by the retry budget")
 
 /** Attempts and sleeps not started because they could not finish before the deadline. */
 const deadlineSkips = counter(
-  "resilient_ai_deadline_skips",
+  "resilient_ai_deadline_skips_total",
   "attempts or sleeps skipped because they could not finish before the deadline"
 )
 
-/** Delays actually slept before retries, in milliseconds. */
+/** From 1 ms to about two minutes, doubling: a sleep or a wait in seconds, as Prometheus names time. */
+const secondsBoundaries = MetricBoundaries.exponential({ start: 0.001, factor: 2, count: 18 })
+
+/** Delays actually slept before retries, in seconds. */
 const retryDelay = Metric.histogram(
-  "resilient_ai_retry_delay_ms",
-  MetricBoundaries.exponential({ start: 1, factor: 2, count: 18 }),
-  "delays slept before retries, in milliseconds"
+  "resilient_ai_retry_delay_seconds",
+  secondsBoundaries,
+  "delays slept before retries, in seconds"
 )
 
-/** How long attempts waited for their turn in the key's pace (`RateLimiter`), when they waited, in milliseconds. */
+/** How long attempts waited for their turn in the key's pace (`RateLimiter`), when they waited, in seconds. */
 const pacedWait = Metric.histogram(
-  "resilient_ai_paced_wait_ms",
-  MetricBoundaries.exponential({ start: 1, factor: 2, count: 18 }),
-  "time attempts waited for their turn under the key's requests and tokens per minute, in milliseconds"
+  "resilient_ai_paced_wait_seconds",
+  secondsBoundaries,
+  "time attempts waited for their turn under the key's requests and tokens per minute, in seconds"
 )
 
 /** Calls refused at once by a full gate of a shedding target. */
-const shed = counter("resilient_ai_shed", "calls shed by a full concurrency gate")
+const shed = counter("resilient_ai_shed_total", "calls shed by a full concurrency gate")
 
 /** Resilient calls that ran inside another's attempt and so made a single attempt. */
 const nestedSingleAttempts = counter(
-  "resilient_ai_nested_single_attempts",
+  "resilient_ai_nested_single_attempts_total",
   "resilient calls nested in another's attempt, which made one attempt and left retrying to it"
 )
 
 /** Tokens the provider reported, tagged by `kind` (`prompt`, `completion`). */
-const tokens = counter("resilient_ai_tokens", "tokens the provider reported as used, by kind")
+const tokens = counter("resilient_ai_tokens_total", "tokens the provider reported as used, by kind")
 
 /** The labels that name a target and a model. */
 const labelsFor = (target: string, model: string | undefined): ReadonlyArray<MetricLabel.MetricLabel> => [

@@ -108,7 +108,7 @@ export interface Service {
 export class RedisConnection extends Context.Tag("@resilient-ai/redis/RedisConnection")<RedisConnection, Service>() {}
 
 /** Decisions made in process because Redis could not be used, tagged by `operation` (budget, gate, limiter). */
-export const fallbacks = Metric.counter("resilient_ai_redis_fallbacks", {
+export const fallbacks = Metric.counter("resilient_ai_redis_fallbacks_total", {
   description: "budget, gate and rate limiter decisions made in process because Redis was unreachable or slow",
   incremental: true
 })

@@ -322,7 +322,7 @@ export const firstChunk = (
 }
 
 /** Requests an SDK sent as its own retry, by target: a second retrying layer above this one. */
-export const sdkRetries = Metric.counter("resilient_ai_sdk_retries", {
+export const sdkRetries = Metric.counter("resilient_ai_sdk_retries_total", {
   description: "requests an SDK sent as its own retry, above the resilient layer",
   incremental: true
 })

@@ -472,7 +472,7 @@ class Sequence<A, E, R> {
     return this.log(LogLevel.Info, "attempt failed, retrying", { ...logged, retryInMs: Math.round(delay) }).pipe(
       Effect.zipRight(Effect.sleep(Duration.millis(delay))),
       Effect.zipRight(Effect.suspend(() => {
-        this.count(this.metrics.retryDelay, delay)
+        this.count(this.metrics.retryDelay, delay / 1000)
         return this.attemptFrom(next, delay)
       }))
     )
@@ -633,7 +633,7 @@ class Sequence<A, E, R> {
         onFailure: (refusal) => this.pacedOut(refusal),
         onSuccess: (reservation) => {
           const waited = this.clock.unsafeCurrentTimeMillis() - asked
-          if (waited > 0) this.count(this.metrics.pacedWait, waited)
+          if (waited > 0) this.count(this.metrics.pacedWait, waited / 1000)
           return this.gatedAttempt(restore, number, delayBefore, reservation)
         }
       })
