@@ -212,6 +212,8 @@ class Limiter {
   private learned: number
   private cutAt = Number.NEGATIVE_INFINITY
   private successesWhileFull = 0
+  /** While a health probe finds the provider down, a call's success does not end a degraded period. */
+  recoveryHeld = false
 
   /**
    * `share` is the part of the limit this limiter may use, read at every decision: 1 for a gate of
@@ -285,7 +287,7 @@ class Limiter {
     if (this.settings.adaptive) this.adapt(nowMillis, outcome, inFlight)
     if (outcome === "success") {
       this.overloadsInARow = 0
-      if (this.healthState === "degraded") this.markRecovered(nowMillis)
+      if (this.healthState === "degraded" && !this.recoveryHeld) this.markRecovered(nowMillis)
     } else if (outcome === "overload") {
       this.overloadsInARow++
       if (this.overloadsInARow >= this.settings.degradeAfter && this.health(nowMillis) !== "degraded") {
@@ -377,6 +379,13 @@ export interface Service {
   readonly markDegraded: Effect.Effect<void>
   /** Starts the recovery ramp from outside. */
   readonly markRecovered: Effect.Effect<void>
+  /**
+   * What the target's health probe (`HealthProbe`) says: `true` while it finds the provider down, so
+   * a lucky call does not start the recovery ramp, which starts when the probe says the provider is
+   * back (`markRecovered`); `false` gives recovery back to the calls' successes. A gate made
+   * elsewhere may leave it out.
+   */
+  readonly holdRecovery?: ((held: boolean) => Effect.Effect<void>) | undefined
   readonly snapshot: Effect.Effect<Snapshot>
 }
 
@@ -560,6 +569,10 @@ export const make = (
           limiter.markRecovered(now())
           afterHealthChange(now())
         }),
+        holdRecovery: (held) =>
+          Effect.sync(() => {
+            limiter.recoveryHeld = held
+          }),
         snapshot: Effect.sync(() => {
           const at = now()
           return {

@@ -170,6 +170,63 @@ export const forTarget = (target: string, model?: string | undefined): TargetMet
   return made
 }
 
+/** The metrics of every model `target` has been called with so far. */
+export const allForTarget = (target: string): ReadonlyArray<TargetMetrics> => {
+  const prefix = `${target}\u0000`
+  const found: Array<TargetMetrics> = []
+  for (const [key, metrics] of cache) if (key.startsWith(prefix)) found.push(metrics)
+  return found
+}
+
+/** The target's diagnosis, one series per state: 1 for the current one, 0 for the others. */
+const diagnosis = Metric.gauge("resilient_ai_diagnosis", {
+  description:
+    "the target's diagnosis: 1 for the current state (healthy, provider-degraded, self-inflicted), 0 for the others"
+})
+
+/** Whether the target's health probe last found the provider answering. */
+const probeUp = Metric.gauge("resilient_ai_probe_up", {
+  description: "1 when the target's health probe last found the provider answering, else 0"
+})
+
+/** How long the health probes took, in seconds. */
+const probeDuration = Metric.histogram(
+  "resilient_ai_probe_duration_seconds",
+  secondsBoundaries,
+  "how long the target's health probes took, in seconds"
+)
+
+/** The health metrics of one target (a probe is per target, not per model). */
+export interface HealthMetrics {
+  readonly diagnosis: (state: string) => Metric.Metric.Gauge<number>
+  readonly probeUp: Metric.Metric.Gauge<number>
+  readonly probeDuration: Metric.Metric.Histogram<number>
+}
+
+const healthCache = globalValue("@resilient-ai/policy/Metrics/healthCache", () => new Map<string, HealthMetrics>())
+
+/** The health metrics of `target`, tagged `target`. */
+export const healthOf = (target: string): HealthMetrics => {
+  const cached = healthCache.get(target)
+  if (cached !== undefined) return cached
+  const labels = [MetricLabel.make("target", target)]
+  const byState = new Map<string, Metric.Metric.Gauge<number>>()
+  const made: HealthMetrics = {
+    diagnosis: (state) => {
+      let found = byState.get(state)
+      if (found === undefined) {
+        found = taggedOnce(diagnosis, [...labels, MetricLabel.make("state", state)])
+        byState.set(state, found)
+      }
+      return found
+    },
+    probeUp: taggedOnce(probeUp, labels),
+    probeDuration: taggedOnce(probeDuration, labels)
+  }
+  healthCache.set(target, made)
+  return made
+}
+
 /** The failure path of one target, read back for a report. */
 export interface Summary {
   readonly attempts: number

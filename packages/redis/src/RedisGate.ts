@@ -32,7 +32,8 @@ import { RedisConnection } from "./RedisConnection.js"
  * | "recover" | "snapshot"), lease id, lease time to live (ms), limit, ramp floor
  * (`ConcurrencyGate.rampFloor`), ramp factor, ramp step (ms), failures to degrade, outcome
  * ("success" | "overload" | "neutral"), health time to live (ms), now (epoch ms, the caller's clock),
- * adaptive (1/0), least learned limit, backoff ratio, backoff interval (ms).
+ * adaptive (1/0), least learned limit, backoff ratio, backoff interval (ms), recovery held (1/0: this process's
+health probe finds the provider down, so its successes do not start the ramp).
  * Returns { granted (1/0), limit, in flight, health, fleet size }.
  *
  * The limit, the ramp and `adapt` are `ConcurrencyGate`'s `Limiter` step for step (its
@@ -53,6 +54,7 @@ local adaptive = args[12] == '1'
 local minLimit = tonumber(args[13])
 local backoffRatio = tonumber(args[14])
 local backoffInterval = tonumber(args[15])
+local recoveryHeld = args[16] == '1'
 local health = redis.call('HMGET', healthKey, 'state', 'recoveredAt', 'overloads', 'learned', 'cutAt')
 local state = health[1] or 'steady'
 local recoveredAt = tonumber(health[2]) or 0
@@ -101,7 +103,7 @@ local function observe(outcome, inFlight)
   adapt(outcome, inFlight)
   if outcome == 'success' then
     redis.call('HSET', healthKey, 'overloads', 0)
-    if state == 'degraded' then
+    if state == 'degraded' and not recoveryHeld then
       state = 'recovering'
       redis.call('HSET', healthKey, 'state', 'recovering', 'recoveredAt', now)
     end
@@ -222,6 +224,7 @@ const makeChecked = (
     const fallback = yield* Effect.orDie(ConcurrencyGate.make(options, () => 1 / fleet))
     const clock = yield* Effect.clock
     const client = connection.client as Scripted
+    let recoveryHeld = false
     register(client, "resilientAiGate", 2, script)
     const members = keyFor(connection.keyPrefix, "members", settings.target, options.apiKey)
     const leaseKey = keyFor(connection.keyPrefix, "gate", settings.target, options.apiKey, "leases")
@@ -254,7 +257,8 @@ const makeChecked = (
         settings.adaptive ? 1 : 0,
         settings.minLimit,
         settings.backoffRatio,
-        settings.backoffIntervalMillis
+        settings.backoffIntervalMillis,
+        recoveryHeld ? 1 : 0
       ).then((answer) => {
         fleet = Math.max(connection.fleetSize, isVoid(answer) ? answer[1] : answer[4])
         return isVoid(answer) ? null : answer
@@ -385,6 +389,13 @@ const makeChecked = (
       observe: (outcome) => decide("observe", outcome, fallback.observe(outcome)),
       markDegraded: decide("degrade", "neutral", fallback.markDegraded),
       markRecovered: decide("recover", "neutral", fallback.markRecovered),
+      holdRecovery: (held) =>
+        Effect.zipRight(
+          Effect.sync(() => {
+            recoveryHeld = held
+          }),
+          fallback.holdRecovery?.(held) ?? Effect.void
+        ),
       snapshot: connection.decide(
         "gate",
         (voidAfter) =>
