@@ -531,6 +531,21 @@ describe("ConcurrencyGate health", () => {
       assert.strictEqual((yield* gate.snapshot).limit, 15)
     }))
 
+  it.effect("while a probe holds recovery, a success does not start the ramp; markRecovered does, and so does a success once let go", () =>
+    Effect.gen(function*() {
+      const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 100 })
+      yield* gate.markDegraded
+      yield* gate.holdRecovery!(true)
+      yield* gate.observe("success")
+      assert.strictEqual((yield* gate.snapshot).health, "degraded")
+      yield* gate.markRecovered
+      assert.deepStrictEqual(yield* gate.snapshot, { limit: 10, inFlight: 0, waiting: 0, health: "recovering" })
+      yield* gate.markDegraded
+      yield* gate.holdRecovery!(false)
+      yield* gate.observe("success")
+      assert.strictEqual((yield* gate.snapshot).health, "recovering")
+    }))
+
   it.effect("admits a waiter queued while degraded when the ramp raises the limit", () =>
     Effect.gen(function*() {
       const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 100 })

@@ -191,6 +191,28 @@ describeRedis("RedisGate", () => {
       assert.deepStrictEqual(yield* first.snapshot, { limit: 3, inFlight: 0, waiting: 0, health: "recovering" })
     }))
 
+  it.scoped("a process whose probe finds the provider down does not start the fleet's ramp on a lucky call; its probe does", () =>
+    Effect.gen(function*() {
+      const prefix = freshPrefix()
+      const probing = yield* member(prefix, { limit: 20 })
+      const other = yield* member(prefix, { limit: 20 })
+      yield* probing.markDegraded
+      yield* probing.holdRecovery!(true)
+      yield* probing.observe("success")
+      assert.strictEqual((yield* other.snapshot).health, "degraded", "held: the success does not recover")
+      yield* probing.markRecovered
+      assert.strictEqual((yield* other.snapshot).health, "recovering", "the probe's word starts the ramp")
+      // Another process's success still recovers the fleet: the hold is the probing process's.
+      yield* other.markDegraded
+      yield* other.observe("success")
+      assert.strictEqual((yield* probing.snapshot).health, "recovering")
+      // Given back, a success recovers again.
+      yield* probing.markDegraded
+      yield* probing.holdRecovery!(false)
+      yield* probing.observe("success")
+      assert.strictEqual((yield* other.snapshot).health, "recovering")
+    }))
+
   it.scoped("takes back the permits of a process that stopped, at its callers' deadlines", () =>
     Effect.gen(function*() {
       const prefix = freshPrefix()

@@ -71,6 +71,19 @@ describe("FaultEngine plan", () => {
     assert.strictEqual(answer(engine.decide(post(0), 1)), 500, "the step is still the next one")
     assert.strictEqual(answer(engine.decide(post(0), 1)), 200)
   })
+
+  it("answers a probe's GET /v1/models by the windows and otherwise alone: no step, no capacity", () => {
+    const engine = new FaultEngine({
+      capacity: { concurrent: 1 },
+      steps: [status(500)],
+      windows: [{ fromMs: 100, toMs: 200, fault: status(503) }],
+      otherwise: status(502)
+    })
+    const models = (at: number): Incoming => ({ method: "GET", path: "/v1/models", body: "", at })
+    // At capacity, before the window: otherwise; in the window: the window's fault.
+    assert.deepStrictEqual([answer(engine.decide(models(0), 5)), answer(engine.decide(models(150), 5))], [502, 503])
+    assert.strictEqual(answer(engine.decide(post(0), 0)), 500, "the step is still the chat request's")
+  })
 })
 
 describe("FaultEngine reading a request", () => {
@@ -84,11 +97,17 @@ describe("FaultEngine reading a request", () => {
         : []
     }
     const embeddings = (body: unknown) => post(0, body, "/v1/embeddings")
-    assert.deepStrictEqual(refusal({ ...post(0), method: "GET", path: "/v1/models" }), [
+    assert.deepStrictEqual(refusal({ ...post(0), method: "GET", path: "/v1/files" }), [
       404,
       null,
       null,
-      "Invalid URL (GET /v1/models)"
+      "Invalid URL (GET /v1/files)"
+    ])
+    assert.deepStrictEqual(refusal({ ...post(0), method: "POST", path: "/v1/models" }), [
+      405,
+      null,
+      null,
+      "Invalid method for URL (POST /v1/models)"
     ])
     assert.deepStrictEqual(refusal(post(0, { messages: [] })), [400, null, null, "you must provide a model parameter"])
     assert.deepStrictEqual(refusal(post(0, { model: "m", messages: "hi" })), [

@@ -26,6 +26,7 @@ import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
 import * as ChatCompletion from "./ChatCompletion.js"
 import * as Embeddings from "./Embeddings.js"
+import * as HealthProbe from "./HealthProbe.js"
 import * as Target from "./Target.js"
 import * as Transport from "./Transport.js"
 
@@ -188,7 +189,8 @@ export const makeConfig = (
 ): Effect.Effect<Service, ConfigError.ConfigError | Settings.InvalidSettings, HttpClient.HttpClient> => make(config)
 
 /**
- * Provides `ModelClient` for `target` (a checked target, or the effect that checks one).
+ * Provides `ModelClient` for `target` (a checked target, or the effect that checks one), and runs the
+ * target's health probe (`HealthProbe`) while the layer lives when the target has a `probeInterval`.
  *
  * ```ts
  * const MistralLive = ModelClient.layer(Target.managedConfig("MISTRAL")).pipe(Layer.provide(NodeHttpClient.layerUndici))
@@ -197,7 +199,13 @@ export const makeConfig = (
 export const layer = <E = never, R = never>(
   target: Target.Target | Effect.Effect<Target.Target, E, R>
 ): Layer.Layer<ModelClient, E | Settings.InvalidSettings, HttpClient.HttpClient | R> =>
-  Layer.effect(ModelClient, make(target))
+  Layer.scoped(
+    ModelClient,
+    Effect.tap(
+      make(target),
+      (client) => client.target.probeInterval === undefined ? Effect.void : HealthProbe.run(client.target)
+    )
+  )
 
 /** `layer` for the target read from `config`. */
 export const layerConfig = (

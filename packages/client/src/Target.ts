@@ -81,6 +81,13 @@ export interface Target {
   readonly maxResponseBytes: number
   /** How long opening a connection may take; set on the HTTP client's dispatcher. */
   readonly connectTimeout: Duration.Duration
+  /**
+   * How often the target's health probe asks the provider (`HealthProbe`), which `ModelClient.layer`
+   * starts when this is set. Unset, no probe runs.
+   */
+  readonly probeInterval?: Duration.Duration | undefined
+  /** What the probe asks, under the base URL: `GET /models` unless set. */
+  readonly probePath?: string | undefined
 }
 
 /**
@@ -113,9 +120,14 @@ export interface Options extends
   readonly idempotencyHeader?: string | undefined
   readonly maxResponseBytes?: number | undefined
   readonly connectTimeout?: Duration.DurationInput | undefined
+  readonly probeInterval?: Duration.DurationInput | undefined
+  readonly probePath?: string | undefined
 }
 
-type Defaults = Omit<Target, "name" | "kind" | "baseUrl" | "model" | "apiKey" | "attemptTimeoutByModel">
+type Defaults = Omit<
+  Target,
+  "name" | "kind" | "baseUrl" | "model" | "apiKey" | "attemptTimeoutByModel" | "probeInterval" | "probePath"
+>
 
 /** The defaults both kinds share. */
 const commonDefaults = {
@@ -187,7 +199,9 @@ const variables: Settings.Variables = [
   [["tokensPerMinute"], "TOKENS_PER_MINUTE"],
   [["idempotencyHeader"], "IDEMPOTENCY_HEADER"],
   [["maxResponseBytes"], "MAX_RESPONSE_BYTES"],
-  [["connectTimeout"], "CONNECT_TIMEOUT"]
+  [["connectTimeout"], "CONNECT_TIMEOUT"],
+  [["probeInterval"], "PROBE_INTERVAL"],
+  [["probePath"], "PROBE_PATH"]
 ]
 
 /** Headers the transport sets itself: an idempotency header by one of these names would replace them. */
@@ -315,7 +329,13 @@ const settingsFor = (kind: Kind) => {
       defaults.idempotencyHeader
     ),
     maxResponseBytes: withDefault(Settings.integerAtLeast(1), defaults.maxResponseBytes),
-    connectTimeout: withDefault(Settings.positiveDuration, defaults.connectTimeout)
+    connectTimeout: withDefault(Settings.positiveDuration, defaults.connectTimeout),
+    probeInterval: Settings.optional(Settings.finitePositiveDuration),
+    probePath: Settings.optional(
+      text((value) =>
+        /^\/[^\s?#]*$/.test(value) ? undefined : `must be a path starting with /, got ${JSON.stringify(value)}`
+      )
+    )
   }).pipe(
     Schema.filter((target) => {
       const minAttemptTime = target.minAttemptTime

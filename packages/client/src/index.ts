@@ -5,6 +5,7 @@
 export * as ChatCompletion from "./ChatCompletion.js"
 export * as Embeddings from "./Embeddings.js"
 export * as Failover from "./Failover.js"
+export * as HealthProbe from "./HealthProbe.js"
 export * as ModelClient from "./ModelClient.js"
 export * as ProviderError from "./ProviderError.js"
 export * as ResilientFetch from "./ResilientFetch.js"

@@ -5,7 +5,9 @@
  * It answers, with the bodies and headers the real APIs send (JSON, or server-sent events for
  * `"stream": true`): OpenAI's `POST /v1/chat/completions`, `POST /v1/embeddings` and
  * `POST /v1/responses` (the Responses API, which `@effect/ai-openai` and the Vercel AI SDK call),
- * and Anthropic's `POST /v1/messages`. It applies a `FaultPlan` to each request, every fault in the
+ * Anthropic's `POST /v1/messages`, and `GET /v1/models`, a health probe's request, served apart
+ * from inference as a provider serves it: outside the plan's `capacity` and `steps`, by its windows
+ * and `otherwise` alone. It applies a `FaultPlan` to each request, every fault in the
  * wire format of the endpoint: error statuses with provider bodies and retry hints, stalls before
  * or inside the body, connection resets, truncated or contract-breaking bodies, proxy HTML pages,
  * recorded fixtures, broken streams, streams that report an error, and a concurrency limit. Every
@@ -113,6 +115,8 @@ interface Exchange {
   readonly answers: Answers
   /** A request for a reply that asked for a stream. */
   readonly stream: boolean
+  /** A model list: served apart from inference, without the plan's `latencyMs`. */
+  readonly apart: boolean
   readonly requestId: string
   readonly timers: Set<NodeJS.Timeout>
   closed: boolean
@@ -242,14 +246,18 @@ class Server {
       if (decision._tag === "Refuse") {
         return this.write(res, errorReply(api, requestId, decision.status, api, decision.error, decision.headers))
       }
-      admitted = true
-      this.admitted++
       const { fault, request } = decision
+      // A model list is served apart from inference: it takes no place in the capacity.
+      if (request.endpoint !== "models") {
+        admitted = true
+        this.admitted++
+      }
       exchange = {
         res,
         api,
         answers: answersOf(request, requestId),
-        stream: request.endpoint !== "embeddings" && request.stream,
+        stream: "stream" in request && request.stream,
+        apart: request.endpoint === "models",
         requestId,
         timers: new Set(),
         closed: false,
@@ -262,7 +270,11 @@ class Server {
   private serve(ex: Exchange, fault: FaultPlan.Fault): void {
     switch (fault._tag) {
       case "Ok":
-        return this.later(ex, fault.delayMs ?? this.engine.plan.latencyMs ?? 0, () => this.write(ex.res, this.ok(ex)))
+        return this.later(
+          ex,
+          fault.delayMs ?? (ex.apart ? 0 : this.engine.plan.latencyMs ?? 0),
+          () => this.write(ex.res, this.ok(ex))
+        )
       case "Status":
         return this.write(ex.res, this.status(ex, fault))
       case "StallHeaders":

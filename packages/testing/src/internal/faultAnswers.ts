@@ -29,6 +29,15 @@ const unstreamed = (): ReadonlyArray<string> => []
 /** The answers to `request`, whose id is `requestId` (`req_…`): the ids of the bodies end as it does. */
 export const answersOf = (request: ModelRequest, requestId: string): Answers => {
   const { model } = request
+  if (request.endpoint === "models") {
+    return {
+      body: () => FaultServerBody.modelList(),
+      events: unstreamed,
+      brokenBody: () => ({ object: "list" }),
+      brokenEvents: unstreamed,
+      failedEvents: unstreamed
+    }
+  }
   if (request.endpoint === "embeddings") {
     return {
       body: () => FaultServerBody.embeddingList(request),

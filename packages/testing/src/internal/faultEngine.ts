@@ -34,8 +34,18 @@ export interface EmbeddingsRequest extends FaultServerBody.Embeddings {
   readonly endpoint: "embeddings"
 }
 
+/**
+ * `GET /v1/models`, the cheap request a health probe sends. A provider serves its model list apart
+ * from inference, so it takes no place in the plan's `capacity` and no step: it gets the window of
+ * its arrival or `otherwise`, as the provider's state, and is answered without `latencyMs`.
+ */
+export interface ModelsRequest {
+  readonly endpoint: "models"
+  readonly model: string
+}
+
 /** A well-formed request to one of the endpoints the server answers. */
-export type ModelRequest = ReplyRequest | EmbeddingsRequest
+export type ModelRequest = ReplyRequest | EmbeddingsRequest | ModelsRequest
 
 /** A request as the server received it. */
 export interface Incoming {
@@ -240,6 +250,11 @@ export const apiOf = (path: string): Api => endpoints[path]?.api ?? "openai"
 
 /** The request as the API reads it, or the refusal the API sends when it cannot. */
 const read = ({ body, method, path }: Incoming): ModelRequest | Refuse => {
+  if (path === "/v1/models") {
+    return method === "GET"
+      ? { endpoint: "models", model: "" }
+      : refuse(405, invalidRequest(`Invalid method for URL (${method} ${path})`, null, null), { allow: "GET" })
+  }
   const endpoint = endpoints[path]
   if (endpoint === undefined) return refuse(404, invalidRequest(`Invalid URL (${method} ${path})`, null, null))
   if (method !== "POST") {
@@ -295,6 +310,7 @@ export class FaultEngine {
   decide(incoming: Incoming, admitted: number): Decision {
     const request = read(incoming)
     if ("_tag" in request) return request
+    if (request.endpoint === "models") return { _tag: "Admit", request, fault: this.byTime(incoming.at) }
     const capacity = this.current.capacity
     if (capacity !== undefined && admitted >= capacity.concurrent) {
       const status = capacity.status ?? 503
@@ -311,6 +327,11 @@ export class FaultEngine {
   private choose(at: number): FaultPlan.Fault {
     const step = this.current.steps?.[this.stepsTaken++]
     if (step !== undefined) return step
+    return this.byTime(at)
+  }
+
+  /** The first window that covers the arrival and wins its draw, else `otherwise`. */
+  private byTime(at: number): FaultPlan.Fault {
     const since = at - this.planStartedAt
     for (const window of this.current.windows ?? []) {
       if (since >= window.fromMs && since < window.toMs) {

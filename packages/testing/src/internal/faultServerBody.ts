@@ -159,6 +159,17 @@ export interface Embeddings {
 }
 
 /** An embeddings list: the `embedding` of each input, in order. */
+/** OpenAI's `GET /v1/models` answer: the list a health probe reads. */
+export const modelList = () => ({
+  object: "list",
+  data: ["mistral-small-latest", "mistral-embed"].map((id) => ({
+    id,
+    object: "model",
+    created: 1_700_000_000,
+    owned_by: "fault-server"
+  }))
+})
+
 export const embeddingList = (request: Embeddings) => {
   const promptTokens = request.inputs.reduce((sum, input) => sum + tokenCount(input), 0)
   return {
