@@ -221,6 +221,10 @@ describe("a target's bad configuration", () => {
     { variable: "MAX_RESPONSE_BYTES", value: "-1", rule: integer },
     { variable: "MAX_RESPONSE_BYTES", value: "1024.5", rule: integer },
     { variable: "MAX_RESPONSE_BYTES", value: "Infinity", rule: integer },
+    { variable: "PROBE_INTERVAL", value: "often", rule: durationRule },
+    { variable: "PROBE_INTERVAL", value: "0", rule: positive },
+    { variable: "PROBE_PATH", value: "models", rule: "must be a path starting with /" },
+    { variable: "PROBE_PATH", value: "/models?key={secret}", rule: "must be a path starting with /" },
     ...badDurations("CONNECT_TIMEOUT", positive)
   ]
 
@@ -273,7 +277,9 @@ describe("a target's bad configuration", () => {
     CONCURRENCY: ["concurrency"],
     IDEMPOTENCY_HEADER: ["idempotencyHeader"],
     MAX_RESPONSE_BYTES: ["maxResponseBytes"],
-    CONNECT_TIMEOUT: ["connectTimeout"]
+    CONNECT_TIMEOUT: ["connectTimeout"],
+    PROBE_INTERVAL: ["probeInterval"],
+    PROBE_PATH: ["probePath"]
   }
   /** How the message names a variable's option: `budget.ratio`, `attemptTimeoutByModel.fast`. */
   const optionNamed = (variable: string) =>

@@ -333,7 +333,12 @@ const settingsFor = (kind: Kind) => {
     probeInterval: Settings.optional(Settings.finitePositiveDuration),
     probePath: Settings.optional(
       text((value) =>
-        /^\/[^\s?#]*$/.test(value) ? undefined : `must be a path starting with /, got ${JSON.stringify(value)}`
+        /^\/[^\s?#]*$/.test(value)
+          ? undefined
+          // A query may hold a key: what follows `?` or `#` is not shown.
+          : `must be a path starting with /, with no spaces, query or fragment, got ${
+            JSON.stringify(value.replace(/[?#].*$/s, "?***"))
+          }`
       )
     )
   }).pipe(
