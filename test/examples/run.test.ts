@@ -57,6 +57,11 @@ describe("examples run", () => {
     assert.isAtLeast(seconds, 3.4, stdout)
   }, limitMillis)
 
+  it("health-probe: an outage is provider-degraded, a stampede on two slots self-inflicted", async () => {
+    const { stdout } = await run("examples/health-probe.ts")
+    assert.include(stdout, "diagnoses, in order: healthy → provider-degraded → healthy → self-inflicted", stdout)
+  }, limitMillis)
+
   it.skipIf(redisUrl === "")("fleet: three members on one Redis budget retry as one", async () => {
     const { stdout } = await run("examples/fleet.ts", {
       REDIS_URL: redisUrl,

@@ -152,12 +152,14 @@ export class Diagnoser {
         this.history.splice(0, this.history.length - 1)
         this.current = "healthy"
       }
-    } else {
+    } else if (probe.up) {
       const { ratio, troubles } = this.trouble()
       this.current = ratio >= this.settings.troubleRatio && troubles >= this.settings.minTrouble
         ? "self-inflicted"
         : "healthy"
     }
+    // A probe down, but not yet `downAfter` of them: neither an outage yet nor a provider known to
+    // be fine, so the diagnosis stays as it was (an outage's first failed calls are not ours).
     return { diagnosis: this.current, changedFrom: this.current === before ? undefined : before, providerBack }
   }
 

@@ -1,0 +1,81 @@
+/**
+ * They are down, or we hit them too hard: a target's health probe tells the two apart.
+ *
+ * The provider is a fault server on loopback. Callers ask it something every 100 ms, and the
+ * target's probe asks `GET /v1/models` every half second. First the provider has an outage (every
+ * endpoint answers 503): the probe fails too, so the diagnosis is `provider-degraded`. Then it is
+ * back, but with two slots, and a stampede of 60 calls at once overloads it: the probe is answered
+ * while the calls are refused, so the diagnosis is `self-inflicted`. Each change is one log line and
+ * the `resilient_ai_diagnosis` gauge.
+ *
+ * Run it with `npx -y pnpm@12.4.2 exec tsx --conditions=@resilient-ai/source examples/health-probe.ts`.
+ */
+import { NodeHttpClient } from "@effect/platform-node"
+import { type ChatCompletion, HealthProbe, ModelClient, Target } from "@resilient-ai/client"
+import { FaultServer } from "@resilient-ai/testing"
+import { Console, Effect, Fiber, Logger, LogLevel, Redacted, Schedule } from "effect"
+
+const request: ChatCompletion.ChatRequest = { messages: [{ role: "user", content: "Classify this ticket." }] }
+
+const program = Effect.gen(function*() {
+  const server = yield* FaultServer.make({ latencyMs: 20 })
+  const target = yield* Target.managed({
+    name: "probed",
+    baseUrl: server.url,
+    model: "mistral-small-latest",
+    apiKey: Redacted.make("example-key"),
+    maxAttempts: 2,
+    probeInterval: "500 millis"
+  })
+  const client = yield* ModelClient.make(target)
+  // The diagnosis reads the calls of the last 3 s (30 s unless set), so this example runs in seconds.
+  const probe = yield* HealthProbe.run(target, { diagnosis: { window: "3 seconds" } })
+
+  const started = Date.now()
+  const seen: Array<string> = []
+  const watch = yield* Effect.fork(Effect.forever(Effect.gen(function*() {
+    const diagnosis = yield* probe.diagnosis
+    if (seen[seen.length - 1] !== diagnosis) {
+      seen.push(diagnosis)
+      yield* Console.log(`${((Date.now() - started) / 1000).toFixed(1)} s: ${diagnosis}`)
+    }
+    yield* Effect.sleep("50 millis")
+  })))
+  const steady = yield* Effect.fork(
+    Effect.forever(Effect.zipRight(Effect.ignore(client.chat(request)), Effect.sleep("100 millis")))
+  )
+  const until = (wanted: string) =>
+    Effect.repeat(probe.diagnosis, {
+      until: (diagnosis) => diagnosis === wanted,
+      schedule: Schedule.spaced("50 millis")
+    }).pipe(
+      Effect.timeoutFail({ duration: "20 seconds", onTimeout: () => new Error(`never ${wanted}`) })
+    )
+
+  yield* Effect.sleep("1 second")
+  yield* Console.log("the provider goes down")
+  yield* server.setPlan({ otherwise: { _tag: "Status", status: 503 } })
+  yield* until("provider-degraded")
+  yield* Console.log("the provider is back, with two slots; a stampede of 60 calls")
+  yield* server.setPlan({ capacity: { concurrent: 2, status: 429 }, latencyMs: 200 })
+  yield* until("healthy")
+  yield* Effect.forEach(Array.from({ length: 60 }), () => Effect.ignore(client.chat(request)), {
+    concurrency: "unbounded"
+  })
+  yield* until("self-inflicted")
+  yield* Fiber.interrupt(steady)
+  yield* Effect.sleep("100 millis")
+  yield* Fiber.interrupt(watch)
+  yield* Console.log(`diagnoses, in order: ${seen.join(" → ")}`)
+})
+
+program.pipe(
+  Effect.scoped,
+  Effect.provide(NodeHttpClient.layerUndici),
+  // The diagnosis is printed as it changes; the attempts' and the diagnosis's log lines are not.
+  Logger.withMinimumLogLevel(LogLevel.Error),
+  Effect.runPromise
+).catch((error) => {
+  console.error(error)
+  process.exitCode = 1
+})
