@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Load } from "@resilient-ai/cli"
 import { FaultServer } from "@resilient-ai/testing"
 import { Effect } from "effect"
-import { createServer } from "node:net"
+import { createServer, type Server } from "node:net"
 import { colours, withoutEscapes } from "../../packages/cli/src/internal/colour.js"
 import { runCli } from "./support.js"
 
@@ -38,6 +38,10 @@ describe("resilient-ai flags", () => {
     ],
     [loadArgs(url, { rate: "0.5" }), "--rate must be a whole number from 1 to 100,000, got '0.5'"],
     [loadArgs(url, { target: "somewhere" }), "--target must be one of managed, self-hosted, got 'somewhere'"],
+    [
+      loadArgs(url, { "metrics-port": "70000" }),
+      "--metrics-port must be a whole number from 0 to 65,535, got '70000'"
+    ],
     [loadArgs(url, { model: " " }), "--model must not be empty"],
     [loadArgs("http://127.0.0.1:9/v1?key=1"), "--base-url must not have a query or fragment"],
     [
@@ -155,6 +159,23 @@ describe("resilient-ai load, what it says", () => {
       const summary = JSON.parse(ran.stdout) as Load.Summary
       assert.strictEqual(summary.successes, 0)
       assert.deepStrictEqual(Object.keys(summary.failureExamples), ["ConnectFailed"])
+    }))
+
+  it.scopedLive("--metrics-port on a port already taken: exit code 2, naming the flag and why, no call sent", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({})
+      const taken = yield* Effect.acquireRelease(
+        Effect.async<Server>((resume) => {
+          const listening = createServer().listen(0, () => resume(Effect.succeed(listening)))
+        }),
+        (listening) => Effect.async<void>((resume) => void listening.close(() => resume(Effect.void)))
+      )
+      const port = (taken.address() as { port: number }).port
+      const ran = yield* runCli(loadArgs(server.url, { "metrics-port": String(port) }))
+      assert.strictEqual(ran.code, 2, ran.stderr)
+      assert.strictEqual(ran.stderr, `resilient-ai: --metrics-port ${port}: cannot listen (EADDRINUSE)`)
+      assert.strictEqual(ran.stdout, "")
+      assert.strictEqual((yield* server.arrivals).length, 0)
     }))
 
   it.scopedLive("--concurrency beyond the target's gate runs at the gate's limit, and the report says so", () =>

@@ -205,6 +205,63 @@ describe("resilient-ai load", () => {
     patient
   )
 
+  it.scopedLive(
+    "--metrics-port serves the load's metrics for Prometheus while it runs, and closes the endpoint with it",
+    () =>
+      Effect.gen(function*() {
+        // Three quick answers, then every request stalls for a minute: the load is still running
+        // when the endpoint is read, whatever the machine's speed.
+        const server = yield* FaultServer.make({
+          steps: [{ _tag: "Ok" }, { _tag: "Ok" }, { _tag: "Ok" }],
+          otherwise: { _tag: "Ok", delayMs: 60_000 }
+        })
+        const running = yield* start([
+          "load",
+          "--base-url",
+          server.url,
+          "--model",
+          "test-model",
+          "--requests",
+          "10000000",
+          "--concurrency",
+          "1",
+          "--target",
+          "self-hosted",
+          "--metrics-port",
+          "0"
+        ])
+        const said = /^metrics for Prometheus on (http:\/\/127\.0\.0\.1:\d+\/metrics) while the load runs$/m
+        yield* running.printed(({ stderr }) => said.test(stderr), "the endpoint's address")
+        const url = said.exec(running.output().stderr)![1]!
+        yield* eventually(
+          Effect.map(server.arrivals, (arrivals) => arrivals.length >= 4),
+          patient / 2,
+          "call 4 in flight"
+        )
+        const response = yield* Effect.promise(() => fetch(url))
+        assert.strictEqual(response.status, 200)
+        assert.strictEqual(response.headers.get("content-type"), "text/plain; version=0.0.4; charset=utf-8")
+        const exposition = yield* Effect.promise(() => response.text())
+        const labels = `{target="self-hosted",model="test-model"}`
+        assert.include(exposition, "# TYPE resilient_ai_attempts_total counter\n")
+        assert.include(exposition, `\nresilient_ai_attempts_total${labels} 4\n`)
+        assert.include(exposition, `\nresilient_ai_successes_total${labels} 3\n`)
+        assert.include(
+          exposition,
+          `\nresilient_ai_attempts_per_success_bucket{target="self-hosted",model="test-model",le="1"} 3\n`
+        )
+        assert.include(exposition, `target_info{service_name="resilient-ai",`)
+        // The toolkit's metrics only: not the command's own Effect runtime metrics.
+        assert.notInclude(exposition, "effect_fiber")
+        running.signal("SIGINT")
+        const ran = yield* running.exited
+        assert.strictEqual(ran.code, 130, ran.stderr)
+        const closed = yield* Effect.promise(() => fetch(url).then(() => "answered", () => "refused"))
+        assert.strictEqual(closed, "refused")
+      }),
+    patient
+  )
+
   it.live(
     "--wizard without a terminal on stdin fails at once, saying so, instead of waiting for answers",
     () =>

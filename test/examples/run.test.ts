@@ -62,6 +62,29 @@ describe("examples run", () => {
     assert.include(stdout, "diagnoses, in order: healthy → provider-degraded → healthy → self-inflicted", stdout)
   }, limitMillis)
 
+  it(
+    "prometheus: serves /metrics during a fault-server load, counters and histograms as Prometheus reads them",
+    async () => {
+      const { stdout } = await run("examples/prometheus.ts", { METRICS_PORT: "0" })
+      assert.match(stdout, /^metrics for Prometheus on http:\/\/127\.0\.0\.1:\d+\/metrics$/m)
+      assert.match(stdout, /^200 calls: \d+ answered, \d+ failed$/m)
+      const labels = `{target="api",model="mistral-small-latest"}`
+      assert.include(stdout, "# TYPE resilient_ai_attempts_total counter\n")
+      const attempts = Number(new RegExp(`^resilient_ai_attempts_total${labels} (\\d+)$`, "m").exec(stdout)?.[1])
+      assert.isAtLeast(attempts, 200, stdout)
+      assert.match(
+        stdout,
+        /^resilient_ai_failures_total\{target="api",model="mistral-small-latest",kind="ContractViolation"\} \d+$/m
+      )
+      assert.include(stdout, "# TYPE resilient_ai_retry_delay_seconds histogram\n")
+      assert.match(stdout, new RegExp(`^resilient_ai_retry_delay_seconds_count${labels} \\d+$`, "m"))
+      assert.match(stdout, new RegExp(`^resilient_ai_retry_delay_seconds_sum${labels} [\\d.]+$`, "m"))
+      assert.notInclude(stdout, "_total_total")
+      assert.match(stdout, /^spans recorded: \{.*"load":1.*\}$/m)
+    },
+    limitMillis
+  )
+
   it.skipIf(redisUrl === "")("fleet: three members on one Redis budget retry as one", async () => {
     const { stdout } = await run("examples/fleet.ts", {
       REDIS_URL: redisUrl,

@@ -41,6 +41,7 @@ describe("the packages' exports maps", () => {
       "@resilient-ai/cli/internal/colour",
       "@resilient-ai/testing/internal/faultServerBody",
       "@resilient-ai/storm/internal/series",
+      "@resilient-ai/otel/internal/producer",
       // Internal helpers that used to be public modules.
       "@resilient-ai/cli/Flags",
       "@resilient-ai/cli/Progress",

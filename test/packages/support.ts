@@ -1,7 +1,7 @@
 /** What the package tests share: where the packages are, and which of their modules are public. */
 import { readFileSync } from "node:fs"
 
-export const packages = ["policy", "client", "redis", "testing", "storm", "cli"] as const
+export const packages = ["policy", "client", "redis", "testing", "storm", "cli", "otel"] as const
 
 /** The text of `path`, relative to `packages/`. */
 export const read = (path: string): string => readFileSync(new URL(`../../packages/${path}`, import.meta.url), "utf8")

@@ -2,7 +2,8 @@
  * The `resilient-ai` command and its subcommands, on `@effect/cli`.
  *
  * - `load` drives an OpenAI-compatible endpoint through a managed or self-hosted target and
- *   reports what the failure path cost, as a table or one JSON object.
+ *   reports what the failure path cost, as a table or one JSON object; with `--metrics-port` it
+ *   serves the policy's metrics for Prometheus while it runs.
  * - `faults` serves the fault server with a plan read from a JSON file, until interrupted.
  * - `demo` runs a load against the fault server with a realistic bad few seconds, and explains it.
  * - `storm` runs the storm simulator's scenarios under every policy and writes the report.
@@ -26,6 +27,7 @@ import type * as PlatformError from "@effect/platform/Error"
 import * as FileSystem from "@effect/platform/FileSystem"
 import type * as HttpClient from "@effect/platform/HttpClient"
 import { ModelClient, Target } from "@resilient-ai/client"
+import { Prometheus, Telemetry } from "@resilient-ai/otel"
 import { StormReport } from "@resilient-ai/storm"
 import { FaultPlan, FaultServer } from "@resilient-ai/testing"
 import * as Cause from "effect/Cause"
@@ -43,6 +45,7 @@ import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Redacted from "effect/Redacted"
+import type * as Scope from "effect/Scope"
 import { constants } from "node:os"
 import * as Demo from "./Demo.js"
 import { colours, uncoloured } from "./internal/colour.js"
@@ -185,6 +188,24 @@ const runLoad = (
     Effect.catchTag("LoadSettingsError", (error) => Effect.fail(new CliError({ message: error.message })))
   )
 
+/**
+ * With `--metrics-port`, serves the toolkit's metrics for Prometheus (`resilient_ai_*` only: the
+ * command's own Effect runtime metrics would be noise) until the scope closes, and says where on
+ * stderr; a port it cannot listen on is a usage mistake.
+ */
+const metricsEndpoint = (port: Option.Option<number>): Effect.Effect<void, CliError, Scope.Scope> =>
+  Option.match(port, {
+    onNone: () => Effect.void,
+    onSome: (port) =>
+      Prometheus.serve({ port, names: /^resilient_ai_/ }).pipe(
+        Effect.provide(Telemetry.layer({ serviceName: "resilient-ai", serviceVersion: version })),
+        Effect.mapError((error) =>
+          new CliError({ message: `--metrics-port ${port}: cannot listen (${error.reason})` })
+        ),
+        Effect.flatMap((server) => Console.error(`metrics for Prometheus on ${server.url} while the load runs`))
+      )
+  })
+
 // Valid settings, to try one setting given on the command line against the target's own rules.
 const template = { name: "template", baseUrl: "http://127.0.0.1/v1", model: "model" }
 
@@ -240,6 +261,13 @@ const load = Command.make(
       Options.optional
     ),
     json: Options.boolean("json").pipe(Options.withDescription("Print the summary as one JSON object.")),
+    metricsPort: Flags.whole("metrics-port", 0, 65535).pipe(
+      Options.withDescription(
+        "Serve the policy's metrics for Prometheus on http://HOST:PORT/metrics, on every interface, while the load " +
+          "runs (0 to 65535; 0 picks a free port). Where is said on stderr."
+      ),
+      Options.optional
+    ),
     verbose
   },
   (args) =>
@@ -247,13 +275,14 @@ const load = Command.make(
       const apiKey = yield* readApiKey
       const target = yield* makeTarget(args.target, args.baseUrl, args.model, apiKey)
       const client = yield* ModelClient.make(target)
+      yield* metricsEndpoint(args.metricsPort)
       yield* runLoad(client, {
         requests: args.requests,
         concurrency: args.concurrency,
         deadline: Option.getOrUndefined(Option.map(args.deadlineMs, Duration.millis)),
         ratePerSecond: Option.getOrUndefined(args.rate)
       }, args.json ? Summary.json : Summary.table)
-    }).pipe(logging(args.verbose))
+    }).pipe(Effect.scoped, logging(args.verbose))
 ).pipe(
   Command.withDescription(
     "Drive an OpenAI-compatible endpoint with N chat calls and report the failure path. Exits 1 when no call " +
