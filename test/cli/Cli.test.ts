@@ -51,7 +51,7 @@ describe("resilient-ai flags", () => {
     [["faults", "--plan", ""], "--plan must be a fault plan file (JSON), got ''"],
     [
       ["storm", "--scenario", "S1", "--scenario", "nope"],
-      "--scenario must be one of all, S1, S1b, S2, S3, S4, S5, S6, contention, got 'nope'"
+      "--scenario must be one of all, S1, S1b, S2, S3, S4, S5, S6, S7, contention, got 'nope'"
     ],
     [["storm", "--clients", "0"], "--clients must be a whole number from 1 to 10,000, got '0'"],
     [

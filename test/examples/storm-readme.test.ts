@@ -9,6 +9,7 @@ describe("README storm figures", () => {
     const { command, scenarios } = JSON.parse(read("docs/storm/figures.json"))
     assert.strictEqual(command, "resilient-ai storm --seed 1")
     const ours = (scenario: string, name = "ours-managed") => scenarios[scenario].figures[name]
+    const percent = (share: number, digits = 1) => `${(100 * share).toFixed(digits)}%`
     assert.include(
       readme,
       `| S1 correlated 10% failure: attempts per logical call | ${
@@ -22,6 +23,25 @@ describe("README storm figures", () => {
       }%) |`
     )
     assert.include(readme, `| ${ours("S2").recoverySeconds} s |`)
+    assert.include(readme, `| ${ours("S2").wasted} | naive ${ours("S2", "naive").wasted} |`)
+    const outage = ours("S2")
+    assert.include(
+      readme,
+      `| provider-degraded ${percent(outage.degradedShare)} of it, self-inflicted ${
+        outage.selfInflictedProbesInOutage === 0 ? "never" : "sometimes"
+      }; the ramp starts at the probe's verdict (${outage.providerBackAt.toFixed(0)} s), not at the first call ` +
+        `through (${outage.firstSuccessAfter} s) | no probe: the calls alone say self-inflicted during ${
+          percent(outage.callsAloneSelfInflictedShare)
+        } of it |`
+    )
+    assert.strictEqual(outage.rampStartSecond, Math.floor(outage.providerBackAt))
+    const stampede = ours("S7")
+    assert.include(
+      readme,
+      `| self-inflicted ${percent(stampede.selfInflictedShare)} of it (fixed-capacity preset ${
+        percent(ours("S7", "ours-fixed-capacity").selfInflictedShare)
+      }), provider-degraded ${stampede.providerDegraded === 0 ? "never" : "sometimes"} |`
+    )
     assert.include(readme, `| ${(100 * ours("S3").peakShare).toFixed(1)}% of the burst |`)
     assert.include(
       readme,
@@ -38,7 +58,6 @@ describe("README storm figures", () => {
       }%, relapsed) |`
     )
     assert.include(readme, `| ${Math.round(ours("S5", "ours-fixed-capacity").p99)} ms (service time 200 ms) |`)
-    const percent = (share: number, digits = 1) => `${(100 * share).toFixed(digits)}%`
     const paced = ours("S6", "ours-paced")
     const today = ours("S6")
     const bottleneck = ours("S6", "bottleneck-rps")

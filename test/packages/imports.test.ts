@@ -39,6 +39,6 @@ describe("what importing a package loads", () => {
       const chart = { x: "seconds", panels: [{ title: "goodput", points: [{ x: 0, y: 1, policy: "ours" }] }] }
       await StormRender.svg(chart, "one point").then(() => console.log("drawn"), (error) => console.log(error.message))
     `)
-    assert.deepStrictEqual(stdout.trim().split("\n"), ["S1 S1b S2 S3 S4 S5 S6 contention", "Vega loaded: vega"])
+    assert.deepStrictEqual(stdout.trim().split("\n"), ["S1 S1b S2 S3 S4 S5 S6 S7 contention", "Vega loaded: vega"])
   }, limitMillis)
 })

@@ -89,17 +89,18 @@ describe("Health.Diagnoser", () => {
     assert.strictEqual(diagnoser.observe(40_000, up, { attempts: 300, troubles: 141 }).diagnosis, "healthy")
   })
 
-  it("a single probe down keeps the diagnosis: an outage's first failed calls are not called ours", () => {
+  it("self-inflicted stands only while the probe answers: an outage's first failed calls are not called ours", () => {
     const diagnoser = make()
     diagnoser.observe(0, up, { attempts: 0, troubles: 0 })
     assert.strictEqual(diagnoser.observe(10_000, down, { attempts: 100, troubles: 60 }).diagnosis, "healthy")
     assert.isFalse(diagnoser.probeUp)
     assert.strictEqual(diagnoser.observe(20_000, down, { attempts: 200, troubles: 160 }).diagnosis, "provider-degraded")
-    // Once self-inflicted, a single probe down keeps it so.
+    // Once self-inflicted, a single probe down is no longer proof the provider is fine.
     const ours = make()
     ours.observe(0, up, { attempts: 0, troubles: 0 })
     assert.strictEqual(ours.observe(10_000, up, { attempts: 100, troubles: 60 }).diagnosis, "self-inflicted")
-    assert.strictEqual(ours.observe(20_000, down, { attempts: 200, troubles: 60 }).diagnosis, "self-inflicted")
+    assert.strictEqual(ours.observe(20_000, down, { attempts: 200, troubles: 60 }).diagnosis, "healthy")
+    assert.strictEqual(ours.observe(30_000, up, { attempts: 300, troubles: 160 }).diagnosis, "self-inflicted")
   })
 
   it("bad settings are one InvalidSettings naming each", () => {

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Failure, Metrics, Resilient, type RetryBudget } from "@resilient-ai/policy"
+import { Failure, Health, Metrics, Resilient, type RetryBudget } from "@resilient-ai/policy"
 import {
   Contention,
   SimulatedProvider,
@@ -110,6 +110,47 @@ describe("SimulatedProvider", () => {
         })
     )
     assert.deepStrictEqual(result, { ok: true, at: 1_100 })
+  })
+})
+
+describe("SimulatedProvider, the health endpoint", () => {
+  /** When each of `requests` probes ended, from the start, and whether it was answered. */
+  const probing = (options: SimulatedProvider.Options, requests: number, load = 0) =>
+    Simulation.run(
+      Effect.gen(function*() {
+        const provider = new SimulatedProvider.Provider(yield* Simulation.CurrentClock, options)
+        // Inference requests that fill the slots and the queue.
+        for (let call = 0; call < load; call++) yield* Effect.forkDaemon(Effect.exit(provider.request(call)))
+        const probes = yield* Effect.all(
+          Array.from({ length: requests }, () =>
+            Effect.gen(function*() {
+              const exit = yield* Effect.exit(provider.probe())
+              return { up: Exit.isSuccess(exit), at: yield* Clock.currentTimeMillis }
+            })),
+          { concurrency: "unbounded" }
+        )
+        return { probes, arrivals: provider.series.arrivals[0] ?? 0, counted: provider.probes }
+      }),
+      { seed: 1, horizonMillis: 60_000 }
+    ).value
+
+  it("answers fast while the model is full: it is served apart from the slots and the queue, and not counted", () => {
+    const result = probing({ slots: 1, serviceMillis: 1_000, queueLimit: 2 }, 3, 5)
+    assert.deepStrictEqual(result.probes, Array.from({ length: 3 }, () => ({ up: true, at: 20 })))
+    assert.strictEqual(result.arrivals, 5)
+    assert.strictEqual(result.counted, 3)
+  })
+
+  it("is down during an outage: unanswered until capacity is back when it hangs, a 503 when it refuses", () => {
+    const outage = (mode: "hang" | "refuse"): SimulatedProvider.Options => ({
+      slots: 1,
+      serviceMillis: 100,
+      queueLimit: 10,
+      probeMillis: 5,
+      incidents: [{ _tag: "Outage", fromMillis: 0, toMillis: 3_000, mode }]
+    })
+    assert.deepStrictEqual(probing(outage("hang"), 1).probes, [{ up: true, at: 3_005 }])
+    assert.deepStrictEqual(probing(outage("refuse"), 1).probes, [{ up: false, at: 0 }])
   })
 })
 
@@ -293,6 +334,99 @@ describe("storm scenarios, small", { timeout: 300_000 }, () => {
     assert.isAtMost(Storm.recoverySeconds(ours!.goodput, restored, 80) ?? Infinity, 30)
     assert.isUndefined(Storm.recoverySeconds(reference!.goodput, restored, 80))
     assert.isBelow(ours!.wasted, reference!.wasted / 10)
+    assert.isDefined(ours!.probes)
+    assert.isUndefined(reference!.probes, "only ours probes")
+  })
+
+  /** The probes at which the diagnosis changed, as [when, to what]. */
+  const changes = (run: Storm.Run) => {
+    let current: Health.Diagnosis = "healthy"
+    const found: Array<[number, Health.Diagnosis]> = []
+    for (const probe of run.probes ?? []) {
+      if (probe.diagnosis !== current) found.push([probe.at, probe.diagnosis])
+      current = probe.diagnosis
+    }
+    return found
+  }
+
+  it("S2 with the probe: provider-degraded from the second failed probe, healthy at the second answer, never self-inflicted; the ramp starts there, not at the first call that got through", async () => {
+    const scenario = StormScenarios.outageThenRecovery(0.25)
+    const { from, to } = StormScenarios.outageMillis(0.25)
+    const { intervalMillis, timeoutMillis } = StormScenarios.probe
+    const [ours, fixedCapacity, unprobed] = [
+      ...(await runs(scenario, [StormPolicies.oursManaged, StormPolicies.oursFixedCapacity])),
+      ...(await runs({ ...scenario, probe: undefined }, [StormPolicies.oursManaged]))
+    ]
+    // The probe at the outage's start times out, and so does the next: degraded when that one gives up.
+    const degradedAt = from + intervalMillis + timeoutMillis
+    // The probe at restoration is answered (20 ms), and so is the next: the upAfter-th answer says it is back.
+    const backAt = to + intervalMillis + 20
+    assert.deepStrictEqual(changes(ours!), [[degradedAt, "provider-degraded"], [backAt, "healthy"]])
+    assert.isTrue(ours!.probes!.every((probe) => probe.diagnosis !== "self-inflicted"))
+    for (const run of [ours!, fixedCapacity!]) {
+      const inOutage = run.probes!.filter((probe) => probe.at >= from && probe.at < to)
+      assert.isTrue(inOutage.every((probe) => probe.diagnosis !== "self-inflicted"), run.contender.name)
+    }
+    // At this size the outage lasts 15 s, so the share is about half; at full size (60 s) it is 88%.
+    assert.closeTo((to - degradedAt) / (to - from), 8 / 15, 1e-9)
+
+    const probes = ours!.probes!
+    const back = probes.findIndex((probe) => probe.providerBack)
+    assert.strictEqual(probes[back]!.at, backAt)
+    // upAfter (2) answered probes in a row, the one before them down.
+    assert.deepStrictEqual(probes.slice(back - 2, back + 1).map((probe) => probe.up), [false, true, true])
+    const backSecond = Math.floor(backAt / 1000)
+    // The gate's health at the end of each second: degraded until the probe's verdict, recovering from it.
+    const firstRecovering = (run: Storm.Run) =>
+      run.health.findIndex((health, second) => second >= to / 1000 && health === "recovering")
+    assert.strictEqual(ours!.health[backSecond - 1], "degraded")
+    assert.strictEqual(firstRecovering(ours!), backSecond)
+    // Without the probe, the first call that got through after restoration started the ramp.
+    const firstSuccess = Math.min(
+      ...unprobed!.calls.filter((call) => call.ok && call.endedAt >= to).map((call) => call.endedAt)
+    )
+    assert.strictEqual(firstRecovering(unprobed!), Math.floor(firstSuccess / 1000))
+    assert.isBelow(firstRecovering(unprobed!), backSecond)
+  })
+
+  it("S7: a stampede on a healthy provider is self-inflicted for both presets, never provider-degraded, and healthy again after", async () => {
+    const scenario = StormScenarios.clientStampede(0.5)
+    const { from, to } = StormScenarios.clientStampedeMillis(0.5)
+    for (const run of await runs(scenario, [StormPolicies.oursManaged, StormPolicies.oursFixedCapacity])) {
+      const found = changes(run)
+      assert.deepStrictEqual(found.map(([, diagnosis]) => diagnosis), ["self-inflicted", "healthy"], run.contender.name)
+      const [[selfInflicted], [healthy]] = found as [[number, Health.Diagnosis], [number, Health.Diagnosis]]
+      // The managed preset's calls fail only once they miss their deadline (10 s) in its gate; the next
+      // probe says so (its answer takes 20 ms).
+      const { intervalMillis } = StormScenarios.probe
+      assert.isAbove(selfInflicted, from, run.contender.name)
+      assert.isAtMost(selfInflicted, from + 10_000 + intervalMillis + 20, run.contender.name)
+      // The trouble leaves the 30 s window after the stampede, after a deadline, at a probe.
+      assert.isAbove(healthy, to, run.contender.name)
+      assert.isAtMost(healthy, to + 30_000 + 10_000 + intervalMillis + 20, run.contender.name)
+      // The probe answers throughout, so the calls alone say the same: the probe is what tells S2 apart.
+      assert.isTrue(run.probes!.every((probe) => probe.up && probe.callsAlone === probe.diagnosis))
+    }
+  })
+
+  it("S7 at full size: the report's diagnosis goals hold", () => {
+    const section = StormReport.s7(1)
+    assert.deepStrictEqual(section.goals.map((goal) => goal.met), [true, true])
+    assert.strictEqual(section.figures["ours-managed"]!.providerDegraded, 0)
+    assert.isAtLeast(section.figures["ours-fixed-capacity"]!.selfInflictedShare!, 0.7)
+    assert.strictEqual(section.timeline?.rows.length, 2)
+  })
+
+  it("the diagnosis reads the real metrics: a run's differences are its own, run after run in one process", async () => {
+    const scenario = StormScenarios.clientStampede(0.5)
+    const before = Health.callTotals("ours-managed")
+    const [first] = await runs(scenario, [StormPolicies.oursManaged])
+    const after = Health.callTotals("ours-managed")
+    const [second] = await runs(scenario, [StormPolicies.oursManaged])
+    // Every attempt the metrics counted reached the provider, and nothing else counted for the target.
+    assert.strictEqual(after.attempts - before.attempts, first!.attempts)
+    assert.isAbove(before.attempts + after.attempts, 0)
+    assert.deepStrictEqual(second!.probes, first!.probes)
   })
 
   it("S3: ours spreads a synchronised burst; no jitter puts it all in one 10 ms slice", async () => {

@@ -421,7 +421,7 @@ const stormCommand = Command.make(
     scenario: Options.text("scenario").pipe(
       Options.withPseudoName(scenarios.join(" | ")),
       Options.withDescription(
-        "A scenario to run (repeat for several): S1, S1b, S2–S6, contention, or all (the default)."
+        "A scenario to run (repeat for several): S1, S1b, S2–S7, contention, or all (the default)."
       ),
       Options.repeated,
       Options.mapEffect((texts) =>
@@ -460,7 +460,8 @@ const stormCommand = Command.make(
 ).pipe(
   Command.withDescription(
     "Compare retry policies on a simulated provider: correlated failure, outage and recovery, a synchronised 429 " +
-      "burst, a recovery stampede, a saturated pool, and Brooker's contention experiment."
+      "burst, a recovery stampede, a saturated pool, ten services on one key, a client stampede on a healthy " +
+      "provider (with the health probe's diagnosis), and Brooker's contention experiment."
   )
 )
 

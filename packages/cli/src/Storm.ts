@@ -40,6 +40,7 @@ export const run = (
           "",
           `${section.title}  (${(section.wallMillis / 1000).toFixed(1)} s)`,
           StormRender.textTable(section.table),
+          ...(section.timeline === undefined ? [] : ["", StormRender.textTable(section.timeline)]),
           ...section.goals.map(goalLine)
         ].join("\n")
       )

@@ -8,8 +8,8 @@
  * the budget and the gate, and the two sources are read together:
  *
  * - `provider-degraded`: the probe fails too (`downAfter` probes in a row);
- * - `self-inflicted`: the probe is fine while our calls fail for capacity, are shed or run out of
- *   budget (`troubleRatio` of them over `window`, at least `minTrouble`);
+ * - `self-inflicted`: the probe is fine while our calls fail for capacity, are shed, run out of
+ *   time or run out of budget (`troubleRatio` of them over `window`, at least `minTrouble`);
  * - `healthy`: neither.
  *
  * `Diagnoser` is the arithmetic with time passed in, so the storm simulator and the probe fiber
@@ -72,7 +72,7 @@ export const settings = (options: Options = {}): Either.Either<Settings, Checked
 /**
  * What a target's calls have come to so far, as running totals (counters only grow): the attempts
  * sent, and the troubles among them or instead of them: attempts refused for capacity, calls shed,
- * retries the budget refused.
+ * calls that ran out of time, retries the budget refused.
  */
 export interface CallTotals {
   readonly attempts: number
@@ -152,14 +152,14 @@ export class Diagnoser {
         this.history.splice(0, this.history.length - 1)
         this.current = "healthy"
       }
-    } else if (probe.up) {
+    } else {
+      // Self-inflicted only while the probe answers: a failed probe not yet confirmed is no verdict on
+      // our load (at an outage's start, the calls already fail as they would under a stampede).
       const { ratio, troubles } = this.trouble()
-      this.current = ratio >= this.settings.troubleRatio && troubles >= this.settings.minTrouble
+      this.current = probe.up && ratio >= this.settings.troubleRatio && troubles >= this.settings.minTrouble
         ? "self-inflicted"
         : "healthy"
     }
-    // A probe down, but not yet `downAfter` of them: neither an outage yet nor a provider known to
-    // be fine, so the diagnosis stays as it was (an outage's first failed calls are not ours).
     return { diagnosis: this.current, changedFrom: this.current === before ? undefined : before, providerBack }
   }
 
@@ -191,7 +191,10 @@ export const callTotals = (target: string): CallTotals => {
     const count = (metric: { readonly unsafeValue: (extra: []) => { readonly count: number } }) =>
       metric.unsafeValue([]).count
     attempts += count(metrics.attempts)
-    troubles += count(metrics.shed) + count(metrics.budgetExhausted)
+    // A gate that queues instead of shedding fails the calls it cannot place at their deadline: the
+    // managed preset's shed. (A call that failed for capacity and then ran out of time counts twice,
+    // which only brings the verdict forward.)
+    troubles += count(metrics.shed) + count(metrics.budgetExhausted) + count(metrics.callsFailed("deadline"))
     for (const kind of capacityKinds) troubles += count(metrics.failures(kind))
   }
   return { attempts, troubles }

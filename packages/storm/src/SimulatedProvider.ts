@@ -1,7 +1,7 @@
 /**
  * A model provider in simulated time: a fixed number of slots, a service time per request and a
- * bounded queue, with incidents scripted on a timeline, and (S6) an API key's requests- and
- * tokens-per-minute limits.
+ * bounded queue, with incidents scripted on a timeline, (S6) an API key's requests- and
+ * tokens-per-minute limits, and a cheap health endpoint for a probe (S2, S7).
  *
  * What makes it useful for storms is what real providers do and clients forget: a request whose
  * caller has given up (timed out, interrupted) is still queued and still served, burning a slot
@@ -60,6 +60,8 @@ export interface Options {
   readonly rateLimit?: { readonly requestsPerMinute: number; readonly tokensPerMinute: number } | undefined
   /** Time to generate one completion token, added to `serviceMillis`. Default 0. */
   readonly millisPerToken?: number | undefined
+  /** Time the health endpoint (`probe`) takes to answer while the provider is up. Default 20 ms. */
+  readonly probeMillis?: number | undefined
 }
 
 /** The tokens of one request: its prompt, its `max_tokens`, and what the model will generate. */
@@ -112,6 +114,8 @@ export class Provider {
   wasted = 0
   /** Requests refused with a 429 for the key's limits. */
   rateLimited = 0
+  /** Requests to the health endpoint. */
+  probes = 0
   private readonly limits: KeyLimits | undefined
 
   constructor(
@@ -251,6 +255,27 @@ export class Provider {
       )
     }
     this.pump()
+  }
+
+  /**
+   * A request to the health endpoint (a `GET /v1/models`). It is served apart from inference, as a
+   * provider's model listing is: outside the slots and the queue, not counted against the key, not
+   * in the series. So it answers at once while the model is merely overloaded, and only an outage
+   * takes it down: a hanging one leaves it unanswered until capacity is back (the prober's timeout
+   * decides), a refusing one answers 503.
+   */
+  probe(): Effect.Effect<void, Failure.Failure> {
+    return Effect.async<void, Failure.Failure>((resume) => {
+      const at = this.now()
+      this.probes++
+      const outage = this.active("Outage", at)
+      if (outage?.mode === "refuse") {
+        resume(Effect.fail(new Failure.Overloaded({ status: 503, detail: "outage" })))
+        return
+      }
+      const answerAt = (outage === undefined ? at : outage.toMillis) + (this.options.probeMillis ?? 20)
+      return Effect.sync(this.clock.schedule(answerAt - at, () => resume(Effect.void)))
+    })
   }
 
   /** Starts queued requests while there are free slots. */

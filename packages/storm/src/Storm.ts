@@ -6,10 +6,12 @@
  * load exactly when capacity is lowest, fixed exponential backoff makes synchronised spikes, a
  * recovering provider is knocked over by the backlog, and a policy can keep a system failed after
  * the trigger is gone. Each scenario makes one of those happen and measures it, for ours and for
- * the references, running the shipped policy code in simulated time (see `Simulation`).
+ * the references, running the shipped policy code in simulated time (see `Simulation`). Where a
+ * scenario says so, ours also probes the provider's health and records its diagnosis over time.
  */
-import { ConcurrencyGate, Failure, type RateLimiter } from "@resilient-ai/policy"
+import { ConcurrencyGate, Failure, Health, type RateLimiter } from "@resilient-ai/policy"
 import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
@@ -57,6 +59,37 @@ export interface Scenario {
   readonly horizonMillis: number
   /** The policies compared; the standard set unless a scenario needs another. */
   readonly contenders?: ReadonlyArray<StormPolicies.Contender> | undefined
+  /** Ours probes the provider's health endpoint and diagnoses the target (S2, S7); no probe without it. */
+  readonly probe?: Probe | undefined
+}
+
+/**
+ * A health probe as `HealthProbe` in `@resilient-ai/client` runs one: a request to the provider's
+ * health endpoint at a fixed rate, outside the budget and the gate, whose results and the calls'
+ * metrics feed a `Health.Diagnoser`; while it finds the provider down the gate's recovery is held,
+ * and the recovery ramp starts when it says the provider is back.
+ */
+export interface Probe {
+  readonly intervalMillis: number
+  readonly timeoutMillis: number
+  readonly diagnosis?: Health.Options | undefined
+}
+
+/** One probe, and what the diagnosis made of it. */
+export interface ProbeRecord {
+  /** When the probe's answer came, or its timeout: the moment the diagnosis changed, if it did. */
+  readonly at: number
+  readonly up: boolean
+  readonly diagnosis: Health.Diagnosis
+  /**
+   * What the calls alone say, as a client without a probe would read them: the same diagnosis with
+   * every probe taken as answered.
+   */
+  readonly callsAlone: Health.Diagnosis
+  /** The provider was degraded and this probe says it is back: the recovery ramp starts here. */
+  readonly providerBack: boolean
+  /** The share of the calls in the diagnosis's window that were in trouble. */
+  readonly troubleRatio: number
 }
 
 /** One call, as its caller saw it. */
@@ -94,6 +127,10 @@ export interface Run {
   readonly refused: ReadonlyArray<number>
   /** Per second: the limit of the policy's gate at the end of the second; infinite without a gate that limits. */
   readonly limit: ReadonlyArray<number>
+  /** Per second: the health of the policy's gate at the end of the second. */
+  readonly health: ReadonlyArray<ConcurrencyGate.Health>
+  /** Every probe in order, when ours probed (the scenario's `probe`). */
+  readonly probes?: ReadonlyArray<ProbeRecord> | undefined
   /** Attempts per 10 ms slice. */
   readonly slices: ReadonlyArray<number>
   readonly simulatedMillis: number
@@ -115,7 +152,15 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
       }
     })
     const limit: Array<number> = []
+    const health: Array<ConcurrencyGate.Health> = []
     const calls: Array<CallRecord> = []
+    // Only ours probes: the references' clients have no probe.
+    const probe = contender.ours ? scenario.probe : undefined
+    let probes: Array<ProbeRecord> | undefined
+    if (probe !== undefined) {
+      probes = []
+      yield* Effect.forkDaemon(probing(probe, provider, gate, contender.name, probes))
+    }
     let nextCall = 0
     const start = (service?: Service) =>
       Effect.suspend(() => {
@@ -155,7 +200,9 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
       })
     const sample = (): void => {
       provider.sampleLoad()
-      limit.push(Effect.runSync(gate.snapshot).limit)
+      const snapshot = Effect.runSync(gate.snapshot)
+      limit.push(snapshot.limit)
+      health.push(snapshot.health)
       if (clock.unsafeCurrentTimeMillis() < scenario.horizonMillis) clock.schedule(1000, sample)
     }
     clock.schedule(999, sample)
@@ -190,10 +237,10 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
       yield* start(services === undefined ? undefined : yield* serviceAt(services, now, rate))
     }
     yield* Effect.sleep(Math.max(0, scenario.horizonMillis - clock.unsafeCurrentTimeMillis()))
-    return { provider, calls, limit }
+    return { provider, calls, limit, health, probes }
   })
   const outcome = Simulation.run(program, { seed, horizonMillis: scenario.horizonMillis + 1 })
-  const { calls, limit, provider } = outcome.value
+  const { calls, health, limit, probes, provider } = outcome.value
   const seconds = Math.ceil(scenario.horizonMillis / 1000)
   const goodput = Array.from({ length: seconds }, () => 0)
   for (const call of calls) {
@@ -213,11 +260,60 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
     load: pad(provider.series.load),
     refused: pad(provider.series.refused),
     limit: Array.from({ length: seconds }, (_, index) => limit[index] ?? limit[limit.length - 1] ?? Infinity),
+    health: Array.from({ length: seconds }, (_, index) => health[index] ?? health[health.length - 1] ?? "steady"),
+    probes,
     slices: provider.slices,
     simulatedMillis: outcome.simulatedMillis,
     wallMillis: outcome.wallMillis
   }
 }
+
+/**
+ * The probe's fiber: a probe every `intervalMillis` from the start, each given `timeoutMillis`; the
+ * diagnosis reads the target's call totals from its metrics (`Health.callTotals`), which only this
+ * run updates while it runs (a simulation runs synchronously), so their differences are this run's.
+ */
+const probing = (
+  probe: Probe,
+  provider: SimulatedProvider.Provider,
+  gate: ConcurrencyGate.Service,
+  target: string,
+  records: Array<ProbeRecord>
+): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    // A scenario's settings are the simulator's own: one the diagnosis refuses is a defect.
+    const settings = yield* Effect.orDie(Health.settings(probe.diagnosis))
+    const diagnoser = new Health.Diagnoser(settings)
+    const callsAlone = new Health.Diagnoser(settings)
+    const once = Effect.gen(function*() {
+      const sent = yield* Clock.currentTimeMillis
+      const up = yield* provider.probe().pipe(
+        Effect.timeout(probe.timeoutMillis),
+        Effect.match({ onFailure: () => false, onSuccess: () => true })
+      )
+      const at = yield* Clock.currentTimeMillis
+      const totals = Health.callTotals(target)
+      const step = diagnoser.observe(at, { up, millis: at - sent }, totals)
+      const alone = callsAlone.observe(at, { up: true, millis: at - sent }, totals)
+      if (gate.holdRecovery !== undefined) {
+        yield* gate.holdRecovery(!diagnoser.probeUp || step.diagnosis === "provider-degraded")
+      }
+      if (step.providerBack) yield* gate.markRecovered
+      records.push({
+        at,
+        up,
+        diagnosis: step.diagnosis,
+        callsAlone: alone.diagnosis,
+        providerBack: step.providerBack,
+        troubleRatio: diagnoser.trouble().ratio
+      })
+    })
+    // At a fixed rate from the start: the probe at `n · intervalMillis`, however long the last one took.
+    for (let next = 0;; next += probe.intervalMillis) {
+      yield* Effect.sleep(Math.max(0, next - (yield* Clock.currentTimeMillis)))
+      yield* once
+    }
+  })
 
 /** Why a call failed: the stop reason of a resilient call, else the failure's tag, else the failure itself. */
 const failureOf = (exit: Exit.Exit<unknown, unknown>): string | undefined => {

@@ -52,6 +52,29 @@ export const svg = async (chart: Chart, title: string): Promise<string> => {
       strokeWidth: { condition: { test: "indexof(datum.policy, 'ours') === 0", value: 2.2 }, value: 1.2 }
     }
   })
+  // A diagnosis over time: a strip per policy, each span coloured by its diagnosis.
+  const strip = (title: string, points: ReadonlyArray<unknown>) => ({
+    title: { text: title, anchor: "start" as const, fontSize: 12 },
+    width: 760,
+    data: { values: points },
+    mark: { type: "rect" as const },
+    encoding: {
+      x: { field: "x", type: "quantitative" as const, title: chart.x },
+      x2: { field: "x2" },
+      // Without a canvas, Vega estimates a label at 0.8 × the font size a character, and cuts it at the limit.
+      y: { field: "policy", type: "nominal" as const, title: null, sort: null, axis: { labelLimit: 400 } },
+      // `fill`, not `color`: a scale of its own, so the lines' colours stay the policies'.
+      fill: {
+        field: "category",
+        type: "nominal" as const,
+        title: "diagnosis",
+        scale: {
+          domain: ["healthy", "provider-degraded", "self-inflicted"],
+          range: ["#54a24b", "#f58518", "#e45756"]
+        }
+      }
+    }
+  })
   const spec: VegaLite.TopLevelSpec = chart.bars
     ? {
       $schema: "https://vega.github.io/schema/vega-lite/v6.json",
@@ -70,7 +93,9 @@ export const svg = async (chart: Chart, title: string): Promise<string> => {
     : {
       $schema: "https://vega.github.io/schema/vega-lite/v6.json",
       title: { text: title, fontSize: 15 },
-      vconcat: chart.panels.map((panel) => line(panel.title, panel.points))
+      vconcat: chart.panels.map((panel) =>
+        panel.strip === true ? strip(panel.title, panel.points) : line(panel.title, panel.points)
+      )
     }
   const [vega, vegaLite] = await vegaModules()
   const view = new vega.View(vega.parse(vegaLite.compile(spec).spec), { renderer: "none" })
@@ -107,6 +132,7 @@ export const markdown = (
       "",
       markdownTable(section.table),
       "",
+      ...(section.timeline === undefined ? [] : ["Diagnosis over time:", "", markdownTable(section.timeline), ""]),
       ...section.goals.map((goal) => `- ${goal.met ? "✅" : "❌"} ${goal.text}: ${goal.evidence}`),
       "",
       ...section.notes,

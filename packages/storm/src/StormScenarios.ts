@@ -54,6 +54,13 @@ export const independentFailure = (scale = 1): Scenario => ({
   provider: provider([{ _tag: "FailingAttempts", fromMillis: 0, toMillis: Number.POSITIVE_INFINITY, share: 0.1 }])
 })
 
+/**
+ * The health probe ours runs in S2 and S7: the provider's model listing every 5 s, each given 2 s,
+ * with the diagnosis's defaults (2 probes in a row to say degraded or back; 10% of the calls in
+ * trouble over 30 s, at least 5, to say self-inflicted).
+ */
+export const probe: Storm.Probe = { intervalMillis: 5_000, timeoutMillis: 2_000 }
+
 /** When S2's outage starts and ends. */
 export const outageMillis = (scale = 1) => ({ from: seconds(60, scale), to: seconds(120, scale) })
 
@@ -70,7 +77,8 @@ export const outageThenRecovery = (scale = 1): Scenario => {
     provider: provider([{ _tag: "Outage", fromMillis: outage.from, toMillis: outage.to, mode: "hang" }]),
     workload: { ratePerSecond: () => 80, untilMillis: seconds(300, scale), deadlineMillis: 10_000 },
     attemptTimeoutMillis: 5_000,
-    horizonMillis: seconds(300, scale)
+    horizonMillis: seconds(300, scale),
+    probe
   }
 }
 
@@ -241,5 +249,34 @@ export const sharedKey = (scale = 1): Scenario => {
       StormPolicies.oursPacedNoLanes,
       StormPolicies.oursPacedLearned
     ]
+  }
+}
+
+/** When S7's stampede starts and ends. */
+export const clientStampedeMillis = (scale = 1) => ({ from: seconds(30, scale), to: seconds(90, scale) })
+
+/**
+ * S7: a healthy provider, small (20 requests a second), and our clients: 5 calls a second, then, for
+ * 60 s, a stampede of 60 a second (a deploy's warm-up, a batch started everywhere at once), then 5
+ * again. The provider is never down, and its health endpoint says so: every failure is our load.
+ * Does the diagnosis say self-inflicted, where the calls alone look like S2's outage?
+ */
+export const clientStampede = (scale = 1): Scenario => {
+  const stampede = clientStampedeMillis(scale)
+  const untilMillis = seconds(150, scale)
+  return {
+    id: "S7",
+    title: "S7 client stampede on a healthy provider",
+    // Healthy throughout, but small: 4 slots of 200 ms (20 requests a second), a queue of 40.
+    provider: { slots: 4, serviceMillis, queueLimit: 40 },
+    workload: {
+      ratePerSecond: (at) => (at >= stampede.from && at < stampede.to ? 60 : 5),
+      untilMillis,
+      deadlineMillis: 10_000
+    },
+    attemptTimeoutMillis: 5_000,
+    horizonMillis: untilMillis + 15_000,
+    probe,
+    contenders: [StormPolicies.oursManaged, StormPolicies.oursFixedCapacity]
   }
 }
