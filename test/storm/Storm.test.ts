@@ -174,6 +174,7 @@ describe("SimulatedProvider, an API key's limits", () => {
       replaySafe: true,
       enter: () => {},
       annotate: () => {},
+      spanAttribute: () => {},
       reportUsage: (used) => void told.usage.push(used),
       reportLimits: (limits) => void told.limits.push(limits)
     }

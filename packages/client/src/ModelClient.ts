@@ -12,9 +12,11 @@
  * const MistralLive = Layer.effect(Mistral, ModelClient.makeConfig(Target.managedConfig("MISTRAL")))
  * ```
  *
- * The HTTP client's tracing stays on (a span per attempt) but, unless the target's `propagateTrace`
- * says otherwise, the trace context is not sent: `traceparent` and `b3` would tell a third-party
- * API the ids of your traces.
+ * Each call is a span named and attributed after OpenTelemetry's GenAI conventions
+ * (`chat mistral-small-latest`, kind client, `gen_ai.*`), with the policy's span per attempt under it
+ * and the HTTP client's spans under those. Unless the target's `propagateTrace` says otherwise, the
+ * trace context is not sent: `traceparent` and `b3` would tell a third-party API the ids of your
+ * traces.
  */
 import * as HttpClient from "@effect/platform/HttpClient"
 import { Coordination, Failure, Resilient, type Settings } from "@resilient-ai/policy"
@@ -27,14 +29,15 @@ import * as Stream from "effect/Stream"
 import * as ChatCompletion from "./ChatCompletion.js"
 import * as Embeddings from "./Embeddings.js"
 import * as HealthProbe from "./HealthProbe.js"
+import * as GenAi from "./internal/genAi.js"
 import * as Target from "./Target.js"
 import * as Transport from "./Transport.js"
 
 /** How a call can end without a value: the policy's aggregate of its attempts. */
 export type CallFailed = Failure.CallFailed<Failure.Failure>
 
-/** Settings of one call. */
-export interface CallOptions extends Resilient.CallOptions {}
+/** Settings of one call: a policy's, but for its span, which the client names after the call. */
+export interface CallOptions extends Omit<Resilient.CallOptions, "span"> {}
 
 /** A client of one target. */
 export interface Service {
@@ -104,6 +107,18 @@ const makeWith = (
       }
       return policy
     }
+    // Each call's span, named and attributed after OpenTelemetry's GenAI conventions, made once per model.
+    const server = GenAi.serverOf(target.baseUrl)
+    const spansOf = (make: (model: string) => Resilient.CallSpan) => {
+      const made = new Map<string, Resilient.CallSpan>()
+      return (model: string) => {
+        let span = made.get(model)
+        if (span === undefined) made.set(model, span = make(model))
+        return span
+      }
+    }
+    const chatSpan = spansOf((model) => GenAi.spanOf(server, "chat", model))
+    const embeddingsSpan = spansOf((model) => GenAi.spanOf(server, "embeddings", model))
     // Set on each attempt's fiber as it is made: wrapping the HTTP client instead would copy the
     // fiber's refs twice on every request.
     const attemptRefs = target.propagateTrace ? undefined : [[HttpClient.currentTracerPropagation, false] as const]
@@ -119,7 +134,11 @@ const makeWith = (
         ChatCompletion.ChatCompletion,
         (completion) => completion.usage
       ).pipe(
-        Resilient.retryWith(policyFor(model), resilient, { tokens: ChatCompletion.tokensOf(request), ...options })
+        Resilient.retryWith(policyFor(model), resilient, {
+          tokens: ChatCompletion.tokensOf(request),
+          ...options,
+          span: GenAi.withRequest(chatSpan(model), request)
+        })
       )
     }
 
@@ -136,7 +155,8 @@ const makeWith = (
         Resilient.retryWith(policyFor(model), resilient, {
           replaySafe: true,
           tokens: Embeddings.tokensOf(request),
-          ...options
+          ...options,
+          span: embeddingsSpan(model)
         })
       )
     }
@@ -154,7 +174,8 @@ const makeWith = (
       )
       return Resilient.retryStreamWith(post, policy, resilient, {
         tokens: ChatCompletion.tokensOf(request),
-        ...options
+        ...options,
+        span: GenAi.withRequest(chatSpan(model), request)
       })
         .pipe(Stream.provideContext(context))
     }

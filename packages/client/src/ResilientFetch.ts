@@ -20,7 +20,9 @@
  * Requests that are not model calls pass through untouched. A request the SDK retries itself
  * (`x-stainless-retry-count` above 0, an idempotency key it sent before, or the body of a call that
  * just failed) is a second retrying layer: it is logged once per target and counted
- * (`resilient_ai_sdk_retries_total`).
+ * (`resilient_ai_sdk_retries_total`). A model call is a span (`chat gpt-4o-mini`, after
+ * OpenTelemetry's GenAI conventions) with a span per attempt, made by the tracer of the runtime
+ * `make` ran in.
  */
 import { Resilient, type Settings } from "@resilient-ai/policy"
 import * as Cause from "effect/Cause"

@@ -28,6 +28,7 @@ import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { concat } from "./internal/bytes.js"
+import * as GenAi from "./internal/genAi.js"
 import { scrubFailure } from "./internal/secrets.js"
 import * as ProviderError from "./ProviderError.js"
 
@@ -247,6 +248,7 @@ const recordUsage = (
     metrics.tokens("completion").unsafeUpdate(usage.completion_tokens, [])
     info?.annotate("completionTokens", usage.completion_tokens)
   }
+  if (info !== undefined) GenAi.describeUsage(info, usage.prompt_tokens, usage.completion_tokens)
 }
 
 /** Tells the attempt the limits the provider stated in an answer's headers, when it stated any. */
@@ -331,20 +333,25 @@ const callOf = <A, I>(
 ): Call<A> => ({ endpoint, path, body, model: String(body.model), decode: decoderOf(schema), usageOf })
 
 /**
- * Decodes one parsed JSON value of a success with the call's schema and records its token usage:
- * `notJsonMarker` (text that is not JSON, or bytes that are not UTF-8) is the `NotJson` of
- * `notJson()`, JSON that breaks the schema a `ContractViolation`.
+ * Decodes one parsed JSON value of a success with the call's schema and records its token usage
+ * and, for the attempt's `first` value, its id and model: `notJsonMarker` (text that is not JSON,
+ * or bytes that are not UTF-8) is the `NotJson` of `notJson()`, JSON that breaks the schema a
+ * `ContractViolation`.
  */
 const decodeValue = <A>(
   call: Call<A>,
   parsed: unknown,
   notJson: () => Failure.NotJson,
-  info: Resilient.AttemptInfo | undefined
+  info: Resilient.AttemptInfo | undefined,
+  first: boolean
 ): Effect.Effect<A, Failure.Failure> => {
   if (parsed === notJsonMarker) return Effect.fail(notJson())
   return call.decode(parsed).pipe(
     Effect.mapError(contractViolation),
-    Effect.tap((value) => recordUsage(call.endpoint, call.model, call.usageOf(value), info))
+    Effect.tap((value) => {
+      if (first && info !== undefined) GenAi.describeAnswer(info, value)
+      recordUsage(call.endpoint, call.model, call.usageOf(value), info)
+    })
   )
 }
 
@@ -407,7 +414,7 @@ const readJson = <A>(
         contentType: response.headers["content-type"],
         excerpt: ProviderError.excerpt(text ?? textDecoder.decode(bytes))
       })
-    return decodeValue(call, text === undefined ? notJsonMarker : parseJson(text), notJson, info)
+    return decodeValue(call, text === undefined ? notJsonMarker : parseJson(text), notJson, info, true)
   })
 
 /**
@@ -523,6 +530,7 @@ const readEventStream = (idleTimeout: Duration.Duration) =>
 ): Effect.Effect<Opened<A>, Failure.Failure, Scope.Scope> => {
   const { endpoint } = call
   let seen = 0
+  let decoded = 0
   const chunks: Stream.Stream<A, Failure.Failure> = serverSentEvents(
     response.stream.pipe(Stream.mapError(fromBodyError)),
     response.status
@@ -554,7 +562,7 @@ const readEventStream = (idleTimeout: Duration.Duration) =>
           contentType: "text/event-stream",
           excerpt: ProviderError.excerpt(data)
         })
-      return decodeValue(call, parsed, notJson, info)
+      return decodeValue(call, parsed, notJson, info, decoded++ === 0)
     }),
     Stream.timeoutFail(() => new Failure.ReadTimeout({ timeout: idleTimeout, phase: "body" }), idleTimeout)
   )

@@ -20,6 +20,11 @@
  * and waits for it; during a sleep, no further attempt starts. An interrupt is never turned into
  * a failure or a retry. A resilient call made inside another's attempt makes a single attempt
  * and leaves retrying to the enclosing call, so retries happen at exactly one layer.
+ *
+ * A call is a span, each attempt a span under it with its retry attributes (`resilient_ai.attempt`,
+ * `resilient_ai.verdict`, `error.type`, the delay slept before it), made with Effect's tracer while
+ * someone can see them: not while tracing is off, nor under Effect's built-in tracer, which
+ * exports nothing (`CallSpan`).
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -30,6 +35,7 @@ import type * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import type * as Tracer from "effect/Tracer"
 import * as Backoff from "./Backoff.js"
 import type * as Classifiers from "./Classifier.js"
 import * as ConcurrencyGate from "./ConcurrencyGate.js"
@@ -206,6 +212,20 @@ export const policy = (options: PolicyOptions): Effect.Effect<Policy, Settings.I
     classify: settings.classify
   }))
 
+/**
+ * What a call's span says of the call. A resilient call is one span, with a child span per attempt,
+ * made with Effect's tracer (`@effect/opentelemetry` exports them); a model call is named and
+ * attributed after OpenTelemetry's GenAI conventions (`chat mistral-small-latest`).
+ */
+export interface CallSpan {
+  /** The span's name: what the call does. Default `resilient_ai.call {target}`. */
+  readonly name?: string | undefined
+  /** Default `"internal"`; a call to a remote service (a model's API) is `"client"`. */
+  readonly kind?: Tracer.SpanKind | undefined
+  /** Set on the span when it starts, the undefined ones left out (a model call's `gen_ai.request.*`). */
+  readonly attributes?: Readonly<Record<string, unknown>> | undefined
+}
+
 /** Settings of one call, over the policy's. */
 export interface CallOptions {
   /** Overrides the policy's replay-safety for this call. */
@@ -229,6 +249,8 @@ export interface CallOptions {
    * its turn; `batch` yields to interactive calls.
    */
   readonly lane?: RateLimiter.Lane | undefined
+  /** Names the call's span and adds attributes to it (see `CallSpan`). */
+  readonly span?: CallSpan | undefined
 }
 
 /**

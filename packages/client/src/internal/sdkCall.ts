@@ -3,6 +3,7 @@
  * `ResilientHttpClient` for Effect ones): which requests are model calls, what a call's body says,
  * the failure an error response is, and the notice of an SDK that retries by itself.
  */
+import * as HttpClient from "@effect/platform/HttpClient"
 import { Coordination, Failure, RateLimiter, Resilient, type Settings } from "@resilient-ai/policy"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -12,13 +13,16 @@ import * as ProviderError from "../ProviderError.js"
 import * as Target from "../Target.js"
 import * as Transport from "../Transport.js"
 import { concat } from "./bytes.js"
+import * as GenAi from "./genAi.js"
 
 /** What an adapter holds for its target: its state, its transport settings, a policy per model. */
 export interface Adapter {
   readonly target: Target.Target
-  readonly services: Coordination.TargetServices
+  readonly services: Resilient.TargetServices
   readonly endpoint: Transport.Endpoint
   readonly policyFor: (model: string) => Resilient.Policy
+  /** The span of a call to `url` for `model`, after OpenTelemetry's GenAI conventions, when the path says what it does. */
+  readonly spanFor: (url: URL, model: string) => Resilient.CallSpan | undefined
   /** Whether the target's warning of an SDK that retries by itself was logged. */
   readonly warned: { done: boolean }
   /** The idempotency keys the SDK sent lately: a key sent again is the SDK retrying. */
@@ -55,9 +59,15 @@ export const adapterFor = <E, R>(
       rateLimit: defaults.rateLimit
     })
     const policies = new Map<string, Resilient.Policy>()
+    const server = GenAi.serverOf(checked.baseUrl)
+    const spans = new Map<string, Resilient.CallSpan | undefined>()
     return {
       target: checked,
-      services,
+      // As `ModelClient` does: the HTTP client an attempt runs on keeps its spans, but sends their
+      // trace context to the provider only if the target says so.
+      services: checked.propagateTrace
+        ? services
+        : { ...services, attemptRefs: [[HttpClient.currentTracerPropagation, false] as const] },
       endpoint: {
         target: checked.name,
         baseUrl: checked.baseUrl,
@@ -71,6 +81,14 @@ export const adapterFor = <E, R>(
         if (policy === undefined) policies.set(model, policy = Target.policyFor(checked, model))
         return policy
       },
+      spanFor: (url, model) => {
+        const path = url.pathname.replace(/\/+$/, "")
+        const key = `${path} ${model}`
+        if (spans.has(key)) return spans.get(key)
+        const span = spanOf(server, path, model)
+        if (spans.size < remembered) spans.set(key, span)
+        return span
+      },
       warned: { done: false },
       keysSeen: new Map(),
       failedBodies: new Map()
@@ -78,6 +96,25 @@ export const adapterFor = <E, R>(
   })
 
 const modelPaths = /\/(chat\/completions|completions|embeddings|responses|messages|fim\/completions)$/
+
+/** What a call to each model API path does, by the conventions' names. */
+const operations: ReadonlyArray<readonly [RegExp, GenAi.Operation]> = [
+  [/\/chat\/completions$/, "chat"],
+  [/\/embeddings$/, "embeddings"],
+  [/\/completions$/, "text_completion"],
+  // OpenAI's Responses API and Anthropic's Messages API answer a conversation, as chat does.
+  [/\/(responses|messages)$/, "chat"]
+]
+
+/** The span of a call to `path`: Anthropic's wire format on its Messages API, whatever the host. */
+const spanOf = (server: GenAi.Server, path: string, model: string): Resilient.CallSpan | undefined => {
+  const operation = operations.find(([pattern]) => pattern.test(path))?.[1]
+  if (operation === undefined) return undefined
+  const flavoured = path.endsWith("/messages") && server.provider === "openai"
+    ? { ...server, provider: "anthropic" }
+    : server
+  return GenAi.spanOf(flavoured, operation, model)
+}
 
 /** A POST to a path ending in one of the model APIs' call paths. */
 export const isModelCall = (url: URL, method: string): boolean =>
@@ -203,22 +240,29 @@ class TooLarge {}
 const usageReadLimit = 1024 * 1024
 
 /**
- * The tokens a whole JSON answer says it used, if it says: OpenAI's and Mistral's `usage`
- * (`total_tokens`, or prompt + completion), Anthropic's and the Responses API's (input + output).
+ * Reads what a whole JSON answer says of itself, telling the attempt: the tokens it used, if it
+ * says (OpenAI's and Mistral's `usage`: `total_tokens`, or prompt + completion; Anthropic's and the
+ * Responses API's: input + output), which settle its place in the key's pace; its id, model and
+ * usage for its span.
  */
-export const usageIn = (bytes: Uint8Array): number | undefined => {
-  if (bytes.byteLength > usageReadLimit) return undefined
+const readAnswer = (bytes: Uint8Array, info: Resilient.AttemptInfo): void => {
+  if (bytes.byteLength > usageReadLimit) return
+  let answer: { readonly usage?: Record<string, unknown> } | null
   try {
-    const usage = (JSON.parse(new TextDecoder().decode(bytes)) as { readonly usage?: Record<string, unknown> } | null)
-      ?.usage
-    const count = (name: string) => typeof usage?.[name] === "number" ? usage[name] : undefined
-    const total = count("total_tokens") ??
-      ((count("prompt_tokens") ?? count("input_tokens") ?? 0) +
-        (count("completion_tokens") ?? count("output_tokens") ?? 0))
-    return usage === undefined || total === 0 ? undefined : total
+    answer = JSON.parse(new TextDecoder().decode(bytes)) as { readonly usage?: Record<string, unknown> } | null
   } catch {
-    return undefined
+    return
   }
+  if (answer === null || typeof answer !== "object") return
+  GenAi.describeAnswer(info, answer)
+  const usage = answer.usage
+  const count = (name: string) => typeof usage?.[name] === "number" ? usage[name] : undefined
+  const input = count("prompt_tokens") ?? count("input_tokens")
+  const output = count("completion_tokens") ?? count("output_tokens")
+  const total = count("total_tokens") ?? ((input ?? 0) + (output ?? 0))
+  if (usage === undefined || total === 0) return
+  info.reportUsage(total)
+  GenAi.describeUsage(info, input, output)
 }
 
 /**
@@ -240,8 +284,7 @@ export const settle = (
   if (response.status < 400) {
     if (call.streams) return firstChunk(response, call.model, answered)
     return Effect.map(readAtMost(response, call.limit), (bytes) => {
-      const used = call.info === undefined ? undefined : usageIn(bytes)
-      if (used !== undefined) call.info?.reportUsage(used)
+      if (call.info !== undefined) readAnswer(bytes, call.info)
       return responseOf(kept(response, bytes))
     })
   }
@@ -424,7 +467,8 @@ export const resilientCall = <A, R>(
       Resilient.retryWith(adapter.policyFor(call.model), adapter.services, {
         requestId: call.requestId,
         replaySafe: replaySafe(call.url),
-        tokens: call.tokens
+        tokens: call.tokens,
+        span: adapter.spanFor(call.url, call.model)
       }),
       Effect.tapError(() => noticeFailure(adapter, body))
     )

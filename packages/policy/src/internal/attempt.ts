@@ -23,6 +23,12 @@ export interface AttemptInfo {
   readonly enter: (phase: "headers" | "body") => void
   /** Adds a key to this attempt's log line: token usage, the provider's own request id. */
   readonly annotate: (key: string, value: unknown) => void
+  /**
+   * Sets an attribute of the attempt's span, and of the call's once this attempt's value is the
+   * call's: what the answer says of itself (OpenTelemetry's `gen_ai.response.id`,
+   * `gen_ai.usage.input_tokens`). Nothing while no span is recorded.
+   */
+  readonly spanAttribute: (key: string, value: unknown) => void
   /** The tokens the provider says the attempt used: its rate limiter's reservation is settled with them. */
   readonly reportUsage: (tokens: number) => void
   /** The limits the provider stated in its answer's headers (`RateLimiter.limitsOf`): the limiter learns them. */

@@ -26,7 +26,7 @@ export type Started<A, E> =
   }
 
 /**
- * Starts `self` in a fiber of its own, with `fiberRefs`, bounded by `timeoutMillis`.
+ * Starts `self` in a fiber of its own, with `context` and `fiberRefs`, bounded by `timeoutMillis`.
  *
  * The fiber is started on the current thread, so an effect that completes without suspending is
  * `Finished` at once and never pays for a timer or a race: that is the fast path of every
@@ -38,12 +38,12 @@ export type Started<A, E> =
 export const startBounded = <A, E, R>(
   self: Effect.Effect<A, E, R>,
   parent: Fiber.RuntimeFiber<unknown, unknown>,
+  context: Context.Context<R>,
   runtimeFlags: RuntimeFlags.RuntimeFlags,
   fiberRefs: FiberRefs.FiberRefs,
   timeoutMillis: number,
   clock: Clock.Clock
 ): Started<A, E> => {
-  const context = parent.currentContext as Context.Context<R>
   const fiber = Runtime.runFork(Runtime.make({ context, fiberRefs, runtimeFlags }))(self)
   const polled = fiber.unsafePoll()
   if (polled !== null) return { _tag: "Finished", exit: polled }

@@ -19,6 +19,7 @@ import * as LogLevel from "effect/LogLevel"
 import type * as MetricLabel from "effect/MetricLabel"
 import * as Option from "effect/Option"
 import type * as RuntimeFlags from "effect/RuntimeFlags"
+import * as Tracer from "effect/Tracer"
 import * as Backoff from "../Backoff.js"
 import * as Classifiers from "../Classifier.js"
 import { Classifier } from "../Classifier.js"
@@ -34,6 +35,8 @@ import * as Settings from "../Settings.js"
 import { type AttemptInfo, CurrentAttempt } from "./attempt.js"
 import { startBounded, timedOut } from "./boundedRun.js"
 import type { TypicalLatency } from "./learned.js"
+import * as Spans from "./spans.js"
+import { kindOf } from "./spans.js"
 
 /**
  * The gates whose permits the enclosing attempts hold: one gate, or several when calls through
@@ -73,12 +76,37 @@ type RefEntry = readonly [FiberRef.FiberRef<any>, readonly [readonly [FiberId.Si
 
 type Restore = <X, Y, Z>(effect: Effect.Effect<X, Y, Z>) => Effect.Effect<X, Y, Z>
 
+const noTime = BigInt(0)
+
+/** A call's span made by its caller (a stream's, which outlives the sequence), and where its attempts' are made. */
+export interface GivenSpan {
+  readonly tracing: Spans.Tracing
+  readonly span: Tracer.Span
+}
+
+/** The name, kind and attributes a call's span starts with. */
+export const spanStartOf = (policy: Policy, options: CallOptions | undefined): Spans.SpanStart => {
+  const span = options?.span
+  return {
+    name: span?.name ?? `resilient_ai.call ${policy.target}`,
+    kind: span?.kind ?? "internal",
+    attributes: span?.attributes
+  }
+}
+
 /** One attempt, as the transport sees it (`AttemptInfo`) and as it told the sequence about itself. */
 class Attempt implements AttemptInfo {
   phase: "headers" | "body" | undefined = undefined
   annotations: Record<string, unknown> | undefined = undefined
   used: number | undefined = undefined
   limits: RateLimiter.Limits | undefined = undefined
+  /** The attempt's span, while the call has one. */
+  span: Tracer.Span | undefined = undefined
+  /** Whether the attempt has ended: its span ends then, or once its verdict is known. */
+  over = false
+  endedAt = noTime
+  /** What the answer said of itself (`spanAttribute`), keys and values in turn: the call's too if it succeeds. */
+  described: Array<unknown> | undefined = undefined
 
   constructor(
     private readonly sequence: Sequence<any, any, any>,
@@ -111,6 +139,31 @@ class Attempt implements AttemptInfo {
     this.used = tokens
   }
 
+  spanAttribute(key: string, value: unknown): void {
+    if (this.span === undefined) return
+    if (!this.over) {
+      this.span.attribute(key, value)
+      ;(this.described ??= []).push(key, value)
+      return
+    }
+    // After the attempt, only the one that succeeded is still read (a stream's later chunks, its
+    // usage): what they say describes the call.
+    const call = this.sequence.span
+    if (call !== undefined && call.status._tag !== "Ended") call.attribute(key, value)
+  }
+
+  /** The attempt ended: its span ends at this time, once the sequence has judged it. */
+  finish(): void {
+    this.over = true
+    const tracing = this.sequence.tracing
+    if (this.span !== undefined && tracing !== undefined) this.endedAt = Spans.nowNanos(tracing)
+  }
+
+  endSpan(exit: Exit.Exit<unknown, unknown>): void {
+    const span = this.span
+    if (span !== undefined && span.status._tag !== "Ended") span.end(this.endedAt, exit)
+  }
+
   reportLimits(limits: RateLimiter.Limits): void {
     this.limits = limits
   }
@@ -118,12 +171,6 @@ class Attempt implements AttemptInfo {
 
 /** A judge of the errors an attempt ends with: the policy's classifier, or a call's `classify`. */
 export type Judge = (error: unknown) => Judgement
-
-/** How a sequence failure reads in metrics, logs and its history: its tag, or `"Error"`. */
-const kindOf = (error: unknown): string => {
-  const tag = typeof error === "object" && error !== null ? (error as { readonly _tag?: unknown })._tag : undefined
-  return typeof tag === "string" ? tag : "Error"
-}
 
 /** A judgement read: the verdict, the hint in milliseconds, and what the schedule steps on. */
 interface Judged {
@@ -198,6 +245,10 @@ class Sequence<A, E, R> {
   history: Array<Failure.AttemptRecord> | undefined = undefined
   scheduleState: unknown
   lastFailure: LastFailure<E> | undefined = undefined
+  /** Where the call's spans are made; `undefined` while nobody would see them. */
+  readonly tracing: Spans.Tracing | undefined
+  /** The call's span: ended by `runSequence` unless its caller made it. */
+  readonly span: Tracer.Span | undefined
 
   constructor(
     readonly self: Effect.Effect<A, E, R>,
@@ -206,7 +257,8 @@ class Sequence<A, E, R> {
     services: TargetServices,
     judge: Judge | undefined,
     fiber: Fiber.RuntimeFiber<unknown, unknown>,
-    callerFlags: RuntimeFlags.RuntimeFlags
+    callerFlags: RuntimeFlags.RuntimeFlags,
+    given: GivenSpan | undefined
   ) {
     this.callerFlags = callerFlags
     this.budget = services.budget
@@ -251,6 +303,20 @@ class Sequence<A, E, R> {
     this.minAttemptMillis = Math.max(Duration.toMillis(policy.minAttemptTime), this.latency.millis)
     this.maxRetryAfterMillis = Duration.toMillis(policy.maxRetryAfter)
     this.scheduleState = policy.schedule.initial
+    if (given !== undefined) {
+      this.tracing = given.tracing
+      this.span = given.span
+    } else {
+      this.tracing = Spans.tracingOf(fiber, this.clock)
+      this.span = this.tracing === undefined
+        ? undefined
+        : Spans.startCallSpan(this.tracing, fiber, spanStartOf(policy, options))
+    }
+    if (this.span !== undefined) {
+      this.span.attribute("resilient_ai.target", policy.target)
+      // One attempt, retrying left to the enclosing call.
+      if (this.nested) this.span.attribute("resilient_ai.nested", true)
+    }
   }
 
   start(): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
@@ -296,6 +362,10 @@ class Sequence<A, E, R> {
 
   stop(reason: Failure.StopReason, last: LastFailure<E>): Effect.Effect<never, Failure.CallFailed<LastFailure<E>>> {
     if (!this.nested) this.count(this.metrics.callsFailed(reason))
+    if (this.span !== undefined) {
+      this.span.attribute("resilient_ai.stop_reason", reason)
+      this.span.attribute("error.type", kindOf(last))
+    }
     return Effect.fail(
       new Failure.CallFailed({ reason, last, attempts: this.history ?? [], target: this.policy.target })
     )
@@ -308,6 +378,12 @@ class Sequence<A, E, R> {
 
   succeed(attempt: Attempt, value: A, took: number): Effect.Effect<A> {
     this.latency.record(took)
+    const described = attempt.described
+    if (described !== undefined && this.span !== undefined) {
+      for (let index = 0; index < described.length; index += 2) {
+        this.span.attribute(described[index] as string, described[index + 1])
+      }
+    }
     const done = LogLevel.lessThan(LogLevel.Debug, this.minimumLogLevel)
       ? Effect.succeed(value)
       : Effect.as(
@@ -417,6 +493,14 @@ class Sequence<A, E, R> {
       delayBefore: Duration.millis(delayBefore)
     })
     const { hintMillis, scheduleInput, verdict } = this.judgementOf(failed)
+    const span = attempt.span
+    if (span !== undefined) {
+      span.attribute("error.type", kind)
+      span.attribute("resilient_ai.verdict", verdict)
+      if (status !== undefined) span.attribute("http.response.status_code", status)
+      if (hintMillis !== undefined) span.attribute("resilient_ai.retry_after_seconds", hintMillis / 1000)
+      attempt.endSpan(Exit.fail(failure))
+    }
     const logged = {
       attempt: number,
       durationMs: took,
@@ -494,6 +578,7 @@ class Sequence<A, E, R> {
     took: number,
     delayBefore: number
   ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
+    attempt.finish()
     if (attempt.reservation !== RateLimiter.free || attempt.limits !== undefined) {
       const failure = Exit.isFailure(exit) ? Option.getOrUndefined(Cause.failureOption(exit.cause)) : undefined
       return Effect.zipRight(
@@ -529,10 +614,14 @@ class Sequence<A, E, R> {
     took: number,
     delayBefore: number
   ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
-    if (Exit.isSuccess(exit)) return this.releasing("success", this.succeed(attempt, exit.value, took))
+    if (Exit.isSuccess(exit)) {
+      attempt.endSpan(exit)
+      return this.releasing("success", this.succeed(attempt, exit.value, took))
+    }
     const failure = Cause.failureOption(exit.cause)
     // Defects and interruptions are not failures of the call: they propagate untouched.
     if (Cause.isDie(exit.cause) || Cause.isInterrupted(exit.cause) || Option.isNone(failure)) {
+      attempt.endSpan(exit)
       return this.releasing("neutral", Effect.failCause(Cause.stripFailures(exit.cause)))
     }
     const unwrapped = unwrap(failure.value)
@@ -564,6 +653,15 @@ class Sequence<A, E, R> {
       const boundByDeadline = remaining <= this.attemptTimeoutMillis
       const timeoutMillis = boundByDeadline ? remaining : this.attemptTimeoutMillis
       const attempt = new Attempt(this, number, started + timeoutMillis, reservation)
+      let context = current.currentContext as Context.Context<R>
+      if (this.tracing !== undefined && this.span !== undefined) {
+        const span = attempt.span = Spans.startAttemptSpan(this.tracing, current, this.span)
+        span.attribute("resilient_ai.attempt", number)
+        this.span.attribute("resilient_ai.attempts", number)
+        if (number > 1) span.attribute("resilient_ai.retry.delay_seconds", delayBefore / 1000)
+        // The attempt's own spans (the HTTP client's) are the attempt span's children.
+        context = Context.add(context, Tracer.ParentSpan, span)
+      }
       const id = current.id()
       const entries: [RefEntry, ...Array<RefEntry>] = [
         [CurrentAttempt, [[id, attempt]]],
@@ -578,16 +676,21 @@ class Sequence<A, E, R> {
       }
       const fiberRefs = FiberRefs.updateManyAs(current.getFiberRefs(), { entries })
       if (!this.nested) this.count(this.metrics.attempts)
-      const run = startBounded(this.self, current, this.callerFlags, fiberRefs, timeoutMillis, clock)
+      const run = startBounded(this.self, current, context, this.callerFlags, fiberRefs, timeoutMillis, clock)
       if (run._tag === "Finished") {
         return this.settle(restore, attempt, run.exit, clock.unsafeCurrentTimeMillis() - started, delayBefore)
       }
       // Interrupted while awaiting it: the attempt is stopped, then its permit given back.
       return Effect.flatMap(
-        restore(run.await(Effect.suspend(() => this.releasing("neutral", Effect.void)))),
+        restore(run.await(Effect.suspend(() => {
+          attempt.finish()
+          attempt.endSpan(Exit.interrupt(id))
+          return this.releasing("neutral", Effect.void)
+        }))),
         (result) => {
           const took = clock.unsafeCurrentTimeMillis() - started
           if (result !== timedOut) return this.settle(restore, attempt, result, took, delayBefore)
+          attempt.finish()
           const failure = boundByDeadline
             ? new Failure.DeadlineExceeded({ deadline, phase: "attempt" })
             : new Failure.ReadTimeout({ timeout: Duration.millis(timeoutMillis), phase: attempt.phase ?? "attempt" })
@@ -673,28 +776,43 @@ const badMaxAttempts = (policy: Policy, maxAttempts: number) =>
     })
   )
 
+/**
+ * Runs a sequence, which ends the call's span it made (it is made while someone can see it) as the
+ * call ends, however it ends. A span the caller gives (`givenSpan`) is the caller's to end.
+ */
+const started = <A, E, R>(sequence: Sequence<A, E, R>, given: GivenSpan | undefined) => {
+  const { span, tracing } = sequence
+  if (given !== undefined || span === undefined || tracing === undefined) return sequence.start()
+  return Effect.onExit(
+    sequence.start(),
+    (exit) => Effect.sync(() => Spans.endCallSpan(tracing, span, exit))
+  )
+}
+
 export const runSequence = <A, E, R>(
   self: Effect.Effect<A, E, R>,
   policy: Policy,
   options: CallOptions | undefined,
   given: TargetServices | undefined,
-  judge: Judge | undefined
+  judge: Judge | undefined,
+  givenSpan?: GivenSpan | undefined
 ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> => {
   const maxAttempts = options?.maxAttempts
   if (maxAttempts !== undefined && !(Number.isInteger(maxAttempts) && maxAttempts >= 1)) {
     return badMaxAttempts(policy, maxAttempts)
   }
   return Effect.withFiberRuntime((fiber, status) => {
-    if (given !== undefined) {
-      return new Sequence(self, policy, options, given, judge, fiber, status.runtimeFlags).start()
+    const services = given ?? Coordination.madeServices(coordinationOf(fiber), policy.target)
+    if (services !== undefined) {
+      return started(
+        new Sequence(self, policy, options, services, judge, fiber, status.runtimeFlags, givenSpan),
+        givenSpan
+      )
     }
-    const coordination = coordinationOf(fiber)
-    const made = Coordination.madeServices(coordination, policy.target)
-    if (made !== undefined) return new Sequence(self, policy, options, made, judge, fiber, status.runtimeFlags).start()
     // The target's first call: its budget and gate are made, from settings `policy` already checked.
     return Effect.flatMap(
-      Effect.orDie(Coordination.servicesOf(coordination, policy)),
-      (services) => runSequence(self, policy, options, services, judge)
+      Effect.orDie(Coordination.servicesOf(coordinationOf(fiber), policy)),
+      (made) => runSequence(self, policy, options, made, judge, givenSpan)
     )
   })
 }

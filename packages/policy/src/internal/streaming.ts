@@ -4,6 +4,7 @@
  * deadline bounding the rest. `Resilient.retryStream` and `retryStreamWith` run it.
  */
 import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
@@ -16,7 +17,8 @@ import * as Coordination from "../Coordination.js"
 import { CurrentDeadline, within } from "../Deadline.js"
 import * as Failure from "../Failure.js"
 import type { AttemptError, CallOptions, LastFailure, Opened, Policy, TargetServices } from "../Resilient.js"
-import { runSequence } from "./sequence.js"
+import { type GivenSpan, runSequence, spanStartOf } from "./sequence.js"
+import * as Spans from "./spans.js"
 
 /**
  * A gate that takes no permits but passes what attempts say about capacity to `gate`: for a stream,
@@ -35,11 +37,17 @@ const observing = (gate: ConcurrencyGate.Service): ConcurrencyGate.Service => ({
 const refusedStream = (
   services: TargetServices,
   policy: Policy,
-  refusal: Failure.Shed | Failure.DeadlineExceeded
+  refusal: Failure.Shed | Failure.DeadlineExceeded,
+  given: GivenSpan | undefined
 ): Effect.Effect<never, Failure.CallFailed<Failure.Shed | Failure.DeadlineExceeded>> =>
   Effect.flatMap(FiberRef.get(FiberRef.currentMetricLabels), (labels) => {
     const { metrics } = services.learned.of(policy.target, policy.model)
     const reason = refusal._tag === "Shed" ? "shed" : "deadline"
+    if (given !== undefined) {
+      given.span.attribute("resilient_ai.target", policy.target)
+      given.span.attribute("resilient_ai.stop_reason", reason)
+      given.span.attribute("error.type", refusal._tag)
+    }
     ;(refusal._tag === "Shed" ? metrics.shed : metrics.deadlineSkips).unsafeUpdate(1, labels)
     metrics.callsFailed(reason).unsafeUpdate(1, labels)
     return Effect.fail(new Failure.CallFailed({ reason, last: refusal, attempts: [], target: policy.target }))
@@ -62,6 +70,24 @@ const inScopeOfItsOwn = <X, Y, Z>(
         ))
   )
 
+/**
+ * The span of a streamed call, made while someone can see it: it covers the whole stream, its first
+ * element's attempts and the rest, and ends as the stream's scope closes.
+ */
+const streamSpan = (
+  policy: Policy,
+  options: CallOptions | undefined
+): Effect.Effect<GivenSpan | undefined, never, Scope.Scope> =>
+  Effect.withFiberRuntime((fiber) => {
+    const tracing = Spans.tracingOf(fiber, Context.get(fiber.currentDefaultServices, Clock.Clock))
+    if (tracing === undefined) return Effect.succeed(undefined)
+    const span = Spans.startCallSpan(tracing, fiber, spanStartOf(policy, options))
+    return Effect.as(
+      Effect.addFinalizer((exit) => Effect.sync(() => Spans.endCallSpan(tracing, span, exit))),
+      { tracing, span }
+    )
+  })
+
 export const streamSequence = <A, E extends AttemptError, R, E2, R2>(
   open: Effect.Effect<Opened<A, E2, R2>, E, R>,
   policy: Policy,
@@ -77,19 +103,21 @@ export const streamSequence = <A, E extends AttemptError, R, E2, R2>(
       (yield* Effect.orDie(
         Effect.flatMap(Coordination.current, (coordination) => Coordination.servicesOf(coordination, policy))
       ))
+    const callSpan = yield* streamSpan(policy, options)
     const deadline = yield* FiberRef.get(CurrentDeadline)
     const gate = services.gate
     const permit = yield* Effect.acquireRelease(
       Effect.either(Effect.interruptible(gate.acquire(deadline))),
       (taken, exit) => taken._tag === "Right" ? gate.release(ConcurrencyGate.outcomeOfExit(exit)) : Effect.void
     )
-    if (permit._tag === "Left") return yield* refusedStream(services, policy, permit.left)
+    if (permit._tag === "Left") return yield* refusedStream(services, policy, permit.left, callSpan)
     const { first, rest } = yield* runSequence(
       inScopeOfItsOwn(open),
       policy,
       options,
       { ...services, gate: observing(gate) },
-      undefined
+      undefined,
+      callSpan
     )
     const whole = Stream.concat(Stream.succeed(first), rest)
     if (!Number.isFinite(deadline)) return whole
