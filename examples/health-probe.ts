@@ -2,7 +2,7 @@
  * They are down, or we hit them too hard: a target's health probe tells the two apart.
  *
  * The provider is a fault server on loopback. Callers ask it something every 100 ms, and the
- * target's probe asks `GET /v1/models` every half second. First the provider has an outage (every
+ * target's probe asks `GET /v1/models` every second (each probe allowed as long). First the provider has an outage (every
  * endpoint answers 503): the probe fails too, so the diagnosis is `provider-degraded`. Then it is
  * back, but with two slots, and a stampede of 60 calls at once overloads it: the probe is answered
  * while the calls are refused, so the diagnosis is `self-inflicted`. Each change is one log line and
@@ -25,11 +25,11 @@ const program = Effect.gen(function*() {
     model: "mistral-small-latest",
     apiKey: Redacted.make("example-key"),
     maxAttempts: 2,
-    probeInterval: "500 millis"
+    probeInterval: "1 second"
   })
   const client = yield* ModelClient.make(target)
-  // The diagnosis reads the calls of the last 3 s (30 s unless set), so this example runs in seconds.
-  const probe = yield* HealthProbe.run(target, { diagnosis: { window: "3 seconds" } })
+  // The diagnosis reads the calls of the last 5 s (30 s unless set), so this example runs in seconds.
+  const probe = yield* HealthProbe.run(target, { diagnosis: { window: "5 seconds" } })
 
   const started = Date.now()
   const seen: Array<string> = []

@@ -59,7 +59,9 @@ describe("examples run", () => {
 
   it("health-probe: an outage is provider-degraded, a stampede on two slots self-inflicted", async () => {
     const { stdout } = await run("examples/health-probe.ts")
-    assert.include(stdout, "diagnoses, in order: healthy → provider-degraded → healthy → self-inflicted", stdout)
+    // The example waits for each diagnosis in turn; on a machine loaded enough to time a probe out,
+    // a diagnosis may come between them, so the order is checked, not the whole list.
+    assert.match(stdout, /^diagnoses, in order: healthy → .*provider-degraded → .*self-inflicted$/m, stdout)
   }, limitMillis)
 
   it(
