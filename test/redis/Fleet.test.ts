@@ -59,13 +59,17 @@ describeRedis("a fleet of processes on one Redis", () => {
         // count: on a busy machine they start seconds apart, and one that must decide alone before
         // Redis has counted the others would otherwise take the share of a smaller fleet (a run
         // without it saw 45 retries, fallbacks 48/0/0: 15 beyond the floor, a fleet of two's share).
-        const shared = yield* failingRun({ members: 3, coordination: "redis", fleetSize: 3 })
+        const fleet = 3
+        const shared = yield* failingRun({ members: fleet, coordination: "redis", fleetSize: fleet })
         // A member decides alone only when Redis did not answer in time, within its share of the
         // floor (a third) less what Redis granted it, and Redis counts those retries when it answers
-        // again. What decisions made alone can add beyond the allowance is what the members Redis
-        // served least had left of their shares: members with the same load split Redis's grants
-        // about evenly, so we allow one share.
-        const slack = floorPerWindow / 3
+        // again. So a member that decided alone spent at most the larger of its share and Redis's
+        // grants to it: beyond the allowance, a share for each member that decided alone, all but
+        // one at most (Redis granted the allowance to someone). Members with the same load split
+        // Redis's grants about evenly, but with Redis starved of CPU alongside, one member may take
+        // most grants while the others decide alone (measured: fallbacks 0/25/42, 43 retries).
+        const decidedAlone = shared.reports.filter((report) => report.fallbacks > 0).length
+        const slack = (floorPerWindow / fleet) * Math.min(decidedAlone, fleet - 1)
         assert.isAtMost(
           shared.retries,
           floorPerWindow + slack,
@@ -192,11 +196,21 @@ const pacedRun = (
       })
   }).pipe(Effect.map((run) => ({ ...run, arrivals: arrivalsOf(run.received) })))
 
-/** The fleet kept to the limits in every window, and used most of them (the pace, not the callers, held it back). */
+/**
+ * The fleet kept to the limits in every window, and used most of them (the pace, not the callers,
+ * held it back). A member whose Redis command outlasted its timeout (Redis starved of CPU as much
+ * as the members are) decided that call alone, within its share, and Redis counts the place only
+ * when it next answers: a window may then hold what a switch to deciding alone may add, one burst
+ * and a pacer per member more, as with Redis stopped (measured under the full suite with two hogs
+ * besides the test's own: 13 decisions alone, one window over the bound without it).
+ */
 const keptToLimits = (arrivals: ReadonlyArray<Arrival>, fallbacks: ReadonlyArray<number>) => {
   const times = arrivals.map(({ at }) => at)
-  const problems = windows.flatMap((millis) => overLimit("fleet", times, { millis, bursts: 1, pacers: 1 }))
-  assert.deepStrictEqual(problems, [], `decided in process: ${fallbacks.join("/")}`)
+  const alone = fallbacks.some((count) => count > 0)
+  const problems = windows.flatMap((millis) =>
+    overLimit("fleet", times, { millis, bursts: alone ? 2 : 1, pacers: alone ? members : 1 })
+  )
+  assert.deepStrictEqual(problems, [], `${problems.join("; ")} (decided in process: ${fallbacks.join("/")})`)
   const first = Math.min(...times)
   const span = Math.max(...times) - first
   const perSecond = (times.length - 1) / (span / 1_000)
