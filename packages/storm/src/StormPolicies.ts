@@ -114,6 +114,12 @@ const continueAfter = (now: number, delay: number) => ScheduleDecision.continueW
 const pushedBack = (failure: Failure.Failure): boolean => "shouldRetry" in failure && failure.shouldRetry === false
 
 /**
+ * A decimal's thousandths, the rest dropped. The binary product can land just under the decimal
+ * one (1.005 · 1000 is 1004.99…), so it is rounded to a millionth before the cut.
+ */
+const thousandths = (value: number): number => Math.trunc(Math.round(value * 1_000_000) / 1000)
+
+/**
  * gRPC retry throttling (gRFC A6): a token count that starts at `maxTokens`; a failed attempt whose
  * status the policy retries, or a pushback saying not to retry, spends one; a success earns
  * `tokenRatio`; retries are allowed while more than `maxTokens / 2` is left. A failure the policy does
@@ -121,12 +127,12 @@ const pushedBack = (failure: Failure.Failure): boolean => "shouldRetry" in failu
  * server's health. The policy's retryable set is what the classifier in context does not call
  * terminal, ambiguous failures included: the references replay them. Tokens are counted in
  * thousandths, as gRPC does (`tokenRatio` has up to 3 decimals), so ten successes of 0.1 earn
- * exactly one token.
+ * exactly one token; further decimals are dropped, not rounded (A6: 0.5466 is treated as 0.546).
  */
 export const grpcThrottling = (maxTokens: number, tokenRatio: number): Effect.Effect<RetryBudget.Service> =>
   Effect.sync(() => {
-    const maxMilli = Math.round(maxTokens * 1000)
-    const ratioMilli = Math.round(tokenRatio * 1000)
+    const maxMilli = thousandths(maxTokens)
+    const ratioMilli = thousandths(tokenRatio)
     let milli = maxMilli
     return {
       tryAcquire: () => Effect.sync(() => milli * 2 > maxMilli),
