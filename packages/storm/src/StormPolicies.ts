@@ -114,6 +114,12 @@ const continueAfter = (now: number, delay: number) => ScheduleDecision.continueW
 const pushedBack = (failure: Failure.Failure): boolean => "shouldRetry" in failure && failure.shouldRetry === false
 
 /**
+ * A decimal's thousandths, the rest dropped. The binary product can land just under the decimal
+ * one (1.005 · 1000 is 1004.99…), so it is rounded to a millionth before the cut.
+ */
+const thousandths = (value: number): number => Math.trunc(Math.round(value * 1_000_000) / 1000)
+
+/**
  * gRPC retry throttling (gRFC A6): a token count that starts at `maxTokens`; a failed attempt whose
  * status the policy retries, or a pushback saying not to retry, spends one; a success earns
  * `tokenRatio`; retries are allowed while more than `maxTokens / 2` is left. A failure the policy does
@@ -121,12 +127,12 @@ const pushedBack = (failure: Failure.Failure): boolean => "shouldRetry" in failu
  * server's health. The policy's retryable set is what the classifier in context does not call
  * terminal, ambiguous failures included: the references replay them. Tokens are counted in
  * thousandths, as gRPC does (`tokenRatio` has up to 3 decimals), so ten successes of 0.1 earn
- * exactly one token.
+ * exactly one token; further decimals are dropped, not rounded (A6: 0.5466 is treated as 0.546).
  */
 export const grpcThrottling = (maxTokens: number, tokenRatio: number): Effect.Effect<RetryBudget.Service> =>
   Effect.sync(() => {
-    const maxMilli = Math.round(maxTokens * 1000)
-    const ratioMilli = Math.round(tokenRatio * 1000)
+    const maxMilli = thousandths(maxTokens)
+    const ratioMilli = thousandths(tokenRatio)
     let milli = maxMilli
     return {
       tryAcquire: () => Effect.sync(() => milli * 2 > maxMilli),
@@ -145,51 +151,96 @@ export const grpcThrottling = (maxTokens: number, tokenRatio: number): Effect.Ef
   })
 
 /**
- * Finagle's `RetryBudget(ttl, minRetriesPerSec, percentCanRetry)`: every call deposits
- * `percentCanRetry` of a token that lasts `ttl`; a retry withdraws one; a reserve of
- * `minRetriesPerSec · ttl` is always there.
+ * Finagle's leaky token bucket (util's `TokenBucket.newLeakyBucket`): what is put in or taken out
+ * lands in the current slice of `ttl / 10`, and a slice counts until nine more have ended. A slice
+ * ends at the first use after its length has passed, and the next starts at that use: whole
+ * slices that passed unused meanwhile end empty, the rest of the gap is not counted, so a bucket
+ * used sparsely keeps its tokens longer. A token lasts about `ttl`, never less than nine tenths of
+ * it. The bucket holds `reserve` on top of its slices, whatever the time. Tokens put and taken are
+ * kept apart only so a snapshot can tell them; the bucket nets them, as Finagle's does.
  */
-const finagleBudget = (
+const leakyBucket = (ttlMillis: number, reserve: number, now: () => number) => {
+  const sliceMillis = Math.trunc(ttlMillis / 10)
+  const endedIn = [0, 0, 0, 0, 0, 0, 0, 0, 0]
+  const endedOut = [0, 0, 0, 0, 0, 0, 0, 0, 0]
+  // The oldest ended slice, the one the next to end replaces.
+  let oldest = 0
+  let putIn = 0
+  let takenOut = 0
+  let began = now()
+  const end = (tokensIn: number, tokensOut: number) => {
+    endedIn[oldest] = tokensIn
+    endedOut[oldest] = tokensOut
+    oldest = (oldest + 1) % endedIn.length
+  }
+  const roll = () => {
+    const at = now()
+    if (at - began < sliceMillis) return
+    end(putIn, takenOut)
+    putIn = 0
+    takenOut = 0
+    const unused = Math.min(Math.trunc((at - began) / sliceMillis) - 1, endedIn.length)
+    for (let slice = 0; slice < unused; slice++) end(0, 0)
+    began = at
+  }
+  const sum = (values: ReadonlyArray<number>, current: number) =>
+    values.reduce((total, tokens) => total + tokens, current)
+  const bucket = {
+    /** Tokens put in over the slices still counted, and taken out of them. */
+    totals: () => {
+      roll()
+      return { in: sum(endedIn, putIn), out: sum(endedOut, takenOut) }
+    },
+    count: () => {
+      const { in: tokensIn, out } = bucket.totals()
+      return reserve + tokensIn - out
+    },
+    put: (tokens: number) => {
+      roll()
+      putIn += tokens
+    },
+    tryGet: (tokens: number) => {
+      if (bucket.count() < tokens) return false
+      takenOut += tokens
+      return true
+    }
+  }
+  return bucket
+}
+
+/**
+ * Finagle's `RetryBudget(ttl, minRetriesPerSec, percentCanRetry)` as its `RetryFilter` uses it:
+ * every call deposits, before its first attempt; a retry withdraws, refused while the bucket holds
+ * less than a withdrawal. Finagle counts whole tokens, scaled by 1000: a deposit is 1000 of them, a
+ * withdrawal `trunc(1000 / percentCanRetry)`, and the reserve `minRetriesPerSec · ttl in whole
+ * seconds` withdrawals (with `percentCanRetry` 0, a deposit is nothing and a withdrawal 1). Finagle
+ * takes `ttl` from 1 to 60 seconds and `percentCanRetry` up to 1000.
+ *
+ * Its snapshot counts the calls that deposited as successes and the withdrawals as retries, and
+ * gives as allowance the withdrawals the bucket would hold had none been made, reserve included:
+ * `allowance - retries`, cut to a whole number, is Finagle's `balance`.
+ */
+export const finagleBudget = (
   ttlMillis: number,
   minRetriesPerSecond: number,
   percentCanRetry: number
 ): Effect.Effect<RetryBudget.Service> =>
   Effect.map(Effect.clock, (clock) => {
-    // Deposits and withdrawals per second of the ttl, like Finagle's leaky token bucket.
-    const seconds = Math.max(1, Math.ceil(ttlMillis / 1000))
-    const deposits = new Float64Array(seconds)
-    const withdrawals = new Float64Array(seconds)
-    let newest = -1
-    const reserve = minRetriesPerSecond * (ttlMillis / 1000)
-    const slot = () => {
-      const second = Math.floor(clock.unsafeCurrentTimeMillis() / 1000)
-      for (let stale = Math.max(newest + 1, second - seconds + 1); stale <= second; stale++) {
-        deposits[stale % seconds] = 0
-        withdrawals[stale % seconds] = 0
-      }
-      newest = Math.max(newest, second)
-      return second % seconds
-    }
-    const sum = (values: Float64Array) => values.reduce((total, value) => total + value, 0)
+    const deposit = percentCanRetry === 0 ? 0 : 1000
+    const withdrawal = percentCanRetry === 0 ? 1 : Math.trunc(1000 / percentCanRetry)
+    const reserve = minRetriesPerSecond * Math.trunc(ttlMillis / 1000) * withdrawal
+    const bucket = leakyBucket(ttlMillis, reserve, () => clock.unsafeCurrentTimeMillis())
     return {
-      recordCall: Effect.sync(() => {
-        deposits[slot()]! += 1
-      }),
-      tryAcquire: () =>
-        Effect.sync(() => {
-          const index = slot()
-          if (reserve + percentCanRetry * sum(deposits) - sum(withdrawals) < 1) return false
-          withdrawals[index]! += 1
-          return true
-        }),
+      recordCall: Effect.sync(() => bucket.put(deposit)),
+      tryAcquire: () => Effect.sync(() => bucket.tryGet(withdrawal)),
       recordSuccess: () => Effect.void,
       snapshot: Effect.sync(() => {
-        slot()
+        const totals = bucket.totals()
         return {
-          successes: sum(deposits),
-          retries: sum(withdrawals),
+          successes: deposit === 0 ? 0 : totals.in / deposit,
+          retries: totals.out / withdrawal,
           paid: 0,
-          allowance: reserve + percentCanRetry * sum(deposits)
+          allowance: (reserve + totals.in) / withdrawal
         }
       })
     }
