@@ -59,13 +59,13 @@ const packagesDir = path.join(root, "packages") + path.sep
 const isOurs = (fileName: string): boolean =>
   path.resolve(fileName).startsWith(packagesDir) && !fileName.includes(`${path.sep}node_modules${path.sep}`)
 
-export interface Report {
+interface Report {
   readonly dir: string
   readonly name: string
   readonly text: string
 }
 
-export const reports = (): Array<Report> => {
+const reports = (): Array<Report> => {
   const found = packages()
   const entries = found.flatMap((pkg) => pkg.entries)
   const program = declarationProgram(entries)
