@@ -212,10 +212,24 @@ const diff = (name: string, committed: string, current: string): string => {
   }
 }
 
+/** Reports left from a package that is no longer published (made private, removed). */
+const staleReports = (current: ReadonlyArray<Report>): Array<string> => {
+  const kept = new Set(current.map((report) => reportPath(report.dir)))
+  return fs.readdirSync(path.join(root, "packages"))
+    .map((dir) => reportPath(dir))
+    .filter((file) => fs.existsSync(file) && !kept.has(file))
+    .sort(compare)
+}
+
 const main = (command: string | undefined): number => {
   switch (command) {
     case "update": {
-      for (const report of reports()) {
+      const current = reports()
+      for (const file of staleReports(current)) {
+        fs.rmSync(file)
+        console.log(`removed   ${path.relative(root, file)}`)
+      }
+      for (const report of current) {
         const file = reportPath(report.dir)
         const previous = fs.existsSync(file) ? fs.readFileSync(file, "utf8") : undefined
         fs.mkdirSync(path.dirname(file), { recursive: true })
@@ -226,7 +240,12 @@ const main = (command: string | undefined): number => {
     }
     case "check": {
       let failed = 0
-      for (const report of reports()) {
+      const current = reports()
+      for (const file of staleReports(current)) {
+        failed++
+        console.error(`${path.relative(root, file)} reports a package that is no longer published`)
+      }
+      for (const report of current) {
         const file = reportPath(report.dir)
         const committed = fs.existsSync(file) ? fs.readFileSync(file, "utf8") : ""
         if (committed === report.text) continue
