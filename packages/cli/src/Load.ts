@@ -13,6 +13,10 @@
  * call is sent.
  *
  * ```ts
+ * import { Load } from "@resilient-ai/cli"
+ * import { ModelClient, type Target } from "@resilient-ai/client"
+ *
+ * declare const target: Target.Target
  * const client = yield* ModelClient.make(target)
  * const summary = yield* Load.run(client, { requests: 400, concurrency: 16, deadline: "3 seconds" })
  * ```

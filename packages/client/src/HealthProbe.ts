@@ -11,6 +11,9 @@
  * starts one for a target with `probeInterval` set, and `run` starts one in any scope.
  *
  * ```ts
+ * import { ModelClient, Target } from "@resilient-ai/client"
+ *
+ * declare const options: Target.Options
  * // Every 10 s, GET {baseUrl}/models; the diagnosis is a metric and a log line on each change.
  * const MistralLive = ModelClient.layer(Target.managed({ ...options, probeInterval: "10 seconds" }))
  * ```

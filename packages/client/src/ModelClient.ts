@@ -8,6 +8,9 @@
  * each with its own: build each with `make` under a tag of your own.
  *
  * ```ts
+ * import { ModelClient, Target } from "@resilient-ai/client"
+ * import { Context, Layer } from "effect"
+ *
  * class Mistral extends Context.Tag("app/Mistral")<Mistral, ModelClient.Service>() {}
  * const MistralLive = Layer.effect(Mistral, ModelClient.makeConfig(Target.managedConfig("MISTRAL")))
  * ```
@@ -189,6 +192,9 @@ const makeWith = (
  * `Coordination` in context: in this process unless one is provided.
  *
  * ```ts
+ * import { ModelClient, Target } from "@resilient-ai/client"
+ * import { Context, Layer } from "effect"
+ *
  * class Pool extends Context.Tag("app/Pool")<Pool, ModelClient.Service>() {}
  * const PoolLive = Layer.effect(
  *   Pool,
@@ -214,6 +220,10 @@ export const makeConfig = (
  * target's health probe (`HealthProbe`) while the layer lives when the target has a `probeInterval`.
  *
  * ```ts
+ * import { NodeHttpClient } from "@effect/platform-node"
+ * import { ModelClient, Target } from "@resilient-ai/client"
+ * import { Layer } from "effect"
+ *
  * const MistralLive = ModelClient.layer(Target.managedConfig("MISTRAL")).pipe(Layer.provide(NodeHttpClient.layerUndici))
  * ```
  */

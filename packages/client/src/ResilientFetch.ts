@@ -6,6 +6,11 @@
  * `Response`. The SDK's own retries are switched off, so retrying happens at exactly one layer.
  *
  * ```ts
+ * import { ResilientFetch, Target } from "@resilient-ai/client"
+ * import OpenAI from "openai"
+ *
+ * declare const apiKey: string
+ * declare const baseURL: string
  * const fetch = yield* ResilientFetch.make(Target.managedConfig("OPENAI"))
  * const openai = new OpenAI({ apiKey, baseURL, fetch, maxRetries: 0 })
  * ```

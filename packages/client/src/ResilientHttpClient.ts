@@ -5,6 +5,12 @@
  * hint — and the SDK gets the provider's response.
  *
  * ```ts
+ * import { OpenAiClient } from "@effect/ai-openai"
+ * import { NodeHttpClient } from "@effect/platform-node"
+ * import { ResilientHttpClient, Target } from "@resilient-ai/client"
+ * import { Layer, type Redacted } from "effect"
+ *
+ * declare const apiKey: Redacted.Redacted
  * // Under an SDK's layer: the HttpClient it is given is the resilient one.
  * const OpenAiLive = OpenAiClient.layer({ apiKey }).pipe(
  *   Layer.provide(ResilientHttpClient.layer(Target.managedConfig("OPENAI"))),

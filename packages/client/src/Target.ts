@@ -396,6 +396,9 @@ const selfHostedDecoder = Settings.validate(settings["self-hosted"], subjectOf)
  * A managed, elastic target; bad settings fail with one `InvalidSettings` naming each.
  *
  * ```ts
+ * import { Target } from "@resilient-ai/client"
+ * import { Redacted } from "effect"
+ *
  * const target = yield* Target.managed({
  *   name: "mistral", baseUrl: "https://api.mistral.ai/v1", model: "mistral-small-latest",
  *   apiKey: Redacted.make(process.env.MISTRAL_API_KEY!)
@@ -461,6 +464,10 @@ export const config = (kind: Kind, prefix: string, name: string = prefix.toLower
  * `config("managed", prefix)`: a managed target read from `{prefix}_*`, checked when the layer is built.
  *
  * ```ts
+ * import { NodeHttpClient } from "@effect/platform-node"
+ * import { ModelClient, Target } from "@resilient-ai/client"
+ * import { Layer } from "effect"
+ *
  * // MISTRAL_BASE_URL, MISTRAL_MODEL, MISTRAL_API_KEY, and any of the tuning variables `config` lists.
  * const MistralLive = ModelClient.layer(Target.managedConfig("MISTRAL")).pipe(Layer.provide(NodeHttpClient.layerUndici))
  * ```

@@ -7,6 +7,10 @@
  * a fleet, and `layerWith` swaps one part in a test:
  *
  * ```ts
+ * import { Coordination, RetryBudget } from "@resilient-ai/policy"
+ * import { Effect } from "effect"
+ *
+ * declare const program: Effect.Effect<void>
  * // Every target's budget grants every retry; the gates are this process's as usual.
  * program.pipe(Effect.provide(Coordination.layerWith({ budget: RetryBudget.unlimited })))
  * ```
@@ -78,6 +82,10 @@ export const layerMemory: Layer.Layer<Coordination> = Layer.sync(Coordination, m
  * `RetryBudget.recording` or `ConcurrencyGate.unbounded`.
  *
  * ```ts
+ * import { Coordination, type Failure, RetryBudget } from "@resilient-ai/policy"
+ * import { Effect } from "effect"
+ *
+ * declare const findFortyTwo: Effect.Effect<string, Failure.CallFailed<Failure.Failure>>
  * // A budget that grants nothing: the call stops after its first attempt.
  * findFortyTwo.pipe(Effect.provide(Coordination.layerWith({ budget: RetryBudget.disabled })))
  * ```

@@ -3,6 +3,14 @@
  * retry budget, deadline, concurrency gate, metrics and a log line per attempt, composed.
  *
  * ```ts
+ * import { type Failure, Resilient } from "@resilient-ai/policy"
+ * import type { Effect } from "effect"
+ *
+ * declare const sendChat: (request: string) => Effect.Effect<string, Failure.Failure>
+ * declare const findUser: (id: string) => Effect.Effect<{ readonly name: string }, DbError>
+ * interface DbError { readonly transient: boolean }
+ * declare const request: string, id: string, db: Resilient.Policy
+ *
  * const policy = yield* Resilient.policy({ target: "mistral", maxAttempts: 3 })
  * const answer = yield* sendChat(request).pipe(Resilient.retry(policy, { timeout: "20 seconds" }))
  * // Any Effect, with its own errors: `classify` judges them, and `CallFailed.last` keeps their type.
@@ -188,6 +196,8 @@ const decodePolicy = Settings.validate(PolicySettings, (input) => {
  * when the program is assembled rather than on the first failure.
  *
  * ```ts
+ * import { Resilient } from "@resilient-ai/policy"
+ *
  * const policy = yield* Resilient.policy({ target: "mistral", maxAttempts: 4, attemptTimeout: "30 seconds" })
  * ```
  */
@@ -307,6 +317,14 @@ const isEffect = (args: IArguments | ReadonlyArray<unknown>) => Effect.isEffect(
  * keeps its type.
  *
  * ```ts
+ * import { type Failure, Resilient } from "@resilient-ai/policy"
+ * import type { Effect } from "effect"
+ *
+ * declare const sendChat: (request: string) => Effect.Effect<string, Failure.Failure>
+ * declare const findUser: (id: string) => Effect.Effect<{ readonly name: string }, DbError>
+ * interface DbError { readonly code: "deadlock" | "unique_violation" }
+ * declare const request: string, mistral: Resilient.Policy, usersDb: Resilient.Policy
+ *
  * const answer = yield* sendChat(request).pipe(Resilient.retry(mistral, { timeout: "20 seconds" }))
  * const user = yield* findUser("42").pipe(
  *   Resilient.retry(usersDb, { classify: (error: DbError) => error.code === "deadlock" ? "retryable" : "terminal" })

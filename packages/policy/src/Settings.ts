@@ -7,6 +7,8 @@
  * variable. Nothing throws while a program is assembled.
  *
  * ```ts
+ * import { Resilient } from "@resilient-ai/policy"
+ *
  * const policy = yield* Resilient.policy({ target: "mistral", maxAttempts: 0 })
  * // InvalidSettings: policy for mistral: maxAttempts must be an integer >= 1, got 0
  * ```

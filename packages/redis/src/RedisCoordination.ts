@@ -4,6 +4,11 @@
  * shared by every process calling that target with the same API key.
  *
  * ```ts
+ * import { NodeHttpClient } from "@effect/platform-node"
+ * import { ModelClient, Target } from "@resilient-ai/client"
+ * import { RedisCoordination } from "@resilient-ai/redis"
+ * import { Layer } from "effect"
+ *
  * const MistralLive = ModelClient.layerConfig(Target.managedConfig("MISTRAL")).pipe(
  *   Layer.provide(NodeHttpClient.layerUndici),
  *   Layer.provide(RedisCoordination.layerConfig()) // REDIS_URL, REDIS_KEY_PREFIX, …
@@ -47,6 +52,10 @@ export const make = (
  * Provides `Coordination` on the `RedisConnection` in context.
  *
  * ```ts
+ * import { ModelClient, Target } from "@resilient-ai/client"
+ * import { RedisConnection, RedisCoordination } from "@resilient-ai/redis"
+ * import { Layer, Redacted } from "effect"
+ *
  * const Fleet = RedisCoordination.layer({ leaseTime: "1 minute" }).pipe(
  *   Layer.provide(RedisConnection.layer({ url: Redacted.make(process.env.REDIS_URL!) }))
  * )

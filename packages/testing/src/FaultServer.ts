@@ -556,6 +556,11 @@ export const serve = (plan: FaultPlan.Plan, port: number): Effect.Effect<Service
  * Starts a fault server on `127.0.0.1` at a free port, for the scope's lifetime.
  *
  * ```ts
+ * import { ModelClient, Target } from "@resilient-ai/client"
+ * import { FaultServer } from "@resilient-ai/testing"
+ * import type { Redacted } from "effect"
+ *
+ * declare const apiKey: Redacted.Redacted
  * const server = yield* FaultServer.make({ steps: [{ _tag: "Status", status: 503 }, { _tag: "Ok" }] })
  * const client = yield* ModelClient.make(Target.managed({ name: "test", baseUrl: server.url, model: "m", apiKey }))
  * // …call it, then count the attempts the server saw: (yield* server.arrivals).length
