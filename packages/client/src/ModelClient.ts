@@ -32,7 +32,7 @@ import * as Embeddings from "./Embeddings.js"
 import * as HealthProbe from "./HealthProbe.js"
 import * as GenAi from "./internal/genAi.js"
 import * as Wiring from "./internal/wiring.js"
-import * as Target from "./Target.js"
+import type * as Target from "./Target.js"
 import * as Transport from "./Transport.js"
 
 /** How a call can end without a value: the policy's aggregate of its attempts. */
