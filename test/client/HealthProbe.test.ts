@@ -9,7 +9,7 @@ import { HealthProbe, ModelClient, type Target } from "@resilient-ai/client"
 import { Coordination, type Health, Metrics } from "@resilient-ai/policy"
 import { FaultServer } from "@resilient-ai/testing"
 import { Effect, Exit, Fiber, Layer, Logger, Scope, TestClock } from "effect"
-import { hello, HttpLive, managedAt } from "./support.js"
+import { hello, HttpLive, managedAt, stateOf } from "./support.js"
 
 const down = { _tag: "Status", status: 503 } as const
 
@@ -34,10 +34,7 @@ const nextProbe = (server: FaultServer.Service, expected: number) =>
   })
 
 const gateOf = (target: Target.Target) =>
-  Effect.flatMap(
-    Coordination.current,
-    (coordination) => Effect.fromNullable(Coordination.madeServices(coordination, target.name, target.apiKey))
-  ).pipe(
+  Effect.flatMap(stateOf(target), Effect.fromNullable).pipe(
     Effect.flatMap((services) => services.gate.snapshot),
     Effect.orDie
   )

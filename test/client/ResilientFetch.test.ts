@@ -18,7 +18,7 @@ import {
   targetAt,
   untilSleeping
 } from "./sdkSupport.js"
-import { oversized, settled } from "./support.js"
+import { oversized, settled, stateOf } from "./support.js"
 
 const messages: Array<OpenAI.Chat.ChatCompletionMessageParam> = [{ role: "user", content: "Say hello" }]
 
@@ -264,8 +264,7 @@ describe("ResilientFetch under the openai SDK", () => {
         })
       )
       const { usage } = (yield* Effect.promise(() => response.json())) as { usage: { total_tokens: number } }
-      const coordination = yield* Coordination.current
-      const { limiter } = Coordination.madeServices(coordination, target.name, target.apiKey)!
+      const { limiter } = (yield* stateOf(target))!
       // Reserved at over 2,000 tokens (200 s of the key), settled at what the provider said it used
       // (less the real time since, which only shortens the wait).
       assert.isAtMost((yield* limiter.snapshot).tokensWaitMillis, Math.max(0, usage.total_tokens * 100 - 1_000))

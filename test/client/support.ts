@@ -4,9 +4,10 @@
  */
 import { NodeHttpClient } from "@effect/platform-node"
 import { ModelClient, Target } from "@resilient-ai/client"
-import type { Settings } from "@resilient-ai/policy"
+import { Coordination, type Settings } from "@resilient-ai/policy"
 import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
 import { Effect, Layer, Logger, Redacted } from "effect"
+import { keyFingerprint } from "../../packages/policy/src/internal/keyFingerprint.js"
 import { canary } from "../canary.js"
 
 /** The API key the tests use: the canary, which no output, log line or failure may ever contain. */
@@ -54,6 +55,16 @@ export const selfHostedAt = (url: string, options: Partial<Target.Options> = {})
     attemptTimeout: "2 seconds",
     ...options
   }))
+
+/**
+ * The state the `Coordination` in context keeps for `target`, under its name and its key's
+ * fingerprint, once a client of it made it.
+ */
+export const stateOf = (target: Target.Target): Effect.Effect<Coordination.TargetServices | undefined> =>
+  Effect.map(
+    Coordination.Coordination,
+    (coordination) => coordination.targets.get(target.name)?.get(keyFingerprint(target.apiKey))
+  )
 
 /** A fault server with `plan` and a client of a target pointed at it. */
 export const serverAndClient = (

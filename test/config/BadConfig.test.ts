@@ -622,8 +622,12 @@ describe("every other constructor and layer: each bad setting is a typed error n
       "integer >= 0"
     ],
     [
-      "Coordination.servicesOf budget",
-      () => Coordination.servicesOf(Coordination.makeMemory(), { target: "t", budget: { buckets: 0 } }),
+      "Coordination.stateOf budget",
+      () =>
+        Effect.flatMap(
+          Coordination.make(),
+          (coordination) => coordination.stateOf({ target: "t", budget: { buckets: 0 } })
+        ),
       "buckets",
       "integer >= 1"
     ],

@@ -1,7 +1,9 @@
 import { assert, it } from "@effect/vitest"
 import { Failure, RetryBudget } from "@resilient-ai/policy"
-import { RedisBudget, RedisConnection } from "@resilient-ai/redis"
+import { RedisBudget, RedisConnection, RedisCoordination } from "@resilient-ai/redis"
 import { Effect, Redacted, TestClock } from "effect"
+import { createHash } from "node:crypto"
+import { keyFingerprint } from "../../packages/policy/src/internal/keyFingerprint.js"
 import { canary } from "../canary.js"
 import { invalidSettings } from "../policy/support.js"
 import { connection, describeRedis, freshPrefix, hashTagOf, onOwnConnection, redis } from "./support.js"
@@ -96,7 +98,7 @@ describeRedis("RedisBudget", () => {
   it.effect("is one budget for every connection calling a target with one API key", () => {
     const prefix = freshPrefix()
     const apiKey = Redacted.make(canary)
-    const options = { ...tenSeconds, ratio: 0, minPerSecond: 1, apiKey }
+    const options = { ...tenSeconds, ratio: 0, minPerSecond: 1, keyFingerprint: keyFingerprint(apiKey) }
     const open = (extra: Partial<RedisBudget.Options> = {}) =>
       onOwnConnection(prefix, RedisBudget.make({ ...options, ...extra }))
     return Effect.gen(function*() {
@@ -104,7 +106,7 @@ describeRedis("RedisBudget", () => {
       const second = yield* open()
       assert.strictEqual(yield* grants(first, 6), 6)
       assert.strictEqual(yield* grants(second, 6), 4, "the second process shares the first's floor of 10")
-      const otherKey = yield* open({ apiKey: Redacted.make(`${canary}-another`) })
+      const otherKey = yield* open({ keyFingerprint: keyFingerprint(Redacted.make(`${canary}-another`)) })
       const otherTarget = yield* open({ target: "embeddings" })
       assert.strictEqual(yield* grants(otherKey, 12), 10)
       assert.strictEqual(yield* grants(otherTarget, 12), 10)
@@ -115,7 +117,7 @@ describeRedis("RedisBudget", () => {
     const prefix = freshPrefix()
     const secret = canary
     return Effect.gen(function*() {
-      const budget = yield* RedisBudget.make({ ...tenSeconds, apiKey: Redacted.make(secret) })
+      const budget = yield* RedisBudget.make({ ...tenSeconds, keyFingerprint: keyFingerprint(Redacted.make(secret)) })
       yield* successes(budget, 3)
       yield* grants(budget, 2)
       const keys = [...(yield* redis((client) => client.keys(`${prefix}:*`)))].sort()
@@ -131,6 +133,25 @@ describeRedis("RedisBudget", () => {
       assert.isAbove(ttl, 0)
       assert.isAtMost(ttl, 20_000, "a window idle for two windows' time is gone")
       assert.isAbove(yield* redis((client) => client.pttl(members)), 0, "the members set expires too")
+    }).pipe(Effect.provide(connection(prefix)))
+  })
+
+  it.effect("through RedisCoordination, a target's budget is under its key's SHA-256 fingerprint, as its keys always were", () => {
+    const prefix = freshPrefix()
+    return Effect.gen(function*() {
+      const coordination = yield* RedisCoordination.make()
+      const { budget } = yield* coordination.stateOf({
+        target: "llm",
+        apiKey: Redacted.make(canary),
+        budget: tenSeconds
+      })
+      yield* grants(budget, 1)
+      // What `node:crypto` named them after before the fingerprint was computed in plain JavaScript.
+      const fingerprint = createHash("sha256").update(canary).digest("hex").slice(0, 16)
+      assert.deepStrictEqual(
+        [...(yield* redis((client) => client.keys(`${prefix}:*`)))].sort(),
+        [`${prefix}:{llm:${fingerprint}}:budget`, `${prefix}:{llm:${fingerprint}}:members`]
+      )
     }).pipe(Effect.provide(connection(prefix)))
   })
 

@@ -2,6 +2,7 @@ import { assert, it } from "@effect/vitest"
 import { ConcurrencyGate, type Failure } from "@resilient-ai/policy"
 import { RedisGate } from "@resilient-ai/redis"
 import { Clock, Effect, Exit, Fiber, Option, Redacted, TestClock } from "effect"
+import { keyFingerprint } from "../../packages/policy/src/internal/keyFingerprint.js"
 import { canary } from "../canary.js"
 import { lineOf, startMember } from "./fleet/process.js"
 import {
@@ -277,7 +278,7 @@ describeRedis("RedisGate", () => {
     Effect.gen(function*() {
       const prefix = freshPrefix()
       const secret = canary
-      const gate = yield* member(prefix, { apiKey: Redacted.make(secret) })
+      const gate = yield* member(prefix, { keyFingerprint: keyFingerprint(Redacted.make(secret)) })
       yield* gate.acquire(forever)
       yield* gate.acquire(forever)
       yield* gate.release("overload")

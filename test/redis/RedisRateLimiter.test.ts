@@ -28,7 +28,10 @@ const batch = (tokens = 0): RateLimiter.Demand => ({ tokens, lane: "batch", dead
 const member = (prefix: string, options: Omit<RateLimiter.Options, "target"> = {}) =>
   onOwnConnection(
     prefix,
-    Effect.flatMap(RedisCoordination.make(), (coordination) => coordination.rateLimiter!({ target: "llm", ...options }))
+    Effect.flatMap(
+      RedisCoordination.make(),
+      (coordination) => Effect.map(coordination.stateOf({ target: "llm", rateLimit: options }), (made) => made.limiter)
+    )
   )
 
 /** The pace's hash under `prefix`, as Redis holds it: its fields as numbers. */

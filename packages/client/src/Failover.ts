@@ -12,7 +12,7 @@
  * request makes at most the two targets' ceilings, never their product. The caller's deadline
  * bounds both.
  */
-import { Deadline, type Failure } from "@resilient-ai/policy"
+import { Deadline, Failure } from "@resilient-ai/policy"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -86,7 +86,7 @@ export const between = (primary: ModelClient.Service, secondary: ModelClient.Ser
         const remaining = Effect.map(Clock.currentTimeMillis, (now) =>
           deadline === undefined ? options : { ...options, timeout: Duration.millis(Math.max(0, deadline - now)) })
         return Stream.catchAll(primary.chatStream(request, options), (failure) =>
-          failure._tag === "CallFailed" && shouldFailOver(failure)
+          Failure.isCallFailed(failure) && shouldFailOver(failure)
             ? Stream.unwrap(
               Effect.flatMap(remaining, (left) =>
                 Effect.as(passOn(failure), secondary.chatStream(request, left)))

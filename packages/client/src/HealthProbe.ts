@@ -20,7 +20,7 @@
  */
 import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
-import { ConcurrencyGate, Coordination, Health, Settings } from "@resilient-ai/policy"
+import { type ConcurrencyGate, Health, Settings } from "@resilient-ai/policy"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -28,7 +28,9 @@ import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
-import * as Target from "./Target.js"
+import * as Wiring from "./internal/wiring.js"
+import type * as Target from "./Target.js"
+import type * as Transport from "./Transport.js"
 
 /** Settings of a probe; the target's `probeInterval` and `probePath` are the defaults. */
 export interface Options {
@@ -67,15 +69,17 @@ export const isUp = (status: number): boolean => status < 500 && status !== 408 
 /** One probe: up or down, and how long it took, on the Effect clock. Never fails. */
 const probeOnce = (
   http: HttpClient.HttpClient,
-  target: Target.Target,
+  endpoint: Transport.Endpoint,
   path: string,
   timeout: Duration.Duration
 ): Effect.Effect<Health.ProbeResult> =>
   Effect.gen(function*() {
-    const unsigned = HttpClientRequest.get(`${target.baseUrl.replace(/\/+$/, "")}${path}`).pipe(
+    const unsigned = HttpClientRequest.get(`${endpoint.baseUrl.replace(/\/+$/, "")}${path}`).pipe(
       HttpClientRequest.acceptJson
     )
-    const request = target.apiKey === undefined ? unsigned : HttpClientRequest.bearerToken(unsigned, target.apiKey)
+    const request = endpoint.apiKey === undefined
+      ? unsigned
+      : HttpClientRequest.bearerToken(unsigned, endpoint.apiKey)
     const started = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
     const answer = yield* http.execute(request).pipe(
       // The body is read, so the connection goes back to the pool, and dropped.
@@ -109,19 +113,11 @@ export const run = (
     const timeout = Duration.min(checked.timeout ?? Duration.seconds(5), checked.interval)
     // Without the tracer's propagation: the probe's trace context is not the provider's business.
     const http = (yield* HttpClient.HttpClient).pipe(HttpClient.withTracerPropagation(false))
-    const coordination = yield* Coordination.current
-    const policy = Target.policyFor(target)
-    const { gate } = yield* Coordination.servicesOf(coordination, {
-      target: target.name,
-      apiKey: target.apiKey,
-      budget: policy.budget,
-      gate: policy.gate,
-      rateLimit: policy.rateLimit
-    })
+    const { endpoint, state: { gate } } = yield* Wiring.wire(target)
     const diagnoser = new Health.Diagnoser(diagnosisSettings)
 
     const step = Effect.gen(function*() {
-      const probe = yield* probeOnce(http, target, path, timeout)
+      const probe = yield* probeOnce(http, endpoint, path, timeout)
       const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
       const result = diagnoser.observe(now, probe, Health.callTotals(target.name))
       yield* holdRecovery(gate, !probe.up || result.diagnosis === "provider-degraded")

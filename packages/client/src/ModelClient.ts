@@ -3,9 +3,10 @@
  *
  * Every call is one logical request: it carries the caller's deadline (or `timeout`), one request
  * id sent as the idempotency key on every attempt, and whether replaying it is safe (embeddings
- * are, by default; chat is not, since a replayed generation is billed again). The target's retry
- * budget and concurrency gate live in the client, so several targets can be used side by side,
- * each with its own: build each with `make` under a tag of your own.
+ * are, by default; chat is not, since a replayed generation is billed again). Each target has its
+ * own retry budget, concurrency gate and rate limiter, so several targets can be used side by side
+ * (build each with `make` under a tag of your own), and every client of one target and API key
+ * shares them.
  *
  * ```ts
  * import { ModelClient, Target } from "@resilient-ai/client"
@@ -22,7 +23,7 @@
  * traces.
  */
 import * as HttpClient from "@effect/platform/HttpClient"
-import { Coordination, Failure, Resilient, type Settings } from "@resilient-ai/policy"
+import { type Failure, Resilient, type Settings } from "@resilient-ai/policy"
 import type * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
@@ -33,7 +34,8 @@ import * as ChatCompletion from "./ChatCompletion.js"
 import * as Embeddings from "./Embeddings.js"
 import * as HealthProbe from "./HealthProbe.js"
 import * as GenAi from "./internal/genAi.js"
-import * as Target from "./Target.js"
+import * as Wiring from "./internal/wiring.js"
+import type * as Target from "./Target.js"
 import * as Transport from "./Transport.js"
 
 /** How a call can end without a value: the policy's aggregate of its attempts. */
@@ -67,49 +69,11 @@ export interface Service {
 /** The client of the application's default target. */
 export class ModelClient extends Context.Tag("@resilient-ai/client/ModelClient")<ModelClient, Service>() {}
 
-/** A target's state: its budget and gate, and what its calls learn. */
-type Services = Coordination.TargetServices
-
-/**
- * The state of `target` in the `Coordination` in context (this process's memory unless one is
- * provided): made on first use, then shared by every client of the target and API key.
- */
-const servicesFor = (target: Target.Target): Effect.Effect<Services, Settings.InvalidSettings> =>
-  Effect.flatMap(Coordination.current, (coordination) => {
-    const policy = Target.policyFor(target)
-    return Coordination.servicesOf(coordination, {
-      target: target.name,
-      apiKey: target.apiKey,
-      budget: policy.budget,
-      gate: policy.gate,
-      rateLimit: policy.rateLimit
-    })
-  })
-
-/** A client of `target`, with the given budget and gate. */
-const makeWith = (
-  target: Target.Target,
-  services: Services
-): Effect.Effect<Service, never, HttpClient.HttpClient> =>
+/** A client of a wired target. */
+const makeWith = (wiring: Wiring.Wiring): Effect.Effect<Service, never, HttpClient.HttpClient> =>
   Effect.map(Effect.context<HttpClient.HttpClient>(), (context) => {
-    const endpoint: Transport.Endpoint = {
-      target: target.name,
-      baseUrl: target.baseUrl,
-      apiKey: target.apiKey,
-      idempotencyHeader: target.idempotencyHeader,
-      maxResponseBytes: target.maxResponseBytes,
-      connectTimeout: target.connectTimeout
-    }
+    const { endpoint, policyFor, state, target } = wiring
     const http = Context.get(context, HttpClient.HttpClient)
-    const policies = new Map<string, Resilient.Policy>()
-    const policyFor = (model: string) => {
-      let policy = policies.get(model)
-      if (policy === undefined) {
-        policy = Target.policyFor(target, model)
-        policies.set(model, policy)
-      }
-      return policy
-    }
     // Each call's span, named and attributed after OpenTelemetry's GenAI conventions, made once per model.
     const server = GenAi.serverOf(target.baseUrl)
     const spansOf = (make: (model: string) => Resilient.CallSpan) => {
@@ -122,10 +86,6 @@ const makeWith = (
     }
     const chatSpan = spansOf((model) => GenAi.spanOf(server, "chat", model))
     const embeddingsSpan = spansOf((model) => GenAi.spanOf(server, "embeddings", model))
-    // Set on each attempt's fiber as it is made: wrapping the HTTP client instead would copy the
-    // fiber's refs twice on every request.
-    const attemptRefs = target.propagateTrace ? undefined : [[HttpClient.currentTracerPropagation, false] as const]
-    const resilient: Resilient.TargetServices = { ...services, attemptRefs }
 
     const chat: Service["chat"] = (request, options) => {
       const model = request.model ?? target.model
@@ -137,7 +97,7 @@ const makeWith = (
         ChatCompletion.ChatCompletion,
         (completion) => completion.usage
       ).pipe(
-        Resilient.retryWith(policyFor(model), resilient, {
+        Resilient.retryWith(policyFor(model), state, {
           tokens: ChatCompletion.tokensOf(request),
           ...options,
           span: GenAi.withRequest(chatSpan(model), request)
@@ -155,7 +115,7 @@ const makeWith = (
         Embeddings.Embeddings,
         (result) => result.usage
       ).pipe(
-        Resilient.retryWith(policyFor(model), resilient, {
+        Resilient.retryWith(policyFor(model), state, {
           replaySafe: true,
           tokens: Embeddings.tokensOf(request),
           ...options,
@@ -175,7 +135,7 @@ const makeWith = (
         (chunk) => chunk.usage,
         policy.attemptTimeout
       )
-      return Resilient.retryStreamWith(post, policy, resilient, {
+      return Resilient.retryStreamWith(post, policy, state, {
         tokens: ChatCompletion.tokensOf(request),
         ...options,
         span: GenAi.withRequest(chatSpan(model), request)
@@ -188,8 +148,9 @@ const makeWith = (
 
 /**
  * A client of `target`: a checked target, or the effect that checks one (`Target.managed(options)`,
- * `Target.managedConfig(prefix)`), whose failure is the client's. Its budget and gate come from the
- * `Coordination` in context: in this process unless one is provided.
+ * `Target.managedConfig(prefix)`), whose failure is the client's. Its budget, gate and rate limiter
+ * are the target's in the `Coordination` in context (in this process unless one is provided), kept
+ * under the target's name and API key: another client of the same target and key shares them.
  *
  * ```ts
  * import { ModelClient, Target } from "@resilient-ai/client"
@@ -207,7 +168,7 @@ export const make = <E = never, R = never>(
 ): Effect.Effect<Service, E | Settings.InvalidSettings, HttpClient.HttpClient | R> =>
   Effect.flatMap(
     Effect.isEffect(target) ? target : Effect.succeed(target),
-    (checked) => Effect.flatMap(servicesFor(checked), (services) => makeWith(checked, services))
+    (checked) => Effect.flatMap(Wiring.wire(checked), makeWith)
   )
 
 /** `make` for a target read from `config`, failing with the `ConfigError` before any request. */

@@ -31,8 +31,9 @@ const isModelCode = (code: string | undefined) => code !== undefined && Failure.
  * connection, or one reset before the request was sent): nothing ran and nothing was billed.
  */
 export const neverReached = (failure: Failure.Failure): boolean =>
-  failure._tag === "ConnectFailed" || failure._tag === "ConnectTimeout" ||
-  (failure._tag === "ConnectionReset" && !failure.afterSend)
+  Failure.isFailure(failure) &&
+  (failure._tag === "ConnectFailed" || failure._tag === "ConnectTimeout" ||
+    (failure._tag === "ConnectionReset" && !failure.afterSend))
 
 /**
  * The table of a fixed-capacity pool: a failure that reached the pool means the pool is busy, so
@@ -45,9 +46,12 @@ export const classifyFixedCapacity = (failure: Failure.Failure): Verdict =>
 /**
  * The seeds' classification table. An exhausted quota or an unavailable model is terminal whatever
  * else the response says; otherwise the provider's own verdict (`x-should-retry`), when it sent one,
- * decides over the status.
+ * decides over the status. An error that is not one of the toolkit's failures (`Failure.isFailure`) is
+ * terminal, whatever its tag.
  */
 export const classifyDefault = (failure: Failure.Failure): Verdict => {
+  // The table is the toolkit's: an error of the caller's own, whatever its tag, is not in it.
+  if (!Failure.isFailure(failure)) return "terminal"
   if ("providerCode" in failure && (isQuotaCode(failure.providerCode) || isModelCode(failure.providerCode))) {
     return "terminal"
   }

@@ -42,8 +42,12 @@ export type Health = "steady" | "degraded" | "recovering"
 /** What an attempt told the gate about the target's capacity. */
 export type Outcome = "success" | "overload" | "neutral"
 
-/** What an attempt's failure says about the target's capacity. */
-export const outcomeOf = (failure: Failure.Failure): Outcome => {
+/**
+ * What an attempt's failure says about the target's capacity: only the toolkit's failures say
+ * anything (`Failure.isFailure`), so an error of the caller's own named `RateLimited` is neutral.
+ */
+export const outcomeOf = (failure: unknown): Outcome => {
+  if (!Failure.isFailure(failure)) return "neutral"
   switch (failure._tag) {
     // A 500 is as often a bug in one request as a busy provider: only gateways that could not reach
     // the model (502, 504) say something about capacity.
@@ -68,7 +72,7 @@ export const outcomeOf = (failure: Failure.Failure): Outcome => {
 export const outcomeOfExit = (exit: Exit.Exit<unknown, unknown>): Outcome => {
   if (Exit.isSuccess(exit)) return "success"
   const failure = Cause.failureOption(exit.cause)
-  return Option.isSome(failure) && Failure.isFailure(failure.value) ? outcomeOf(failure.value) : "neutral"
+  return Option.isSome(failure) ? outcomeOf(failure.value) : "neutral"
 }
 
 /** Settings of a gate. */

@@ -6,8 +6,41 @@
  * transport failures whether the request may already have reached the model (and be billing).
  * `CallFailed` is the one aggregate a caller sees when a retry sequence stops.
  */
+import type * as Cause from "effect/Cause"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
+import { hasProperty } from "effect/Predicate"
+import type * as Types from "effect/Types"
+
+/**
+ * What every failure of the toolkit carries, as Effect's own errors carry theirs: `isFailure` reads
+ * it, so an error of the caller's own named like one of ours (a `RateLimited` of its own) is not ours.
+ */
+export const TypeId: unique symbol = Symbol.for("@resilient-ai/policy/Failure")
+
+/** The type of `TypeId`. */
+export type TypeId = typeof TypeId
+
+/** What `CallFailed`, the aggregate of a sequence, carries instead of `TypeId`. */
+export const CallFailedTypeId: unique symbol = Symbol.for("@resilient-ai/policy/CallFailed")
+
+/** The type of `CallFailedTypeId`. */
+export type CallFailedTypeId = typeof CallFailedTypeId
+
+/** The constructor `Data.TaggedError` returns, whose instances also carry `Id` (one of the type ids above). */
+type Tagged<Tag extends string, Id> = new<A extends Record<string, any> = {}>(
+  args: Types.VoidIfEmpty<{ readonly [P in keyof A as P extends "_tag" ? never : P]: A[P] }>
+) => Cause.YieldableError & { readonly _tag: Tag } & Id & Readonly<A>
+
+/** `Data.TaggedError`, whose instances carry `id` on their prototype: not a field, so in no equality or JSON. */
+const tagged = (tag: string, id: symbol): Tagged<string, unknown> => {
+  const Base = Data.TaggedError(tag)
+  Object.defineProperty(Base.prototype, id, { value: id })
+  return Base as Tagged<string, unknown>
+}
+
+const TaggedFailure = <Tag extends string>(tag: Tag) =>
+  tagged(tag, TypeId) as Tagged<Tag, { readonly [TypeId]: TypeId }>
 
 const describe = (status: number, providerCode: string | undefined, detail: string | undefined): string =>
   [`HTTP ${status}`, providerCode ? `code ${providerCode}` : undefined, detail]
@@ -50,7 +83,7 @@ const connectProblems: Readonly<Record<string, string>> = {
 }
 
 /** No connection could be opened (refused, DNS, unreachable): no byte reached the server. */
-export class ConnectFailed extends Data.TaggedError("ConnectFailed")<{
+export class ConnectFailed extends TaggedFailure("ConnectFailed")<{
   readonly detail: string
   /** The system error code, such as `ECONNREFUSED` or `ENOTFOUND`, when the transport knows it. */
   readonly code?: string | undefined
@@ -62,7 +95,7 @@ export class ConnectFailed extends Data.TaggedError("ConnectFailed")<{
 }
 
 /** The connection was not established in time: no byte reached the server. */
-export class ConnectTimeout extends Data.TaggedError("ConnectTimeout")<{
+export class ConnectTimeout extends TaggedFailure("ConnectTimeout")<{
   readonly timeout: Duration.Duration
 }> {
   override get message() {
@@ -75,7 +108,7 @@ export class ConnectTimeout extends Data.TaggedError("ConnectTimeout")<{
  * and billing, so a replay is a second request rather than a second chance. `phase` says where it
  * stalled; `attempt` means the attempt's own time ran out and the phase is unknown.
  */
-export class ReadTimeout extends Data.TaggedError("ReadTimeout")<{
+export class ReadTimeout extends TaggedFailure("ReadTimeout")<{
   readonly timeout: Duration.Duration
   readonly phase: "headers" | "body" | "attempt"
 }> {
@@ -86,7 +119,7 @@ export class ReadTimeout extends Data.TaggedError("ReadTimeout")<{
 }
 
 /** The connection was reset. Before the request was sent, nothing happened; after, the model may be running. */
-export class ConnectionReset extends Data.TaggedError("ConnectionReset")<{
+export class ConnectionReset extends TaggedFailure("ConnectionReset")<{
   readonly afterSend: boolean
   readonly detail?: string | undefined
 }> {
@@ -98,7 +131,7 @@ export class ConnectionReset extends Data.TaggedError("ConnectionReset")<{
 }
 
 /** 429 "slow down": the provider wants less traffic, usually for a short window. */
-export class RateLimited extends Data.TaggedError("RateLimited")<HintedResponseFields> {
+export class RateLimited extends TaggedFailure("RateLimited")<HintedResponseFields> {
   override get message() {
     const hint = this.retryAfter === undefined ? "" : `; retry after ${Duration.format(this.retryAfter)}`
     return `rate limited (${describe(this.status, this.providerCode, this.detail)})${hint}`
@@ -106,21 +139,21 @@ export class RateLimited extends Data.TaggedError("RateLimited")<HintedResponseF
 }
 
 /** The account's quota or billing limit is used up: a person must act, waiting will not help. */
-export class QuotaExhausted extends Data.TaggedError("QuotaExhausted")<ResponseFields> {
+export class QuotaExhausted extends TaggedFailure("QuotaExhausted")<ResponseFields> {
   override get message() {
     return `quota or billing limit exhausted (${describe(this.status, this.providerCode, this.detail)})`
   }
 }
 
 /** A 5xx from the provider that says nothing more specific. */
-export class ServerError extends Data.TaggedError("ServerError")<HintedResponseFields> {
+export class ServerError extends TaggedFailure("ServerError")<HintedResponseFields> {
   override get message() {
     return `server error (${describe(this.status, this.providerCode, this.detail)})`
   }
 }
 
 /** The provider is out of capacity (503, 529, `overloaded_error`): it asked for less load. */
-export class Overloaded extends Data.TaggedError("Overloaded")<HintedResponseFields> {
+export class Overloaded extends TaggedFailure("Overloaded")<HintedResponseFields> {
   override get message() {
     return `provider overloaded (${describe(this.status, this.providerCode, this.detail)})`
   }
@@ -130,7 +163,7 @@ export class Overloaded extends Data.TaggedError("Overloaded")<HintedResponseFie
  * A 4xx that is about the request itself: fix the request, do not loop. A 408, a 409, and any 4xx
  * the provider marks `x-should-retry: true` are the exceptions, and wait for their hint when retried.
  */
-export class ClientError extends Data.TaggedError("ClientError")<HintedResponseFields> {
+export class ClientError extends TaggedFailure("ClientError")<HintedResponseFields> {
   override get message() {
     return `request rejected (${describe(this.status, this.providerCode, this.detail)})`
   }
@@ -140,14 +173,14 @@ export class ClientError extends Data.TaggedError("ClientError")<HintedResponseF
  * 401/403: the credential is missing, wrong or not allowed. It will not fix itself, unless the
  * provider says otherwise (`x-should-retry: true`), so it keeps the hint for that case.
  */
-export class AuthenticationFailed extends Data.TaggedError("AuthenticationFailed")<HintedResponseFields> {
+export class AuthenticationFailed extends TaggedFailure("AuthenticationFailed")<HintedResponseFields> {
   override get message() {
     return `authentication failed (${describe(this.status, this.providerCode, this.detail)}); check the API key`
   }
 }
 
 /** The model is unknown or not routable right now (`model_not_found`), whatever the status says. */
-export class ModelUnavailable extends Data.TaggedError("ModelUnavailable")<
+export class ModelUnavailable extends TaggedFailure("ModelUnavailable")<
   ResponseFields & { readonly model?: string | undefined }
 > {
   override get message() {
@@ -157,7 +190,7 @@ export class ModelUnavailable extends Data.TaggedError("ModelUnavailable")<
 }
 
 /** A success status whose body is not JSON (a proxy's HTML page, a truncated body). Never repaired. */
-export class NotJson extends Data.TaggedError("NotJson")<{
+export class NotJson extends TaggedFailure("NotJson")<{
   readonly status: number
   readonly contentType?: string | undefined
   /** The first bytes of the body, for a person to recognise what came back. */
@@ -176,7 +209,7 @@ export interface ContractIssue {
 }
 
 /** A response body larger than the target allows: read no further, never retried. */
-export class ResponseTooLarge extends Data.TaggedError("ResponseTooLarge")<{
+export class ResponseTooLarge extends TaggedFailure("ResponseTooLarge")<{
   readonly status: number
   readonly limitBytes: number
 }> {
@@ -186,7 +219,7 @@ export class ResponseTooLarge extends Data.TaggedError("ResponseTooLarge")<{
 }
 
 /** A body that parsed but does not match the schema the caller relies on. Never repaired or retried. */
-export class ContractViolation extends Data.TaggedError("ContractViolation")<{
+export class ContractViolation extends TaggedFailure("ContractViolation")<{
   readonly issues: ReadonlyArray<ContractIssue>
 }> {
   override get message() {
@@ -200,7 +233,7 @@ export class ContractViolation extends Data.TaggedError("ContractViolation")<{
 export type DeadlinePhase = "before-attempt" | "attempt" | "sleep" | "queue"
 
 /** The caller's deadline passed, or the next step could not finish before it. */
-export class DeadlineExceeded extends Data.TaggedError("DeadlineExceeded")<{
+export class DeadlineExceeded extends TaggedFailure("DeadlineExceeded")<{
   /** The deadline, in epoch milliseconds of Effect's `Clock`. */
   readonly deadline: number
   readonly phase: DeadlinePhase
@@ -213,7 +246,7 @@ export class DeadlineExceeded extends Data.TaggedError("DeadlineExceeded")<{
 }
 
 /** The target's concurrency gate is full and the target sheds instead of queueing: a fast, honest refusal. */
-export class Shed extends Data.TaggedError("Shed")<{
+export class Shed extends TaggedFailure("Shed")<{
   readonly target: string
   readonly limit: number
   readonly inFlight: number
@@ -227,7 +260,7 @@ export class Shed extends Data.TaggedError("Shed")<{
  * The key's pace, kept by this process or fleet, has no room for the call before its deadline: the
  * provider was not asked. `availableAt` (epoch ms) says when capacity returns.
  */
-export class RateLimitedLocally extends Data.TaggedError("RateLimitedLocally")<{
+export class RateLimitedLocally extends TaggedFailure("RateLimitedLocally")<{
   readonly target: string
   /** The limit that has no room: requests per minute, or tokens per minute. */
   readonly dimension: "requests" | "tokens"
@@ -245,7 +278,7 @@ export class RateLimitedLocally extends Data.TaggedError("RateLimitedLocally")<{
  * The work was aborted by something other than this fiber's interruption, such as an SDK honouring
  * an `AbortSignal` it was handed. Never retried: someone decided the work is no longer wanted.
  */
-export class Cancelled extends Data.TaggedError("Cancelled")<{
+export class Cancelled extends TaggedFailure("Cancelled")<{
   readonly reason: string
 }> {
   override get message() {
@@ -299,9 +332,7 @@ const everyFailureTag: Record<Failure["_tag"], null> = {
 export const failureTags = Object.keys(everyFailureTag) as ReadonlyArray<Failure["_tag"]>
 
 /** Whether `error` is one of the toolkit's failures, rather than an error of the caller's own. */
-export const isFailure = (error: unknown): error is Failure =>
-  typeof error === "object" && error !== null && "_tag" in error && typeof error._tag === "string" &&
-  Object.hasOwn(everyFailureTag, error._tag)
+export const isFailure = (error: unknown): error is Failure => hasProperty(error, TypeId)
 
 /** Why a retry sequence stopped. */
 export type StopReason =
@@ -358,7 +389,10 @@ export interface AttemptRecord {
  * A retry sequence that ended without a success: why it stopped, the last failure, and every
  * attempt made, so an operator can tell a timeout storm from a short burst of 500s.
  */
-export class CallFailed<E = Failure> extends Data.TaggedError("CallFailed")<{
+export class CallFailed<E = Failure> extends (tagged("CallFailed", CallFailedTypeId) as Tagged<
+  "CallFailed",
+  { readonly [CallFailedTypeId]: CallFailedTypeId }
+>)<{
   readonly reason: StopReason
   readonly last: E
   readonly attempts: ReadonlyArray<AttemptRecord>
@@ -370,6 +404,9 @@ export class CallFailed<E = Failure> extends Data.TaggedError("CallFailed")<{
     return `${this.target}: stopped (${this.reason}) after ${this.attempts.length} attempt(s); last: ${lastText}`
   }
 }
+
+/** Whether `error` is the toolkit's `CallFailed`, whatever the failure it ends with. */
+export const isCallFailed = (error: unknown): error is CallFailed<unknown> => hasProperty(error, CallFailedTypeId)
 
 /** The provider's retry hint a failure carries, if it has one. */
 export const retryAfterOf = (failure: unknown): Duration.Duration | undefined => {

@@ -101,7 +101,7 @@ interface Scripted extends Redis {
 // command, and Lua's stack bounds how many.
 const maxBuckets = 1_000
 
-/** Settings of a fleet budget: a target, the API key the fleet shares (only its fingerprint is used), the window. */
+/** Settings of a fleet budget: a target, the fingerprint of the API key the fleet shares (as `Coordination` makes it), the window. */
 export interface Options extends Coordination.BudgetOptions {}
 
 /**
@@ -141,8 +141,8 @@ const makeChecked = (
     const clock = yield* Effect.clock
     const client = connection.client as Scripted
     register(client, "resilientAiBudget", 1, script)
-    const members = keyFor(connection.keyPrefix, "members", options.target, options.apiKey)
-    const key = keyFor(connection.keyPrefix, "budget", options.target, options.apiKey)
+    const members = keyFor(connection.keyPrefix, "members", options.target, options.keyFingerprint)
+    const key = keyFor(connection.keyPrefix, "budget", options.target, options.keyFingerprint)
     // What this process has done in the window, whoever decided: its fallback when Redis cannot.
     const local = new RetryBudget.Window(settings)
     let fleet = connection.fleetSize

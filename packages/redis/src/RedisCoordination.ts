@@ -36,17 +36,22 @@ export interface Options {
 const decodeOptions = Settings.validate(RedisGate.LeaseSettings, () => "redis coordination")
 
 /**
- * Budgets, gates and rate limiters on the connection in context. Its lease settings are checked now, when the
+ * A coordination whose budgets, gates and rate limiters are on the connection in context, each kept
+ * under its target and the fingerprint of its API key. Its lease settings are checked now, when the
  * layer is built, not on a target's first call.
  */
 export const make = (
   options: Options = {}
 ): Effect.Effect<Coordination.Service, Settings.InvalidSettings, RedisConnection.RedisConnection> =>
-  Effect.zipWith(decodeOptions(options), Effect.context<RedisConnection.RedisConnection>(), (leases, context) => ({
-    budget: (budget) => Effect.provide(RedisBudget.make(budget), context),
-    gate: (gate) => Effect.provide(RedisGate.make({ ...leases, ...gate }), context),
-    rateLimiter: (limiter) => Effect.provide(RedisRateLimiter.make(limiter), context)
-  }))
+  Effect.flatMap(
+    Effect.zip(decodeOptions(options), Effect.context<RedisConnection.RedisConnection>()),
+    ([leases, context]) =>
+      Coordination.make({
+        budget: (budget) => Effect.provide(RedisBudget.make(budget), context),
+        gate: (gate) => Effect.provide(RedisGate.make({ ...leases, ...gate }), context),
+        rateLimiter: (limiter) => Effect.provide(RedisRateLimiter.make(limiter), context)
+      })
+  )
 
 /**
  * Provides `Coordination` on the `RedisConnection` in context.

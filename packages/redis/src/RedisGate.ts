@@ -160,7 +160,7 @@ interface Scripted extends Redis {
   ): Promise<Answer | Void>
 }
 
-/** Settings of a fleet gate: those of `ConcurrencyGate`, the API key the fleet shares (only its fingerprint is used), and the leases. */
+/** Settings of a fleet gate: those of `ConcurrencyGate`, the fingerprint of the API key the fleet shares (as `Coordination` makes it), and the leases. */
 export interface Options extends Coordination.GateOptions {
   /**
    * The longest a lease lives when the caller has no deadline: a permit held by a process that
@@ -226,9 +226,9 @@ const makeChecked = (
     const client = connection.client as Scripted
     let recoveryHeld = false
     register(client, "resilientAiGate", 2, script)
-    const members = keyFor(connection.keyPrefix, "members", settings.target, options.apiKey)
-    const leaseKey = keyFor(connection.keyPrefix, "gate", settings.target, options.apiKey, "leases")
-    const healthKey = keyFor(connection.keyPrefix, "gate", settings.target, options.apiKey, "health")
+    const members = keyFor(connection.keyPrefix, "members", settings.target, options.keyFingerprint)
+    const leaseKey = keyFor(connection.keyPrefix, "gate", settings.target, options.keyFingerprint, "leases")
+    const healthKey = keyFor(connection.keyPrefix, "gate", settings.target, options.keyFingerprint, "health")
     const call = (
       voidAfter: number,
       operation: "acquire" | "release" | "observe" | "degrade" | "recover" | "snapshot",

@@ -118,7 +118,7 @@ interface Scripted extends Redis {
   resilientAiLimiter(members: string, key: string, ...args: Array<string | number>): Promise<Answer | Void>
 }
 
-/** Settings of a fleet rate limiter: those of `RateLimiter`, and the API key the fleet shares (only its fingerprint is used). */
+/** Settings of a fleet rate limiter: those of `RateLimiter`, and the fingerprint of the API key the fleet shares (as `Coordination` makes it). */
 export interface Options extends Coordination.RateLimiterOptions {}
 
 // The places taken alone that the next command reports, at most: a process alone for long paced
@@ -157,8 +157,8 @@ const makeChecked = (
     const limits = new RateLimiter.Pacer(settings)
     const client = connection.client as Scripted
     register(client, "resilientAiLimiter", 1, script)
-    const members = keyFor(connection.keyPrefix, "members", settings.target, options.apiKey)
-    const key = keyFor(connection.keyPrefix, "limiter", settings.target, options.apiKey)
+    const members = keyFor(connection.keyPrefix, "members", settings.target, options.keyFingerprint)
+    const key = keyFor(connection.keyPrefix, "limiter", settings.target, options.keyFingerprint)
     const tolerance = (lane: RateLimiter.Lane) =>
       lane === "interactive" ? settings.burstMillis : settings.burstMillis * (1 - settings.interactiveReserve)
 

@@ -321,7 +321,7 @@ const failureOf = (exit: Exit.Exit<unknown, unknown>): string | undefined => {
   const failure = Cause.failureOption(exit.cause)
   if (Option.isNone(failure)) return Cause.isInterruptedOnly(exit.cause) ? "interrupted" : "defect"
   const error = failure.value
-  if (error instanceof Failure.CallFailed) return error.reason
+  if (Failure.isCallFailed(error)) return error.reason
   const tag = typeof error === "object" && error !== null ? (error as { readonly _tag?: unknown })._tag : undefined
   return typeof tag === "string" ? tag : String(error)
 }

@@ -3,24 +3,20 @@
  * `ResilientHttpClient` for Effect ones): which requests are model calls, what a call's body says,
  * the failure an error response is, and the notice of an SDK that retries by itself.
  */
-import * as HttpClient from "@effect/platform/HttpClient"
-import { Coordination, Failure, RateLimiter, Resilient, type Settings } from "@resilient-ai/policy"
+import { Failure, RateLimiter, Resilient, type Settings } from "@resilient-ai/policy"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as Stream from "effect/Stream"
 import * as ProviderError from "../ProviderError.js"
-import * as Target from "../Target.js"
+import type * as Target from "../Target.js"
 import * as Transport from "../Transport.js"
 import { concat } from "./bytes.js"
 import * as GenAi from "./genAi.js"
+import * as Wiring from "./wiring.js"
 
-/** What an adapter holds for its target: its state, its transport settings, a policy per model. */
-export interface Adapter {
-  readonly target: Target.Target
-  readonly services: Resilient.TargetServices
-  readonly endpoint: Transport.Endpoint
-  readonly policyFor: (model: string) => Resilient.Policy
+/** What an adapter holds for its target: its wiring, and what it notices of the SDK above it. */
+export interface Adapter extends Wiring.Wiring {
   /** The span of a call to `url` for `model`, after OpenTelemetry's GenAI conventions, when the path says what it does. */
   readonly spanFor: (url: URL, model: string) => Resilient.CallSpan | undefined
   /** Whether the target's warning of an SDK that retries by itself was logged. */
@@ -48,39 +44,11 @@ export const adapterFor = <E, R>(
   target: Target.Target | Effect.Effect<Target.Target, E, R>
 ): Effect.Effect<Adapter, E | Settings.InvalidSettings, R> =>
   Effect.gen(function*() {
-    const checked = Effect.isEffect(target) ? yield* target : target
-    const defaults = Target.policyFor(checked)
-    const coordination = yield* Coordination.current
-    const services = yield* Coordination.servicesOf(coordination, {
-      target: checked.name,
-      apiKey: checked.apiKey,
-      budget: defaults.budget,
-      gate: defaults.gate,
-      rateLimit: defaults.rateLimit
-    })
-    const policies = new Map<string, Resilient.Policy>()
-    const server = GenAi.serverOf(checked.baseUrl)
+    const wiring = yield* Wiring.wire(Effect.isEffect(target) ? yield* target : target)
+    const server = GenAi.serverOf(wiring.target.baseUrl)
     const spans = new Map<string, Resilient.CallSpan | undefined>()
     return {
-      target: checked,
-      // As `ModelClient` does: the HTTP client an attempt runs on keeps its spans, but sends their
-      // trace context to the provider only if the target says so.
-      services: checked.propagateTrace
-        ? services
-        : { ...services, attemptRefs: [[HttpClient.currentTracerPropagation, false] as const] },
-      endpoint: {
-        target: checked.name,
-        baseUrl: checked.baseUrl,
-        apiKey: checked.apiKey,
-        idempotencyHeader: checked.idempotencyHeader,
-        maxResponseBytes: checked.maxResponseBytes,
-        connectTimeout: checked.connectTimeout
-      },
-      policyFor: (model) => {
-        let policy = policies.get(model)
-        if (policy === undefined) policies.set(model, policy = Target.policyFor(checked, model))
-        return policy
-      },
+      ...wiring,
       spanFor: (url, model) => {
         const path = url.pathname.replace(/\/+$/, "")
         const key = `${path} ${model}`
@@ -464,7 +432,7 @@ export const resilientCall = <A, R>(
   return Effect.zipRight(
     noticeSdkRetry(adapter, { retryCount: call.retryCount, sdkKey: call.sdkKey, body }),
     call.attempt.pipe(
-      Resilient.retryWith(adapter.policyFor(call.model), adapter.services, {
+      Resilient.retryWith(adapter.policyFor(call.model), adapter.state, {
         requestId: call.requestId,
         replaySafe: replaySafe(call.url),
         tokens: call.tokens,

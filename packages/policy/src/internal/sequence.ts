@@ -764,9 +764,9 @@ class Sequence<A, E, R> {
   }
 }
 
-/** The `Coordination` in the fiber's context, or the process's own: read on every call, without an `Option`. */
+/** The `Coordination` in the fiber's context, or its default: read on every call, without an `Option`. */
 const coordinationOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Coordination.Service =>
-  fiber.currentContext.unsafeMap.get(Coordination.Coordination.key) ?? Coordination.memory
+  Context.get(fiber.currentContext as Context.Context<never>, Coordination.Coordination)
 
 const badMaxAttempts = (policy: Policy, maxAttempts: number) =>
   Effect.die(
@@ -802,7 +802,8 @@ export const runSequence = <A, E, R>(
     return badMaxAttempts(policy, maxAttempts)
   }
   return Effect.withFiberRuntime((fiber, status) => {
-    const services = given ?? Coordination.madeServices(coordinationOf(fiber), policy.target)
+    // A policy's calls are made without an API key: their state is under no key's fingerprint.
+    const services = given ?? coordinationOf(fiber).targets.get(policy.target)?.get(undefined)
     if (services !== undefined) {
       return started(
         new Sequence(self, policy, options, services, judge, fiber, status.runtimeFlags, givenSpan),
@@ -811,7 +812,7 @@ export const runSequence = <A, E, R>(
     }
     // The target's first call: its budget and gate are made, from settings `policy` already checked.
     return Effect.flatMap(
-      Effect.orDie(Coordination.servicesOf(coordinationOf(fiber), policy)),
+      Effect.orDie(coordinationOf(fiber).stateOf(policy)),
       (made) => runSequence(self, policy, options, made, judge, givenSpan)
     )
   })

@@ -101,7 +101,7 @@ export const streamSequence = <A, E extends AttemptError, R, E2, R2>(
   const opened = Effect.gen(function*() {
     const services = given ??
       (yield* Effect.orDie(
-        Effect.flatMap(Coordination.current, (coordination) => Coordination.servicesOf(coordination, policy))
+        Effect.flatMap(Coordination.Coordination, (coordination) => coordination.stateOf(policy))
       ))
     const callSpan = yield* streamSpan(policy, options)
     const deadline = yield* FiberRef.get(CurrentDeadline)

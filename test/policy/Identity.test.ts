@@ -1,0 +1,118 @@
+/**
+ * The toolkit's failures are known by their type id, not their tag: a caller's own error named like
+ * one of ours (`RateLimited`, `ReadTimeout`) is the caller's, judged by its `classify` and never read
+ * by the gate as the provider's overload.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { ConcurrencyGate, Coordination, Failure, Resilient, RetryBudget } from "@resilient-ai/policy"
+import { Data, Duration, Effect, Fiber, TestClock } from "effect"
+import { failureOf, freshTarget, policyOf } from "./support.js"
+
+/** A caller's own errors, tagged like two of the toolkit's. */
+class RateLimited extends Data.TaggedError("RateLimited")<{}> {}
+class ReadTimeout extends Data.TaggedError("ReadTimeout")<{}> {}
+
+const settle = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const fiber = yield* Effect.fork(effect)
+    yield* TestClock.adjust("10 minutes")
+    return yield* Fiber.await(fiber)
+  })
+
+/** The health of `target`'s gate, read through the `Coordination` in context. */
+const healthOf = (target: string) =>
+  Effect.gen(function*() {
+    const state = (yield* Coordination.Coordination).targets.get(target)?.get(undefined)
+    assert.isDefined(state, "the target's state was made")
+    return (yield* state!.gate.snapshot).health
+  })
+
+/**
+ * Eight attempts of an Effect failing with `errors` in turn, every one called retryable by a
+ * `classify` that records what it judged; the gate degrades after 3 capacity failures in a row.
+ */
+const retriedEightTimes = <E extends { readonly _tag: string }>(target: string, errors: ReadonlyArray<E>) =>
+  Effect.gen(function*() {
+    const judged: Array<string> = []
+    let attempts = 0
+    const attempt = Effect.suspend(() => Effect.fail(errors[attempts++ % errors.length]!))
+    const policy = policyOf({
+      target,
+      maxAttempts: 8,
+      baseDelay: "10 millis",
+      maxDelay: "10 millis",
+      gate: { limit: 4, degradeAfter: 3 }
+    })
+    const exit = yield* settle(attempt.pipe(Resilient.retry(policy, {
+      classify: (error: E) => {
+        judged.push(error._tag)
+        return "retryable"
+      }
+    })))
+    return { failure: failureOf(exit), judged, attempts }
+  })
+
+describe("the toolkit's failures, known by their type id", () => {
+  it("isFailure: a caller's error tagged like ours is not ours; ours is, whatever its fields", () => {
+    assert.isFalse(Failure.isFailure(new RateLimited()))
+    assert.isFalse(Failure.isFailure(new ReadTimeout()))
+    assert.isFalse(Failure.isFailure({ _tag: "RateLimited", status: 429 }))
+    assert.isTrue(Failure.isFailure(new Failure.RateLimited({ status: 429 })))
+    assert.isTrue(Failure.isFailure(new Failure.ReadTimeout({ timeout: Duration.seconds(1), phase: "body" })))
+    const stopped = new Failure.CallFailed({
+      reason: "attempts",
+      last: new Failure.RateLimited({ status: 429 }),
+      attempts: [],
+      target: "t"
+    })
+    // The aggregate has an id of its own: it is not an attempt's failure.
+    assert.isFalse(Failure.isFailure(stopped))
+    assert.isTrue(Failure.isCallFailed(stopped))
+    assert.isFalse(Failure.isCallFailed({ _tag: "CallFailed", reason: "attempts" }))
+    assert.isFalse(Failure.isCallFailed(new Failure.RateLimited({ status: 429 })))
+  })
+
+  it("the id is on the prototype, not a field: the name, message, fields and JSON are as before", () => {
+    const ours = new Failure.RateLimited({ status: 429 })
+    assert.strictEqual(ours._tag, "RateLimited")
+    assert.strictEqual(ours.name, "RateLimited")
+    assert.strictEqual(ours.message, "rate limited (HTTP 429)")
+    assert.deepStrictEqual(Object.keys(ours).sort(), ["_tag", "status"])
+    assert.isFalse(Object.getOwnPropertySymbols(ours).includes(Failure.TypeId))
+    assert.deepStrictEqual(JSON.parse(JSON.stringify(ours)), { _tag: "RateLimited", status: 429 })
+    assert.strictEqual(Failure.TypeId, Symbol.for("@resilient-ai/policy/Failure"))
+  })
+
+  it("the gate reads capacity only from the toolkit's failures", () => {
+    assert.strictEqual(ConcurrencyGate.outcomeOf(new RateLimited()), "neutral")
+    assert.strictEqual(ConcurrencyGate.outcomeOf(new ReadTimeout()), "neutral")
+    assert.strictEqual(ConcurrencyGate.outcomeOf(new Failure.RateLimited({ status: 429 })), "overload")
+  })
+
+  it.effect("retried with classify, a caller's RateLimited and ReadTimeout are judged by it and leave the gate steady", () => {
+    const target = freshTarget("own-tags")
+    return Effect.gen(function*() {
+      const { attempts, failure, judged } = yield* retriedEightTimes(target, [new RateLimited(), new ReadTimeout()])
+      assert.strictEqual(failure.reason, "attempts")
+      assert.strictEqual(attempts, 8)
+      assert.deepStrictEqual(
+        failure.attempts.map((record) => record.outcome),
+        Array.from({ length: 8 }, (_, index) => index % 2 === 0 ? "RateLimited" : "ReadTimeout")
+      )
+      assert.deepStrictEqual(judged, failure.attempts.map((record) => record.outcome))
+      // Every error was the classify's to judge, the toolkit's table none.
+      assert.isFalse(Failure.isFailure(failure.last))
+      // Eight in a row, past `degradeAfter` (3): had the gate read them as overload, it would be degraded.
+      assert.strictEqual(yield* healthOf(target), "steady")
+    }).pipe(Effect.provide(Coordination.layerWith({ budget: RetryBudget.unlimited })))
+  })
+
+  it.effect("the toolkit's own RateLimited, retried the same way, degrades the gate", () => {
+    const target = freshTarget("our-tags")
+    return Effect.gen(function*() {
+      const { failure } = yield* retriedEightTimes(target, [new Failure.RateLimited({ status: 429 })])
+      assert.isTrue(Failure.isFailure(failure.last))
+      assert.strictEqual(yield* healthOf(target), "degraded")
+    }).pipe(Effect.provide(Coordination.layerWith({ budget: RetryBudget.unlimited })))
+  })
+})
