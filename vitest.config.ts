@@ -23,8 +23,9 @@ export default defineConfig({
   },
   test: {
     include: ["test/**/*.test.ts", ...sdkTests],
-    // Finds or starts the Redis the Redis tests share, and says so when there is none.
-    globalSetup: ["test/redis/globalSetup.ts"],
+    // Finds or starts the Redis the Redis tests share, and says so when there is none; bundles what
+    // tests run as processes of their own (fleet members, examples).
+    globalSetup: ["test/redis/globalSetup.ts", "test/bundleSetup.ts"],
     // Fails a test file whose output or log lines contain the canary API key, or that leaves a
     // promise rejected with nobody listening.
     setupFiles: ["test/setup.ts"],
