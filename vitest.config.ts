@@ -30,9 +30,16 @@ export default defineConfig({
     // promise rejected with nobody listening.
     setupFiles: ["test/setup.ts"],
     testTimeout: 20_000,
+    // A worker runs file after file in one process rather than a process per file: a fresh one
+    // loads vitest, Effect and the packages again, about 2 CPU-seconds a file, a third of the suite
+    // on two cores. What a file leaves in a process (Effect's metric registry, a support module's
+    // counter of target names) no other file reads; `test/setup.ts` keeps its checks per file.
+    isolate: false,
     // Many tests wait on loopback I/O, timers and child processes rather than the CPU: with one
     // worker per core the two cores sat idle 40% of the run. Three cut the suite by a third.
+    // As many from the start: tinypool ends a worker it counts idle above the minimum, and with
+    // `isolate: false` that failed the run ("Terminating worker thread").
     maxWorkers: 3,
-    minWorkers: 1
+    minWorkers: 3
   }
 })
