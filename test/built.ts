@@ -65,10 +65,11 @@ export const requireBuild = (): void => {
 /** Where `bundleSetup.ts` writes the bundles. */
 export const bundlesDir = Path.join(root, "build", "bundles")
 
-/** What `bundleSetup.ts` bundles: the fleet member, the fixtures run as processes, and every example. */
+/** What `bundleSetup.ts` bundles: the fleet member, a fixture, the storm tests' thread, and every example. */
 export const bundleEntries = (): ReadonlyArray<string> => [
   "test/redis/fleet/member.ts",
   "test/policy/fixtures/timersEnd.ts",
+  "test/storm/simulator.ts",
   ...readdirSync(Path.join(root, "examples")).filter((name) => name.endsWith(".ts")).map((name) => `examples/${name}`)
 ]
 
