@@ -23,15 +23,27 @@ export default defineConfig({
   },
   test: {
     include: ["test/**/*.test.ts", ...sdkTests],
-    // Finds or starts the Redis the Redis tests share, and says so when there is none.
-    globalSetup: ["test/redis/globalSetup.ts"],
+    // Finds or starts the Redis the Redis tests share, and says so when there is none; bundles what
+    // tests run as processes of their own (fleet members, examples).
+    globalSetup: ["test/redis/globalSetup.ts", "test/bundleSetup.ts"],
     // Fails a test file whose output or log lines contain the canary API key, or that leaves a
     // promise rejected with nobody listening.
     setupFiles: ["test/setup.ts"],
-    testTimeout: 20_000,
+    // A hang guard, not a speed limit: a test bounds what the code promises, measured in the same
+    // run, never how fast the machine is. With other work loading this machine to 15–20, property
+    // tests that take 3 s on a quiet one took over 20 s.
+    testTimeout: 120_000,
+    hookTimeout: 120_000,
+    // A worker runs file after file in one process rather than a process per file: a fresh one
+    // loads vitest, Effect and the packages again, about 2 CPU-seconds a file, a third of the suite
+    // on two cores. What a file leaves in a process (Effect's metric registry, a support module's
+    // counter of target names) no other file reads; `test/setup.ts` keeps its checks per file.
+    isolate: false,
     // Many tests wait on loopback I/O, timers and child processes rather than the CPU: with one
     // worker per core the two cores sat idle 40% of the run. Three cut the suite by a third.
+    // As many from the start: tinypool ends a worker it counts idle above the minimum, and with
+    // `isolate: false` that failed the run ("Terminating worker thread").
     maxWorkers: 3,
-    minWorkers: 1
+    minWorkers: 3
   }
 })

@@ -46,7 +46,16 @@ export const leaksOf = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<Re
     return Effect.map(self, () => leaks.splice(from))
   })
 
-/** Leaks found so far in this worker, and how many texts were scanned. */
+/**
+ * Starts a test file's record: no leaks yet, serialisations scanned. A worker runs many files in
+ * one process; `test/setup.ts` calls this before each.
+ */
+export const startFile = (): void => {
+  leaks.length = 0
+  scanningSerialisations = true
+}
+
+/** Leaks found so far in this file, and how many texts were scanned in this worker. */
 export const report = (): { readonly leaks: ReadonlyArray<Leak>; readonly scanned: number } => ({
   leaks: [...leaks],
   scanned

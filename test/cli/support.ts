@@ -5,30 +5,16 @@
 import { Cli } from "@resilient-ai/cli"
 import { Console, Effect } from "effect"
 import { spawn } from "node:child_process"
-import { existsSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import { format } from "node:util"
+import { root } from "../built.js"
 
 export { apiKey, eventually, HttpLive, managedAt, selfHostedAt } from "../client/support.js"
 
-/** The repository root. */
-export const root = fileURLToPath(new URL("../../", import.meta.url))
+export { requireBuild, root } from "../built.js"
 
-/** The bin, as a user runs it. */
+/** The bin, as a user runs it: it runs the build in `packages/cli/dist`. */
 export const bin = fileURLToPath(new URL("../../packages/cli/bin/resilient-ai.js", import.meta.url))
-
-/** The build the bin runs. */
-export const builtMain = fileURLToPath(new URL("../../packages/cli/dist/main.js", import.meta.url))
-
-/** Fails with a message that says what to do when the bin has not been built. */
-export const requireBuild = () => {
-  if (!existsSync(builtMain)) {
-    throw new Error(
-      `${builtMain} is missing: these tests run the built bin. Run \`pnpm test\` (it runs \`tsc -b\` first), ` +
-        "or `npx tsc -b` before `vitest`."
-    )
-  }
-}
 
 /** How a run of the bin ended. */
 export interface Ran {

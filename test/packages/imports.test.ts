@@ -1,9 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { execFile } from "node:child_process"
-import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
-
-const root = fileURLToPath(new URL("../../", import.meta.url))
+import { requireBuild, root } from "../built.js"
 
 // Vega is slow to load: a fault server for a test, or the storm's figures, must not pay for it.
 // A loader hook refuses to resolve it, so a module that loads it fails its import.
@@ -18,17 +16,18 @@ const refuseVega = dataModule(
   })`
 )
 
-// tsx compiles every module imported first: seconds on a quiet machine, half a minute and more when
-// the cores are busy. Only a hung import waits this long.
+// Only a hung import waits this long, however busy the cores.
 const limitMillis = 120_000
 
-/** Runs `code` as a module in a fresh Node, against the packages' sources, with Vega refused. */
-const runWithoutVega = (code: string) =>
-  promisify(execFile)(
+/** Runs `code` as a module in a fresh Node, against the packages' build (`tsc -b`), with Vega refused. */
+const runWithoutVega = (code: string) => {
+  requireBuild()
+  return promisify(execFile)(
     process.execPath,
-    ["--import", "tsx", "--conditions=@resilient-ai/source", "--import", refuseVega, "--input-type=module", "-e", code],
+    ["--import", refuseVega, "--input-type=module", "-e", code],
     { cwd: root, timeout: limitMillis }
   )
+}
 
 describe("what importing a package loads", () => {
   it("the fault server and the storm's index load no Vega; drawing a chart does", async () => {

@@ -25,8 +25,8 @@ import {
   TestClock
 } from "effect"
 import { execFile } from "node:child_process"
-import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
+import { bundled } from "../built.js"
 import { canary } from "../canary.js"
 import { captureLogs, failureOf, freshTarget, invalidSettings, Parts, policyOf, scripted, services } from "./support.js"
 
@@ -95,12 +95,12 @@ describe("Resilient.retry on the real clock (its attempt timeout is a timer of t
     "no timer outlives an attempt that ended in time, or a gate waiter granted before its deadline",
     () =>
       Effect.gen(function*() {
-        const fixture = fileURLToPath(new URL("fixtures/timersEnd.ts", import.meta.url))
+        const fixture = bundled(new URL("fixtures/timersEnd.ts", import.meta.url))
         const ran = yield* Effect.tryPromise({
           try: () =>
-            promisify(execFile)(process.execPath, ["--import", "tsx", "--conditions=@resilient-ai/source", fixture], {
-              // tsx compiles first: seconds on a quiet machine, tens of seconds on a busy one. A timer
-              // left armed would hold the process ten minutes.
+            promisify(execFile)(process.execPath, [fixture], {
+              // A second on a quiet machine, tens of seconds on a busy one. A timer left armed would
+              // hold the process ten minutes.
               timeout: 180_000,
               killSignal: "SIGKILL"
             }),

@@ -112,8 +112,7 @@ describeWithBinary("Redis failing under a running fleet member", () => {
           "Redis is back: deciding on Redis again"
         ])
         assert.deepStrictEqual(unhandled, [])
-      }).pipe(Effect.scoped),
-    30_000
+      }).pipe(Effect.scoped)
   )
 
   it.live("falls back when Redis stalls, and returns when it answers again", () =>
@@ -138,7 +137,7 @@ describeWithBinary("Redis failing under a running fleet member", () => {
         "Redis is back: deciding on Redis again"
       ])
       assert.deepStrictEqual(unhandled, [])
-    }).pipe(Effect.scoped), 30_000)
+    }).pipe(Effect.scoped))
 
   it.live("starts in process when Redis is not there yet, and moves to it when it comes", () =>
     Effect.gen(function*() {
@@ -157,5 +156,5 @@ describeWithBinary("Redis failing under a running fleet member", () => {
         "Redis is back: deciding on Redis again"
       ])
       assert.deepStrictEqual(unhandled, [])
-    }).pipe(Effect.scoped), 30_000)
+    }).pipe(Effect.scoped))
 })

@@ -292,6 +292,12 @@ describe.skipIf(redisServerBinary === "")("RedisRateLimiter with Redis stalled",
           return key === undefined ? {} : connection.client.hgetall(key)
         })
         yield* limiter.admit(interactive())
+        // A busy machine's cold start can outlast the 50 ms timeout: that place was then taken in
+        // process, and reaches Redis when it is asked again (`retryAfter`, 1 s, later).
+        while ((yield* connection.health)._tag === "down") {
+          yield* Effect.sleep("50 millis")
+          yield* limiter.snapshot
+        }
         const before = yield* pace
         assert.containsAllKeys(before, ["requests"])
 
@@ -313,7 +319,6 @@ describe.skipIf(redisServerBinary === "")("RedisRateLimiter with Redis stalled",
           yield* limiter.snapshot
         }
         assert.isAtLeast(Number((yield* pace)["requests"]), Number(before["requests"]) + 300)
-      }).pipe(Effect.scoped),
-    30_000
+      }).pipe(Effect.scoped)
   )
 })

@@ -10,7 +10,7 @@ import { ModelClient } from "@resilient-ai/client"
 import { Coordination, Failure } from "@resilient-ai/policy"
 import { RedisBudget, RedisConnection, RedisCoordination, RedisGate } from "@resilient-ai/redis"
 import { FaultServer } from "@resilient-ai/testing"
-import { Clock, Effect, Fiber, Layer, Redacted } from "effect"
+import { Clock, Effect, Fiber, Layer, Metric, Redacted } from "effect"
 import { eventually, hello, managedAt, quiet } from "../client/support.js"
 import { type RedisServer, startRedisServer } from "./server.js"
 import { freshPrefix, redisServerBinary } from "./support.js"
@@ -37,6 +37,12 @@ const drained = (connection: RedisConnection.Service) => Effect.promise(() => co
 
 const overloaded = new Failure.Overloaded({ status: 503 })
 
+/** Budget decisions made in process for want of Redis's answer, in this process. */
+const budgetFallbacks = Effect.map(
+  Metric.value(RedisConnection.fallbacks.pipe(Metric.tagged("operation", "budget"))),
+  (state) => state.count
+)
+
 const stall = (redis: RedisServer, millis: number) =>
   Effect.acquireUseRelease(
     Effect.sync(() => redis.pause()),
@@ -53,7 +59,11 @@ describe.skipIf(redisServerBinary === "")("a Redis stall under running fleet mem
       const budget = yield* RedisBudget.make({ target: "llm", minPerSecond: 10 }).pipe(
         Effect.provideService(RedisConnection.RedisConnection, connection)
       )
+      const fellBefore = yield* budgetFallbacks
       for (let retry = 0; retry < 3; retry++) assert.isTrue(yield* budget.tryAcquire(overloaded))
+      // A busy machine's cold start can outlast the 50 ms timeout: those decisions were made in
+      // process too, and reach Redis with the stall's.
+      const aloneBefore = (yield* budgetFallbacks) - fellBefore
 
       redis.pause()
       const decided = yield* Effect.forEach(Array.from({ length: 12 }), () => budget.tryAcquire(overloaded), {
@@ -68,7 +78,7 @@ describe.skipIf(redisServerBinary === "")("a Redis stall under running fleet mem
         Effect.flatMap((fresh) => fresh.snapshot),
         Effect.provideService(RedisConnection.RedisConnection, observer)
       )
-      assert.strictEqual(onRedis.retries, 3, "only the retries Redis granted before the stall")
+      assert.strictEqual(onRedis.retries, 3 - aloneBefore, "only the retries Redis granted before the stall")
       // The retries granted in process were sent: the member's first decision on Redis again adds
       // them to the window (Redis is asked again `retryAfter` after it was found silent).
       yield* eventually(
@@ -81,7 +91,7 @@ describe.skipIf(redisServerBinary === "")("a Redis stall under running fleet mem
         Effect.provideService(RedisConnection.RedisConnection, observer)
       )
       assert.strictEqual(counted.retries, 3 + 12, "and the ones granted in process once Redis answers again")
-    }).pipe(Effect.scoped), 30_000)
+    }).pipe(Effect.scoped))
 
   it.live(
     "decides alone within its share of the fleet: a third of the floor and of the gate among three",
@@ -121,8 +131,7 @@ describe.skipIf(redisServerBinary === "")("a Redis stall under running fleet mem
         const refused = yield* Effect.flip(gate.acquire(forever))
         assert.deepStrictEqual({ ...refused } as object, { _tag: "Shed", target: "llm", limit: 3, inFlight: 3 })
         redis.resume()
-      }).pipe(Effect.scoped),
-    30_000
+      }).pipe(Effect.scoped)
   )
 
   it.live("leaves no lease on Redis that no caller holds, within a second of waking", () =>
@@ -178,7 +187,7 @@ describe.skipIf(redisServerBinary === "")("a Redis stall under running fleet mem
       yield* eventually(Effect.map(leases, (count) => count === 0), 1_000, "no lease left a second after Redis woke")
       yield* drained(connection)
       assert.strictEqual(yield* leases, 0, "and none taken by a command that arrived late")
-    }).pipe(Effect.scoped), 30_000)
+    }).pipe(Effect.scoped))
 
   it.live("lets no call wait for what a stall left behind", () =>
     Effect.gen(function*() {
@@ -248,5 +257,5 @@ describe.skipIf(redisServerBinary === "")("a Redis stall under running fleet mem
         1_000,
         "the fleet is idle and no lease is left"
       )
-    }).pipe(Effect.scoped), 60_000)
+    }).pipe(Effect.scoped))
 })

@@ -1,4 +1,4 @@
-import { assert, describe, it } from "@effect/vitest"
+import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Failure, Health, Metrics, Resilient, type RetryBudget } from "@resilient-ai/policy"
 import {
   Contention,
@@ -11,6 +11,7 @@ import {
   StormScenarios
 } from "@resilient-ai/storm"
 import { Clock, Duration, Effect, Exit, Fiber, Random } from "effect"
+import * as OffThread from "./offThread.js"
 
 describe("Simulation", () => {
   it("jumps from event to event: an hour of sleeping takes no real time", () => {
@@ -285,24 +286,19 @@ describe("StormPolicies.grpcThrottling (gRFC A6: maxTokens 10, tokenRatio 0.1)",
 
 // CPU-bound simulations (seconds each): the suite's other workers and the fleet test's processes
 // share the two cores with them, so their time limit is generous; how long they take is not the test.
-// On a busy machine one run takes half a minute, and it runs synchronously: the worker answers
-// nobody meanwhile, and vitest fails the whole run when the worker's call to it ("onTaskUpdate")
-// has waited 60 s for its answer. So the runs take turns with the event loop.
+// A run is synchronous, and on a busy machine one takes half a minute: they run in a thread of their
+// own (`offThread.ts`), named by their scenario's maker and arguments, and leave this worker free to
+// answer vitest, which fails the whole run when the worker's call to it ("onTaskUpdate") has waited
+// 60 s for its answer.
 describe("storm scenarios, small", { timeout: 300_000 }, () => {
+  afterAll(OffThread.stop)
+  const runs = OffThread.runs
   const find = (runs: ReadonlyArray<Storm.Run>, name: string) => runs.find((run) => run.contender.name === name)!
-  const runs = async (scenario: Storm.Scenario, contenders: ReadonlyArray<StormPolicies.Contender>) => {
-    const done: Array<Storm.Run> = []
-    for (const contender of contenders) {
-      await new Promise((resolve) => setImmediate(resolve))
-      done.push(Storm.run(scenario, contender, 1))
-    }
-    return done
-  }
   const naive = StormPolicies.references.find((contender) => contender.name === "naive")!
   const tenacity = StormPolicies.references.find((contender) => contender.name === "tenacity-style")!
 
   it("S1: ours with a fixed ratio adds at most that ratio; the naive policy about 20%", async () => {
-    const [ours, reference] = await runs(StormScenarios.correlatedFailure(0.5), [
+    const [ours, reference] = await runs(["correlatedFailure", 0.5], [
       StormPolicies.oursManagedFixedRatio,
       naive
     ])
@@ -312,8 +308,8 @@ describe("storm scenarios, small", { timeout: 300_000 }, () => {
   })
 
   it("S1 and S1b: our budget learns whether retries pay: it stops the useless ones and makes the useful ones", async () => {
-    const [correlated] = await runs(StormScenarios.correlatedFailure(0.5), [StormPolicies.oursManaged])
-    const [independent, fixedRatio] = await runs(StormScenarios.independentFailure(0.5), [
+    const [correlated] = await runs(["correlatedFailure", 0.5], [StormPolicies.oursManaged])
+    const [independent, fixedRatio] = await runs(["independentFailure", 0.5], [
       StormPolicies.oursManaged,
       StormPolicies.oursManagedFixedRatio
     ])
@@ -329,7 +325,7 @@ describe("storm scenarios, small", { timeout: 300_000 }, () => {
   })
 
   it("S2: ours recovers after the outage while the naive policy stays down", async () => {
-    const scenario = StormScenarios.outageThenRecovery(0.25)
+    const scenario = ["outageThenRecovery", 0.25] as const
     const restored = StormScenarios.outageMillis(0.25).to / 1000
     const [ours, reference] = await runs(scenario, [StormPolicies.oursManaged, naive])
     assert.isAtMost(Storm.recoverySeconds(ours!.goodput, restored, 80) ?? Infinity, 30)
@@ -351,12 +347,12 @@ describe("storm scenarios, small", { timeout: 300_000 }, () => {
   }
 
   it("S2 with the probe: provider-degraded from the second failed probe, healthy at the second answer, never self-inflicted; the ramp starts there, not at the first call that got through", async () => {
-    const scenario = StormScenarios.outageThenRecovery(0.25)
+    const scenario = ["outageThenRecovery", 0.25] as const
     const { from, to } = StormScenarios.outageMillis(0.25)
     const { intervalMillis, timeoutMillis } = StormScenarios.probe
     const [ours, fixedCapacity, unprobed] = [
       ...(await runs(scenario, [StormPolicies.oursManaged, StormPolicies.oursFixedCapacity])),
-      ...(await runs({ ...scenario, probe: undefined }, [StormPolicies.oursManaged]))
+      ...(await runs(scenario, [StormPolicies.oursManaged], { withoutProbe: true }))
     ]
     // The probe at the outage's start times out, and so does the next: degraded when that one gives up.
     const degradedAt = from + intervalMillis + timeoutMillis
@@ -391,7 +387,7 @@ describe("storm scenarios, small", { timeout: 300_000 }, () => {
   })
 
   it("S7: a stampede on a healthy provider is self-inflicted for both presets, never provider-degraded, and healthy again after", async () => {
-    const scenario = StormScenarios.clientStampede(0.5)
+    const scenario = ["clientStampede", 0.5] as const
     const { from, to } = StormScenarios.clientStampedeMillis(0.5)
     for (const run of await runs(scenario, [StormPolicies.oursManaged, StormPolicies.oursFixedCapacity])) {
       const found = changes(run)
@@ -410,28 +406,33 @@ describe("storm scenarios, small", { timeout: 300_000 }, () => {
     }
   })
 
-  it("S7 at full size: the report's diagnosis goals hold", () => {
-    const section = StormReport.s7(1)
+  it("S7 at full size: the report's diagnosis goals hold", async () => {
+    const section = await OffThread.section("s7", 1)
     assert.deepStrictEqual(section.goals.map((goal) => goal.met), [true, true])
     assert.strictEqual(section.figures["ours-managed"]!.providerDegraded, 0)
     assert.isAtLeast(section.figures["ours-fixed-capacity"]!.selfInflictedShare!, 0.7)
     assert.strictEqual(section.timeline?.rows.length, 2)
   })
 
+  // In this process, where the metrics are read: two runs of a few seconds, with a turn of the event loop between.
   it("the diagnosis reads the real metrics: a run's differences are its own, run after run in one process", async () => {
     const scenario = StormScenarios.clientStampede(0.5)
+    const here = async () => {
+      await new Promise((resolve) => setImmediate(resolve))
+      return Storm.run(scenario, StormPolicies.oursManaged, 1)
+    }
     const before = Health.callTotals("ours-managed")
-    const [first] = await runs(scenario, [StormPolicies.oursManaged])
+    const first = await here()
     const after = Health.callTotals("ours-managed")
-    const [second] = await runs(scenario, [StormPolicies.oursManaged])
+    const second = await here()
     // Every attempt the metrics counted reached the provider, and nothing else counted for the target.
-    assert.strictEqual(after.attempts - before.attempts, first!.attempts)
+    assert.strictEqual(after.attempts - before.attempts, first.attempts)
     assert.isAbove(before.attempts + after.attempts, 0)
-    assert.deepStrictEqual(second!.probes, first!.probes)
+    assert.deepStrictEqual(second.probes, first.probes)
   })
 
   it("S3: ours spreads a synchronised burst; no jitter puts it all in one 10 ms slice", async () => {
-    const all = await runs(StormScenarios.synchronisedBurst(200), [StormPolicies.oursManaged, naive, tenacity])
+    const all = await runs(["synchronisedBurst", 200], [StormPolicies.oursManaged, naive, tenacity])
     const peak = (run: Storm.Run) => Math.max(...run.slices.slice(StormScenarios.burstAtMillis / 10 + 1))
     assert.isBelow(peak(find(all, "ours-managed")) / 200, 0.05)
     assert.strictEqual(peak(find(all, "naive")), 200)
@@ -440,8 +441,8 @@ describe("storm scenarios, small", { timeout: 300_000 }, () => {
     assert.strictEqual(find(all, "ours-managed").calls.filter((call) => call.ok).length, 200)
   })
 
-  it("S4: with the ramp, load at recovery stays within capacity; without it, the provider is overloaded again", () => {
-    const section = StormReport.s4(1, 0.5, [StormPolicies.oursManaged, StormPolicies.oursManagedNoRamp])
+  it("S4: with the ramp, load at recovery stays within capacity; without it, the provider is overloaded again", async () => {
+    const section = await OffThread.section("s4", 1, 0.5, [StormPolicies.oursManaged, StormPolicies.oursManagedNoRamp])
     const ours = section.figures["ours-managed"]!
     const noRamp = section.figures["ours-managed-no-ramp"]!
     assert.isAtMost(ours.peakLoad!, 1)
@@ -451,8 +452,8 @@ describe("storm scenarios, small", { timeout: 300_000 }, () => {
   })
 
   // At full size: shortened, the ramp (5 s steps) is still climbing when the provider is whole again.
-  it("S4: with the limit learned, no relapse after recovery and the limit ends near what the provider holds", () => {
-    const section = StormReport.s4(1, 1, [
+  it("S4: with the limit learned, no relapse after recovery and the limit ends near what the provider holds", async () => {
+    const section = await OffThread.section("s4", 1, 1, [
       StormPolicies.oursManaged,
       StormPolicies.oursManagedFixedLimit,
       StormPolicies.oursManagedNoRamp
@@ -466,15 +467,15 @@ describe("storm scenarios, small", { timeout: 300_000 }, () => {
   })
 
   it("S5: shedding keeps p99 near the service time; retrying into the pool does not", async () => {
-    const [ours, reference] = await runs(StormScenarios.saturatedPool(0.25), [StormPolicies.oursFixedCapacity, naive])
+    const [ours, reference] = await runs(["saturatedPool", 0.25], [StormPolicies.oursFixedCapacity, naive])
     const p99 = (run: Storm.Run) =>
       Metrics.quantile(run.calls.filter((call) => call.ok).map((call) => call.endedAt - call.startedAt), 0.99)!
     assert.isAtMost(p99(ours!), 2 * StormScenarios.serviceMillis)
     assert.isAbove(p99(reference!), 10 * StormScenarios.serviceMillis)
   })
 
-  it("S6: paced, no 429s and goodput at the key's limit; the lanes keep interactive calls from waiting behind batch", () => {
-    const section = StormReport.s6(1, 0.5, [
+  it("S6: paced, no 429s and goodput at the key's limit; the lanes keep interactive calls from waiting behind batch", async () => {
+    const section = await OffThread.section("s6", 1, 0.5, [
       StormPolicies.oursManaged,
       StormPolicies.oursPaced,
       StormPolicies.oursPacedNoLanes

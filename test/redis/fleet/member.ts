@@ -11,7 +11,7 @@
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { ModelClient, Target } from "@resilient-ai/client"
 import { RedisConnection, RedisCoordination, RedisGate } from "@resilient-ai/redis"
-import { type Duration, Effect, Layer, Logger, Metric, Redacted } from "effect"
+import { type Duration, Effect, Layer, Logger, Metric, MetricState, Redacted } from "effect"
 import { canary } from "../../canary.js"
 
 export type Task =
@@ -55,6 +55,10 @@ export interface CallsReport {
   readonly fallbacks: number
   /** The rate limiter's decisions made in process. */
   readonly limiterFallbacks: number
+  /** The calls' time, each from its start to its end, added up. */
+  readonly callMillis: number
+  /** Of that, the time attempts waited for their turn in the key's pace (`resilient_ai_paced_wait_seconds`). */
+  readonly pacedMillis: number
 }
 
 const task = JSON.parse(process.argv[2] ?? "{}") as Task
@@ -84,6 +88,16 @@ const fleetTarget = (faultUrl: string, rateLimit: Extract<Task, { _tag: "calls" 
     budget: { ratio: 0.1, minPerSecond: 0.5, shareWhenRetriesFail: 1 }
   })
 
+/** The seconds attempts waited for the key's pace, by the toolkit's histogram, whatever its tags. */
+const pacedSeconds = Effect.map(Metric.snapshot, (pairs) =>
+  pairs.reduce(
+    (sum, { metricKey, metricState }) =>
+      metricKey.name === "resilient_ai_paced_wait_seconds" && MetricState.isHistogramState(metricState)
+        ? sum + metricState.sum
+        : sum,
+    0
+  ))
+
 const calls = (task: Extract<Task, { _tag: "calls" }>) => {
   const coordination = task.coordination === "redis"
     ? RedisCoordination.layer().pipe(
@@ -99,6 +113,7 @@ const calls = (task: Extract<Task, { _tag: "calls" }>) => {
     const failed: Record<string, number> = {}
     let succeeded = 0
     let made = 0
+    let callMillis = 0
     let stdinOpen = true
     if (task.calls === "until stdin ends") {
       process.stdin.on("end", () => (stdinOpen = false)).resume()
@@ -107,12 +122,14 @@ const calls = (task: Extract<Task, { _tag: "calls" }>) => {
     const worker: Effect.Effect<void> = Effect.suspend(() => {
       if (!another()) return Effect.void
       made++
+      const started = performance.now()
       return model.chat({ messages: [{ role: "user", content: task.content ?? "hello" }], max_tokens: task.maxTokens })
         .pipe(
           Effect.match({
             onSuccess: () => void succeeded++,
             onFailure: (failure) => void (failed[failure.reason] = (failed[failure.reason] ?? 0) + 1)
           }),
+          Effect.tap(() => void (callMillis += performance.now() - started)),
           Effect.zipRight(worker)
         )
     })
@@ -133,7 +150,9 @@ const calls = (task: Extract<Task, { _tag: "calls" }>) => {
         succeeded,
         failed,
         fallbacks: yield* fallbacksOf("budget"),
-        limiterFallbacks: yield* fallbacksOf("limiter")
+        limiterFallbacks: yield* fallbacksOf("limiter"),
+        callMillis,
+        pacedMillis: 1_000 * (yield* pacedSeconds)
       } satisfies CallsReport
     )
   }).pipe(Effect.provide(client))

@@ -1,12 +1,9 @@
-/** Starts fleet members (`member.ts`) as separate OS processes, running the workspace's sources. */
+/** Starts fleet members (`member.ts`) as separate OS processes, running a bundle of the sources (`bundleSetup.ts`). */
 import { Effect } from "effect"
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process"
-import { fileURLToPath } from "node:url"
+import { bundled, root } from "../../built.js"
 import { scan } from "../../canary.js"
 import type { Task } from "./member.js"
-
-const memberScript = fileURLToPath(new URL("./member.ts", import.meta.url))
-const root = fileURLToPath(new URL("../../../", import.meta.url))
 
 /** A running member: the JSON lines it printed so far, a way to kill it, and its end. */
 export interface Member {
@@ -17,51 +14,70 @@ export interface Member {
   readonly endInput: () => void
   /** Resolves when it exits, with its exit code and stderr. */
   readonly exited: Effect.Effect<{ readonly code: number | null; readonly stderr: string }>
+  /**
+   * Resolves when it has printed a line of `tag`, woken by its output rather than a timer, so a slow
+   * machine only makes it wait longer; dies if the member ends first. The test's timeout is the limit.
+   */
+  readonly printed: (tag: string) => Effect.Effect<Record<string, unknown>>
 }
 
 /** Starts a member for `task`; it is killed if the scope closes before it ends. */
 export const startMember = (task: Task) =>
   Effect.acquireRelease(
     Effect.sync((): Member => {
-      // tsx runs the TypeScript sources; the condition resolves workspace packages to `src`.
       const child: ChildProcessWithoutNullStreams = spawn(
         process.execPath,
-        ["--conditions=@resilient-ai/source", "--import", "tsx", memberScript, JSON.stringify(task)],
+        [bundled(new URL("./member.ts", import.meta.url)), JSON.stringify(task)],
         { cwd: root, env: process.env }
       )
       let stdout = ""
       let stderr = ""
+      let closed = false
+      const lines = () =>
+        stdout.split("\n").filter((line) => line.startsWith("{")).map((line) =>
+          JSON.parse(line) as Record<string, unknown>
+        )
       child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk))
       child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk))
       const ended = new Promise<{ code: number | null; stderr: string }>((resolve) =>
         child.on("close", (code) => {
+          closed = true
           scan(`fleet member ${child.pid} stdout`, stdout)
           scan(`fleet member ${child.pid} stderr`, stderr)
           resolve({ code, stderr })
         })
       )
+      const printed = (tag: string) =>
+        Effect.async<Record<string, unknown>>((resume) => {
+          const settle = () => {
+            const line = lines().find((line) => line["_tag"] === tag)
+            if (line !== undefined) resume(Effect.succeed(line))
+            else if (closed) resume(Effect.dieMessage(`member ${child.pid} ended without printing ${tag}:\n${stderr}`))
+            else return false
+            return true
+          }
+          if (settle()) return
+          const onEvent = () => void (settle() && stop())
+          const stop = () => {
+            child.stdout.off("data", onEvent)
+            child.off("close", onEvent)
+          }
+          // Registered after the listeners that collect the output, so each check sees the chunk that woke it.
+          child.stdout.on("data", onEvent)
+          child.on("close", onEvent)
+          return Effect.sync(stop)
+        })
       return {
         pid: child.pid ?? -1,
-        lines: () =>
-          stdout.split("\n").filter((line) => line.startsWith("{")).map((line) =>
-            JSON.parse(line) as Record<string, unknown>
-          ),
+        lines,
         kill: (signal) => child.kill(signal),
         endInput: () => child.stdin.end(),
-        exited: Effect.promise(() => ended)
+        exited: Effect.promise(() => ended),
+        printed
       }
     }),
     (member) => Effect.sync(() => member.kill("SIGKILL"))
   )
 
-/** Waits (on Node's timers: the member runs on the real clock) until `member` has printed a line of `tag`. */
-export const lineOf = (member: Member, tag: string, limitMillis = 20_000) =>
-  Effect.promise(async () => {
-    const until = Date.now() + limitMillis
-    for (;;) {
-      const line = member.lines().find((printed) => printed["_tag"] === tag)
-      if (line !== undefined) return line
-      if (Date.now() > until) throw new Error(`member ${member.pid} never printed ${tag}`)
-      await new Promise((resolve) => setTimeout(resolve, 10))
-    }
-  })
+/** Waits until `member` has printed a line of `tag` (see `Member.printed`). */
+export const lineOf = (member: Member, tag: string) => member.printed(tag)

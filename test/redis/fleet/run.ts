@@ -62,12 +62,13 @@ export const fleetRun = (options: FleetRun) =>
         }),
       { concurrency: "unbounded" }
     )
+    // All at once: a member that fails ends the run then, not when the others are done.
     const finished = Effect.forEach(started, (member) =>
       Effect.gen(function*() {
         const exit = yield* member.exited
         assert.strictEqual(exit.code, 0, exit.stderr)
         return (yield* lineOf(member, "done")) as unknown as CallsReport
-      }))
+      }), { concurrency: "unbounded" })
     const during = options.during === undefined
       ? Effect.void
       : Effect.ensuring(
