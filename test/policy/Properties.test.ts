@@ -950,7 +950,12 @@ describe("Properties: Resilient.retry and the deadline", () => {
           const inputs = failed.map((line, i) =>
             line.annotations.failure === "RateLimited" ? rateLimited(stepAt(i).hint) : serverError
           )
-          const delays = stepAll(policy.schedule, inputs, c.seed, 0, () => 0).map(({ delay }) => delay!)
+          const schedule = Backoff.fullJitterWithRetryAfter({
+            base: c.baseDelay,
+            cap: c.baseDelay + c.extraDelay,
+            spread: c.hintSpread
+          })
+          const delays = stepAll(schedule, inputs, c.seed, 0, () => 0).map(({ delay }) => delay!)
           retries.forEach((line, i) => {
             const slept = attempts[i + 1]!.start - attempts[i]!.end
             assert.strictEqual(line.annotations.retryInMs, slept)

@@ -416,11 +416,9 @@ export const policyFor = (target: Target, model: string = target.model): Resilie
     target: target.name,
     model,
     maxAttempts: target.maxAttempts,
-    schedule: Backoff.fullJitterWithRetryAfter({
-      base: target.baseDelay,
-      cap: target.maxDelay,
-      spread: target.hintSpread
-    }),
+    schedule: Backoff.fullJitter({ base: target.baseDelay, cap: target.maxDelay }),
+    readsHints: true,
+    hintSpread: target.hintSpread,
     maxRetryAfter: target.maxRetryAfter,
     replaySafe: target.replaySafe,
     attemptTimeout,

@@ -62,8 +62,12 @@ export interface Policy {
   readonly model: string | undefined
   /** Attempts per call, the first included. */
   readonly maxAttempts: number
-  /** Chooses the delay before each retry from the failure; its output is ignored. */
+  /** Proposes the delay before each retry from the failure; its output is ignored. */
   readonly schedule: Schedule.Schedule<unknown, Failure.Failure>
+  /** Whether a failure's hint replaces the schedule's delay (the default backoff), or the schedule decides alone. */
+  readonly readsHints: boolean
+  /** The cap of the random spread added to a hint read, drawn from `[0, hint / 2)`. */
+  readonly hintSpread: Duration.Duration
   /** The longest an attempt may run, before the deadline shortens it. */
   readonly attemptTimeout: Duration.Duration
   /**
@@ -196,12 +200,9 @@ export const policy = (options: PolicyOptions): Effect.Effect<Policy, Settings.I
     target: settings.target,
     model: settings.model,
     maxAttempts: settings.maxAttempts,
-    schedule: settings.schedule ??
-      Backoff.fullJitterWithRetryAfter({
-        base: settings.baseDelay,
-        cap: settings.maxDelay,
-        spread: settings.hintSpread
-      }),
+    schedule: settings.schedule ?? Backoff.fullJitter({ base: settings.baseDelay, cap: settings.maxDelay }),
+    readsHints: settings.schedule === undefined,
+    hintSpread: settings.hintSpread,
     attemptTimeout: settings.attemptTimeout,
     minAttemptTime: settings.minAttemptTime,
     maxRetryAfter: settings.maxRetryAfter,

@@ -18,7 +18,9 @@ import { globalValue } from "effect/GlobalValue"
 import * as LogLevel from "effect/LogLevel"
 import type * as MetricLabel from "effect/MetricLabel"
 import * as Option from "effect/Option"
+import * as Random from "effect/Random"
 import type * as RuntimeFlags from "effect/RuntimeFlags"
+import type * as Schedule from "effect/Schedule"
 import * as Tracer from "effect/Tracer"
 import * as Backoff from "../Backoff.js"
 import * as Classifiers from "../Classifier.js"
@@ -34,6 +36,7 @@ import type * as RetryBudget from "../RetryBudget.js"
 import * as Settings from "../Settings.js"
 import { type AttemptInfo, CurrentAttempt } from "./attempt.js"
 import { startBounded, timedOut } from "./boundedRun.js"
+import * as Decision from "./decision.js"
 import type { TypicalLatency } from "./learned.js"
 import * as Spans from "./spans.js"
 import { kindOf } from "./spans.js"
@@ -172,8 +175,8 @@ class Attempt implements AttemptInfo {
 /** A judge of the errors an attempt ends with: the policy's classifier, or a call's `classify`. */
 export type Judge = (error: unknown) => Judgement
 
-/** A judgement read: the verdict, the hint in milliseconds, and what the schedule steps on. */
-interface Judged {
+/** A judgement read: the verdict, the hint in milliseconds, and what the backoff steps on. */
+interface JudgementRead {
   readonly verdict: Classifiers.Verdict
   readonly hintMillis: number | undefined
   /**
@@ -184,7 +187,7 @@ interface Judged {
 }
 
 /** A judgement's verdict and hint; without a wait of its own, the hint is the one the failure carries. */
-const readJudgement = (judgement: Judgement, failure: unknown): Judged => {
+const readJudgement = (judgement: Judgement, failure: unknown): JudgementRead => {
   if (typeof judgement === "string" || judgement.retryAfter === undefined) {
     const verdict = typeof judgement === "string" ? judgement : judgement.verdict
     const hint = Failure.retryAfterOf(failure)
@@ -198,6 +201,8 @@ const readJudgement = (judgement: Judgement, failure: unknown): Judged => {
   }
 }
 
+const budgetRefused: Decision.Stop = { _tag: "Stop", reason: "budget", deadlineSkip: false }
+
 /** What an attempt's failure says about the target's capacity: only the toolkit's failures say anything. */
 const outcomeOfError = (error: unknown): ConcurrencyGate.Outcome =>
   Failure.isFailure(error) ? ConcurrencyGate.outcomeOf(error) : "neutral"
@@ -208,7 +213,7 @@ const outcomeOfError = (error: unknown): ConcurrencyGate.Outcome =>
  * goes through `fail` (metrics, the budget's record), then `decide`: the stop rules, the provider's
  * hint, the schedule's delay and the deadline, the budget, the sleep, the next attempt.
  */
-class Sequence<A, E, R> {
+class Sequence<A, E, R> implements Decision.Rules {
   // Attempts run with the caller's flags, not with those of the region that guards the permit.
   readonly callerFlags: RuntimeFlags.RuntimeFlags
   readonly budget: RetryBudget.Service
@@ -241,9 +246,13 @@ class Sequence<A, E, R> {
    */
   readonly minAttemptMillis: number
   readonly maxRetryAfterMillis: number
+  readonly hintSpreadMillis: number
+  readonly readsHints: boolean
+  /** Proposes the delay before each retry; a hint read replaces it. */
+  readonly backoff: Schedule.Schedule<unknown, Failure.Failure>
+  backoffState: unknown
   requestId: string | undefined
   history: Array<Failure.AttemptRecord> | undefined = undefined
-  scheduleState: unknown
   lastFailure: LastFailure<E> | undefined = undefined
   /** Where the call's spans are made; `undefined` while nobody would see them. */
   readonly tracing: Spans.Tracing | undefined
@@ -302,7 +311,10 @@ class Sequence<A, E, R> {
     this.attemptTimeoutMillis = Duration.toMillis(policy.attemptTimeout)
     this.minAttemptMillis = Math.max(Duration.toMillis(policy.minAttemptTime), this.latency.millis)
     this.maxRetryAfterMillis = Duration.toMillis(policy.maxRetryAfter)
-    this.scheduleState = policy.schedule.initial
+    this.hintSpreadMillis = Duration.toMillis(policy.hintSpread)
+    this.readsHints = policy.readsHints
+    this.backoff = policy.schedule
+    this.backoffState = policy.schedule.initial
     if (given !== undefined) {
       this.tracing = given.tracing
       this.span = given.span
@@ -338,8 +350,7 @@ class Sequence<A, E, R> {
    * at the deadline would otherwise be granted, spent and then wasted.
    */
   leavesRoom(now: number, delay: number): boolean {
-    const left = this.deadline - (now + delay)
-    return left > 0 && left >= this.minAttemptMillis
+    return Decision.leavesRoom(this, now, delay)
   }
 
   count(metric: { unsafeUpdate: (input: number, tags: ReadonlyArray<MetricLabel.MetricLabel>) => void }, value = 1) {
@@ -425,53 +436,9 @@ class Sequence<A, E, R> {
   }
 
   /** The failure's verdict and hint: a nested call that already retried has only stopping left. */
-  judgementOf({ failure, own, settled }: AttemptFailure): Judged {
+  judgementOf({ failure, own, settled }: AttemptFailure): JudgementRead {
     if (settled) return { verdict: "terminal", hintMillis: undefined, scheduleInput: failure }
     return readJudgement(own ? this.classifyFailure(failure as Failure.Failure) : this.judge(failure), failure)
-  }
-
-  /** The rules that end a sequence whatever the clock says, in order; `undefined`: go on. */
-  stopRule(failure: unknown, verdict: Classifiers.Verdict, attempt: number): Failure.StopReason | undefined {
-    if (this.nested) return "deferred"
-    if (Failure.isFailure(failure) && failure._tag === "DeadlineExceeded") return "deadline"
-    if (verdict === "terminal") return Failure.isFailure(failure) && failure._tag === "Shed" ? "shed" : "terminal"
-    if (verdict === "ambiguous" && !this.replaySafe) return "not-replay-safe"
-    if (attempt >= this.maxAttempts) return "attempts"
-    return undefined
-  }
-
-  /**
-   * The provider's hint against the policy's ceiling and the time left: a wait the call cannot afford
-   * says this target cannot serve it in time, while the time left may well be enough for another
-   * target: that is a failover (`retry-after-too-long`), not a deadline.
-   */
-  hintRule(hintMillis: number | undefined): Failure.StopReason | "skip" | undefined {
-    if (hintMillis === undefined) return undefined
-    if (hintMillis > this.maxRetryAfterMillis) return "retry-after-too-long"
-    const now = this.clock.unsafeCurrentTimeMillis()
-    if (this.leavesRoom(now, hintMillis)) return undefined
-    return this.leavesRoom(now, 0) ? "retry-after-too-long" : "skip"
-  }
-
-  /**
-   * The schedule's delay before the next attempt, fitted to the deadline: `undefined` when the
-   * schedule is done, `"skip"` when no sleep leaves the attempt its time. The provider's wait fits
-   * but what the schedule added to it does not: the addition gives way, down to the last moment that
-   * still leaves an attempt its time.
-   */
-  nextDelay(scheduleInput: unknown, hintMillis: number | undefined): Effect.Effect<number | "skip" | undefined> {
-    const clock = this.clock
-    return Effect.map(
-      this.policy.schedule.step(clock.unsafeCurrentTimeMillis(), scheduleInput as Failure.Failure, this.scheduleState),
-      (step) => {
-        const now = clock.unsafeCurrentTimeMillis()
-        this.scheduleState = step[0]
-        const delay = Backoff.delayOf(step[2], now)
-        if (delay === undefined || this.leavesRoom(now, delay)) return delay
-        if (hintMillis === undefined || !this.leavesRoom(now, hintMillis)) return "skip"
-        return Math.max(hintMillis, Math.ceil(this.deadline - now - this.minAttemptMillis) - 1)
-      }
-    )
   }
 
   decide(
@@ -510,7 +477,16 @@ class Sequence<A, E, R> {
       retryAfterMs: hintMillis,
       ...attempt.annotations
     }
-    const stopHere = (reason: Failure.StopReason) => {
+    const judged: Decision.Judged = {
+      attempt: number,
+      verdict,
+      hintMillis,
+      deadlineExceeded: Failure.isFailure(failure) && failure._tag === "DeadlineExceeded",
+      shed: Failure.isFailure(failure) && failure._tag === "Shed"
+    }
+    const stopHere = (stop: Decision.Stop) => {
+      if (stop.deadlineSkip) this.count(this.metrics.deadlineSkips)
+      const reason = stop.reason
       if (reason === "deferred") {
         return Effect.zipRight(
           this.log(LogLevel.Info, "attempt failed; retrying is left to the enclosing resilient call", {
@@ -525,25 +501,36 @@ class Sequence<A, E, R> {
         this.stop(reason, last)
       )
     }
-    const skipHere = () => {
-      this.count(this.metrics.deadlineSkips)
-      return stopHere("deadline")
-    }
-
-    const stopped = this.stopRule(failure, verdict, number) ?? this.hintRule(hintMillis)
-    if (stopped === "skip") return skipHere()
-    if (stopped !== undefined) return stopHere(stopped)
-    return Effect.flatMap(this.nextDelay(scheduleInput, hintMillis), (delay) => {
-      if (delay === undefined) return stopHere("attempts")
-      if (delay === "skip") return skipHere()
+    const decided = (decision: Decision.Decision) => {
+      if (decision._tag === "Stop") return stopHere(decision)
+      // The budget is asked for retries only, never for a sequence that stops anyway.
       return Effect.flatMap(this.budget.tryAcquire(failure), (granted) => {
         if (!granted) {
           this.count(this.metrics.budgetExhausted)
-          return stopHere("budget")
+          return stopHere(budgetRefused)
         }
-        return this.sleepThenRetry(number + 1, delay, logged)
+        return this.sleepThenRetry(number + 1, decision.delay, logged)
       })
-    })
+    }
+
+    const clock = this.clock
+    const stopped = Decision.beforeBackoff(this, judged, clock.unsafeCurrentTimeMillis())
+    if (stopped !== undefined) return stopHere(stopped)
+    return Effect.flatMap(
+      this.backoff.step(clock.unsafeCurrentTimeMillis(), scheduleInput as Failure.Failure, this.backoffState),
+      (step) => {
+        const now = clock.unsafeCurrentTimeMillis()
+        this.backoffState = step[0]
+        const proposed = Backoff.delayOf(step[2], now) ?? "done"
+        if (proposed === "done" || !Decision.drawsSpread(this, judged)) {
+          return decided(Decision.afterBackoff(this, judged, now, proposed, undefined))
+        }
+        return Effect.flatMap(
+          Random.next,
+          (fraction) => decided(Decision.afterBackoff(this, judged, now, proposed, fraction))
+        )
+      }
+    )
   }
 
   /** Sleeps the granted delay, then starts attempt `next`. */
