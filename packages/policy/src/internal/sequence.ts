@@ -21,7 +21,7 @@ import * as Option from "effect/Option"
 import * as Random from "effect/Random"
 import type * as RuntimeFlags from "effect/RuntimeFlags"
 import type * as Schedule from "effect/Schedule"
-import * as Tracer from "effect/Tracer"
+import type * as Tracer from "effect/Tracer"
 import * as Backoff from "../Backoff.js"
 import * as Classifiers from "../Classifier.js"
 import { Classifier } from "../Classifier.js"
@@ -37,6 +37,7 @@ import * as Settings from "../Settings.js"
 import { type AttemptInfo, CurrentAttempt } from "./attempt.js"
 import { startBounded, timedOut } from "./boundedRun.js"
 import * as Decision from "./decision.js"
+import * as Instruments from "./instrumentation.js"
 import type { TypicalLatency } from "./learned.js"
 import * as Spans from "./spans.js"
 import { kindOf } from "./spans.js"
@@ -98,17 +99,14 @@ export const spanStartOf = (policy: Policy, options: CallOptions | undefined): S
 }
 
 /** One attempt, as the transport sees it (`AttemptInfo`) and as it told the sequence about itself. */
-class Attempt implements AttemptInfo {
+class Attempt implements AttemptInfo, Instruments.AttemptTrace {
   phase: "headers" | "body" | undefined = undefined
   annotations: Record<string, unknown> | undefined = undefined
   used: number | undefined = undefined
   limits: RateLimiter.Limits | undefined = undefined
-  /** The attempt's span, while the call has one. */
   span: Tracer.Span | undefined = undefined
-  /** Whether the attempt has ended: its span ends then, or once its verdict is known. */
   over = false
   endedAt = noTime
-  /** What the answer said of itself (`spanAttribute`), keys and values in turn: the call's too if it succeeds. */
   described: Array<unknown> | undefined = undefined
 
   constructor(
@@ -143,28 +141,7 @@ class Attempt implements AttemptInfo {
   }
 
   spanAttribute(key: string, value: unknown): void {
-    if (this.span === undefined) return
-    if (!this.over) {
-      this.span.attribute(key, value)
-      ;(this.described ??= []).push(key, value)
-      return
-    }
-    // After the attempt, only the one that succeeded is still read (a stream's later chunks, its
-    // usage): what they say describes the call.
-    const call = this.sequence.span
-    if (call !== undefined && call.status._tag !== "Ended") call.attribute(key, value)
-  }
-
-  /** The attempt ended: its span ends at this time, once the sequence has judged it. */
-  finish(): void {
-    this.over = true
-    const tracing = this.sequence.tracing
-    if (this.span !== undefined && tracing !== undefined) this.endedAt = Spans.nowNanos(tracing)
-  }
-
-  endSpan(exit: Exit.Exit<unknown, unknown>): void {
-    const span = this.span
-    if (span !== undefined && span.status._tag !== "Ended") span.end(this.endedAt, exit)
+    Instruments.attemptAttribute(this.sequence, this, key, value)
   }
 
   reportLimits(limits: RateLimiter.Limits): void {
@@ -213,7 +190,7 @@ const outcomeOfError = (error: unknown): ConcurrencyGate.Outcome =>
  * goes through `fail` (metrics, the budget's record), then `decide`: the stop rules, the provider's
  * hint, the schedule's delay and the deadline, the budget, the sleep, the next attempt.
  */
-class Sequence<A, E, R> implements Decision.Rules {
+class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
   // Attempts run with the caller's flags, not with those of the region that guards the permit.
   readonly callerFlags: RuntimeFlags.RuntimeFlags
   readonly budget: RetryBudget.Service
@@ -324,25 +301,19 @@ class Sequence<A, E, R> implements Decision.Rules {
         ? undefined
         : Spans.startCallSpan(this.tracing, fiber, spanStartOf(policy, options))
     }
-    if (this.span !== undefined) {
-      this.span.attribute("resilient_ai.target", policy.target)
-      // One attempt, retrying left to the enclosing call.
-      if (this.nested) this.span.attribute("resilient_ai.nested", true)
-    }
+    Instruments.callStarted(this)
   }
 
   start(): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
     if (this.nested) {
-      this.count(this.metrics.nestedSingleAttempts)
+      Instruments.nestedCall(this)
       return this.attemptFrom(1, 0)
     }
     const recordCall = this.budget.recordCall
     return recordCall === undefined ? this.attemptFrom(1, 0) : Effect.zipRight(recordCall, this.attemptFrom(1, 0))
   }
 
-  requestIdNow(): string {
-    return this.requestId ??= randomId()
-  }
+  readonly requestIdNow = (): string => this.requestId ??= randomId()
 
   /**
    * Whether an attempt would still get its time after sleeping `delay` from `now`: the test
@@ -353,62 +324,23 @@ class Sequence<A, E, R> implements Decision.Rules {
     return Decision.leavesRoom(this, now, delay)
   }
 
-  count(metric: { unsafeUpdate: (input: number, tags: ReadonlyArray<MetricLabel.MetricLabel>) => void }, value = 1) {
-    metric.unsafeUpdate(value, this.metricLabels)
-  }
-
-  log(level: LogLevel.LogLevel, message: string, annotations: Record<string, unknown>): Effect.Effect<void> {
-    return LogLevel.lessThan(level, this.minimumLogLevel)
-      ? Effect.void
-      : Effect.annotateLogs(
-        Effect.logWithLevel(level, message),
-        definedOnly({
-          requestId: this.requestIdNow(),
-          target: this.policy.target,
-          model: this.policy.model,
-          ...annotations
-        })
-      )
-  }
-
   stop(reason: Failure.StopReason, last: LastFailure<E>): Effect.Effect<never, Failure.CallFailed<LastFailure<E>>> {
-    if (!this.nested) this.count(this.metrics.callsFailed(reason))
-    if (this.span !== undefined) {
-      this.span.attribute("resilient_ai.stop_reason", reason)
-      this.span.attribute("error.type", kindOf(last))
-    }
+    Instruments.stopped(this, reason, last)
     return Effect.fail(
       new Failure.CallFailed({ reason, last, attempts: this.history ?? [], target: this.policy.target })
     )
   }
 
   skipForDeadline(phase: Failure.DeadlinePhase) {
-    this.count(this.metrics.deadlineSkips)
+    Instruments.deadlineSkipped(this)
     return this.stop("deadline", this.lastFailure ?? new Failure.DeadlineExceeded({ deadline: this.deadline, phase }))
   }
 
   succeed(attempt: Attempt, value: A, took: number): Effect.Effect<A> {
     this.latency.record(took)
-    const described = attempt.described
-    if (described !== undefined && this.span !== undefined) {
-      for (let index = 0; index < described.length; index += 2) {
-        this.span.attribute(described[index] as string, described[index + 1])
-      }
-    }
-    const done = LogLevel.lessThan(LogLevel.Debug, this.minimumLogLevel)
-      ? Effect.succeed(value)
-      : Effect.as(
-        this.log(LogLevel.Debug, "attempt succeeded", {
-          attempt: attempt.attempt,
-          durationMs: took,
-          ...attempt.annotations
-        }),
-        value
-      )
+    const logged = Instruments.succeeded(this, attempt, attempt.attempt, took, attempt.annotations)
+    const done = logged === undefined ? Effect.succeed(value) : Effect.as(logged, value)
     if (this.nested) return done
-    this.count(this.metrics.successes)
-    this.count(this.metrics.attemptsPerSuccess, attempt.attempt)
-    if (attempt.attempt > 1) this.count(this.metrics.retriesSucceeded)
     const budget = this.budget
     if (budget.recordSuccessNow === undefined) return Effect.zipRight(budget.recordSuccess(attempt.attempt), done)
     budget.recordSuccessNow(attempt.attempt)
@@ -424,7 +356,7 @@ class Sequence<A, E, R> implements Decision.Rules {
   ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
     const failure = failed.failure
     this.lastFailure = failure as LastFailure<E>
-    if (!this.nested) this.count(this.metrics.failures(kindOf(failure)))
+    Instruments.failed(this, kindOf(failure))
     const recordFailure = this.budget.recordFailure
     if (!this.nested && recordFailure !== undefined) {
       return Effect.zipRight(
@@ -460,14 +392,7 @@ class Sequence<A, E, R> implements Decision.Rules {
       delayBefore: Duration.millis(delayBefore)
     })
     const { hintMillis, scheduleInput, verdict } = this.judgementOf(failed)
-    const span = attempt.span
-    if (span !== undefined) {
-      span.attribute("error.type", kind)
-      span.attribute("resilient_ai.verdict", verdict)
-      if (status !== undefined) span.attribute("http.response.status_code", status)
-      if (hintMillis !== undefined) span.attribute("resilient_ai.retry_after_seconds", hintMillis / 1000)
-      attempt.endSpan(Exit.fail(failure))
-    }
+    Instruments.judged(attempt, kind, status, verdict, hintMillis, Exit.fail(failure))
     const logged = {
       attempt: number,
       durationMs: took,
@@ -485,28 +410,15 @@ class Sequence<A, E, R> implements Decision.Rules {
       shed: Failure.isFailure(failure) && failure._tag === "Shed"
     }
     const stopHere = (stop: Decision.Stop) => {
-      if (stop.deadlineSkip) this.count(this.metrics.deadlineSkips)
-      const reason = stop.reason
-      if (reason === "deferred") {
-        return Effect.zipRight(
-          this.log(LogLevel.Info, "attempt failed; retrying is left to the enclosing resilient call", {
-            ...logged,
-            stop: reason
-          }),
-          this.stop(reason, last)
-        )
-      }
-      return Effect.zipRight(
-        this.log(LogLevel.Warning, "attempt failed, stopping", { ...logged, stop: reason }),
-        this.stop(reason, last)
-      )
+      if (stop.deadlineSkip) Instruments.deadlineSkipped(this)
+      return Effect.zipRight(Instruments.stopLogged(this, stop.reason, logged), this.stop(stop.reason, last))
     }
     const decided = (decision: Decision.Decision) => {
       if (decision._tag === "Stop") return stopHere(decision)
       // The budget is asked for retries only, never for a sequence that stops anyway.
       return Effect.flatMap(this.budget.tryAcquire(failure), (granted) => {
         if (!granted) {
-          this.count(this.metrics.budgetExhausted)
+          Instruments.budgetRefused(this)
           return stopHere(budgetRefused)
         }
         return this.sleepThenRetry(number + 1, decision.delay, logged)
@@ -539,11 +451,10 @@ class Sequence<A, E, R> implements Decision.Rules {
     delay: number,
     logged: Record<string, unknown>
   ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
-    this.count(this.metrics.retries)
-    return this.log(LogLevel.Info, "attempt failed, retrying", { ...logged, retryInMs: Math.round(delay) }).pipe(
+    return Instruments.retrying(this, logged, delay).pipe(
       Effect.zipRight(Effect.sleep(Duration.millis(delay))),
       Effect.zipRight(Effect.suspend(() => {
-        this.count(this.metrics.retryDelay, delay / 1000)
+        Instruments.slept(this, delay)
         return this.attemptFrom(next, delay)
       }))
     )
@@ -565,7 +476,7 @@ class Sequence<A, E, R> implements Decision.Rules {
     took: number,
     delayBefore: number
   ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
-    attempt.finish()
+    Instruments.attemptEnded(this, attempt)
     if (attempt.reservation !== RateLimiter.free || attempt.limits !== undefined) {
       const failure = Exit.isFailure(exit) ? Option.getOrUndefined(Cause.failureOption(exit.cause)) : undefined
       return Effect.zipRight(
@@ -602,13 +513,13 @@ class Sequence<A, E, R> implements Decision.Rules {
     delayBefore: number
   ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
     if (Exit.isSuccess(exit)) {
-      attempt.endSpan(exit)
+      Instruments.endAttemptSpan(attempt, exit)
       return this.releasing("success", this.succeed(attempt, exit.value, took))
     }
     const failure = Cause.failureOption(exit.cause)
     // Defects and interruptions are not failures of the call: they propagate untouched.
     if (Cause.isDie(exit.cause) || Cause.isInterrupted(exit.cause) || Option.isNone(failure)) {
-      attempt.endSpan(exit)
+      Instruments.endAttemptSpan(attempt, exit)
       return this.releasing("neutral", Effect.failCause(Cause.stripFailures(exit.cause)))
     }
     const unwrapped = unwrap(failure.value)
@@ -640,15 +551,14 @@ class Sequence<A, E, R> implements Decision.Rules {
       const boundByDeadline = remaining <= this.attemptTimeoutMillis
       const timeoutMillis = boundByDeadline ? remaining : this.attemptTimeoutMillis
       const attempt = new Attempt(this, number, started + timeoutMillis, reservation)
-      let context = current.currentContext as Context.Context<R>
-      if (this.tracing !== undefined && this.span !== undefined) {
-        const span = attempt.span = Spans.startAttemptSpan(this.tracing, current, this.span)
-        span.attribute("resilient_ai.attempt", number)
-        this.span.attribute("resilient_ai.attempts", number)
-        if (number > 1) span.attribute("resilient_ai.retry.delay_seconds", delayBefore / 1000)
-        // The attempt's own spans (the HTTP client's) are the attempt span's children.
-        context = Context.add(context, Tracer.ParentSpan, span)
-      }
+      const context = Instruments.attemptStarting(
+        this,
+        attempt,
+        current,
+        number,
+        delayBefore,
+        current.currentContext as Context.Context<R>
+      )
       const id = current.id()
       const entries: [RefEntry, ...Array<RefEntry>] = [
         [CurrentAttempt, [[id, attempt]]],
@@ -662,7 +572,6 @@ class Sequence<A, E, R> implements Decision.Rules {
         for (const [ref, value] of attemptRefs) entries.push([ref, [[id, value]]])
       }
       const fiberRefs = FiberRefs.updateManyAs(current.getFiberRefs(), { entries })
-      if (!this.nested) this.count(this.metrics.attempts)
       const run = startBounded(this.self, current, context, this.callerFlags, fiberRefs, timeoutMillis, clock)
       if (run._tag === "Finished") {
         return this.settle(restore, attempt, run.exit, clock.unsafeCurrentTimeMillis() - started, delayBefore)
@@ -670,14 +579,14 @@ class Sequence<A, E, R> implements Decision.Rules {
       // Interrupted while awaiting it: the attempt is stopped, then its permit given back.
       return Effect.flatMap(
         restore(run.await(Effect.suspend(() => {
-          attempt.finish()
-          attempt.endSpan(Exit.interrupt(id))
+          Instruments.attemptEnded(this, attempt)
+          Instruments.endAttemptSpan(attempt, Exit.interrupt(id))
           return this.releasing("neutral", Effect.void)
         }))),
         (result) => {
           const took = clock.unsafeCurrentTimeMillis() - started
           if (result !== timedOut) return this.settle(restore, attempt, result, took, delayBefore)
-          attempt.finish()
+          Instruments.attemptEnded(this, attempt)
           const failure = boundByDeadline
             ? new Failure.DeadlineExceeded({ deadline, phase: "attempt" })
             : new Failure.ReadTimeout({ timeout: Duration.millis(timeoutMillis), phase: attempt.phase ?? "attempt" })
@@ -698,7 +607,7 @@ class Sequence<A, E, R> implements Decision.Rules {
   refused(refusal: Failure.Shed | Failure.DeadlineExceeded) {
     this.lastFailure = refusal
     if (refusal._tag === "DeadlineExceeded") return this.skipForDeadline("queue")
-    this.count(this.metrics.shed)
+    Instruments.shed(this)
     return this.stop("shed", refusal)
   }
 
@@ -722,8 +631,7 @@ class Sequence<A, E, R> implements Decision.Rules {
       return Effect.matchEffect(restore(this.limiter.admit(demand)), {
         onFailure: (refusal) => this.pacedOut(refusal),
         onSuccess: (reservation) => {
-          const waited = this.clock.unsafeCurrentTimeMillis() - asked
-          if (waited > 0) this.count(this.metrics.pacedWait, waited / 1000)
+          Instruments.pacedWait(this, this.clock.unsafeCurrentTimeMillis() - asked)
           return this.gatedAttempt(restore, number, delayBefore, reservation)
         }
       })
@@ -802,14 +710,6 @@ export const runSequence = <A, E, R>(
       (made) => runSequence(self, policy, options, made, judge, givenSpan)
     )
   })
-}
-
-const definedOnly = (annotations: Record<string, unknown>): Record<string, unknown> => {
-  const defined: Record<string, unknown> = {}
-  for (const key in annotations) {
-    if (annotations[key] !== undefined) defined[key] = annotations[key]
-  }
-  return defined
 }
 
 /**
