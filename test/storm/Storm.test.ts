@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Failure, Health, Metrics, Resilient, type RetryBudget } from "@resilient-ai/policy"
+import { Failure, Health, Metrics, type RetryBudget } from "@resilient-ai/policy"
+import { Attempts } from "@resilient-ai/policy/internal"
 import {
   Contention,
   SimulatedProvider,
@@ -163,24 +164,28 @@ describe("SimulatedProvider, an API key's limits", () => {
     rateLimit: { requestsPerMinute: 600, tokensPerMinute: 60_000 }
   }
   const tokens = { prompt: 300, maxTokens: 500, completion: 100 }
-  /** An attempt as the transport sees it, recording what the provider tells it. */
+  /** An attempt as the engine reads it: recording what the provider's answer reports, handing back the outcome. */
   const attempt = () => {
     const told: { usage: Array<number>; limits: Array<unknown> } = { usage: [], limits: [] }
-    const info: Resilient.AttemptInfo = {
-      requestId: "r",
-      attempt: 1,
-      target: "key",
-      deadline: Number.POSITIVE_INFINITY,
-      replaySafe: true,
-      enter: () => {},
-      annotate: () => {},
-      spanAttribute: () => {},
-      reportUsage: (used) => void told.usage.push(used),
-      reportLimits: (limits) => void told.limits.push(limits)
+    const record = (report: Attempts.Report) => {
+      if (report.usage !== undefined) told.usage.push(report.usage)
+      if (report.limits !== undefined) told.limits.push(report.limits)
     }
     return {
       told,
-      send: <A, E>(request: Effect.Effect<A, E>) => Effect.locally(request, Resilient.CurrentAttempt, info)
+      send: <A, E>(request: Effect.Effect<A | Attempts.Answered<A>, E | Attempts.Reported<E>>) =>
+        Effect.mapBoth(request, {
+          onFailure: (failure) => {
+            if (!(failure instanceof Attempts.Reported)) return failure
+            record(failure.report)
+            return failure.failure
+          },
+          onSuccess: (answer) => {
+            if (!(answer instanceof Attempts.Answered)) return answer
+            record(answer.report)
+            return answer.value
+          }
+        })
     }
   }
 

@@ -20,6 +20,7 @@
  */
 import * as HttpClient from "@effect/platform/HttpClient"
 import { Coordination, Failure, Resilient, type Settings } from "@resilient-ai/policy"
+import { Engine } from "@resilient-ai/policy/internal"
 import type * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
@@ -126,45 +127,42 @@ const makeWith = (
 
     const chat: Service["chat"] = (request, options) => {
       const model = request.model ?? target.model
-      return Transport.postJsonWith(
-        http,
-        endpoint,
-        "/chat/completions",
-        ChatCompletion.body(request, model, false),
-        ChatCompletion.ChatCompletion,
-        (completion) => completion.usage
-      ).pipe(
-        Resilient.retryWith(policyFor(model), resilient, {
-          tokens: ChatCompletion.tokensOf(request),
-          ...options,
-          span: GenAi.withRequest(chatSpan(model), request)
-        })
+      return Engine.run(
+        Transport.jsonAttempt(
+          http,
+          endpoint,
+          "/chat/completions",
+          ChatCompletion.body(request, model, false),
+          ChatCompletion.ChatCompletion,
+          (completion) => completion.usage
+        ),
+        policyFor(model),
+        resilient,
+        { tokens: ChatCompletion.tokensOf(request), ...options, span: GenAi.withRequest(chatSpan(model), request) }
       )
     }
 
     const embeddings: Service["embeddings"] = (request, options) => {
       const model = request.model ?? target.model
-      return Transport.postJsonWith(
-        http,
-        endpoint,
-        "/embeddings",
-        Embeddings.body(request, model),
-        Embeddings.Embeddings,
-        (result) => result.usage
-      ).pipe(
-        Resilient.retryWith(policyFor(model), resilient, {
-          replaySafe: true,
-          tokens: Embeddings.tokensOf(request),
-          ...options,
-          span: embeddingsSpan(model)
-        })
+      return Engine.run(
+        Transport.jsonAttempt(
+          http,
+          endpoint,
+          "/embeddings",
+          Embeddings.body(request, model),
+          Embeddings.Embeddings,
+          (result) => result.usage
+        ),
+        policyFor(model),
+        resilient,
+        { replaySafe: true, tokens: Embeddings.tokensOf(request), ...options, span: embeddingsSpan(model) }
       )
     }
 
     const chatStream: Service["chatStream"] = (request, options) => {
       const model = request.model ?? target.model
       const policy = policyFor(model)
-      const post = Transport.postStream(
+      const post = Transport.streamAttempt(
         endpoint,
         "/chat/completions",
         ChatCompletion.body(request, model, true),
@@ -172,7 +170,7 @@ const makeWith = (
         (chunk) => chunk.usage,
         policy.attemptTimeout
       )
-      return Resilient.retryStreamWith(post, policy, resilient, {
+      return Engine.stream(post, policy, resilient, {
         tokens: ChatCompletion.tokensOf(request),
         ...options,
         span: GenAi.withRequest(chatSpan(model), request)

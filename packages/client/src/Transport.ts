@@ -4,9 +4,10 @@
  * The transport never retries: it makes exactly one request and says precisely how it ended, so
  * the policy above it can decide. That precision is the point. A refused connection sent nothing
  * (retry freely); a reset after the request was written may have started a billed generation
- * (replay only when safe); a 429 that says `insufficient_quota` will not pass by waiting. The
- * attempt tells the policy which phase it reached (`AttemptInfo.enter`), so a timeout is reported
- * as stalling in the headers or in the body, and adds the token usage to the attempt's log line.
+ * (replay only when safe); a 429 that says `insufficient_quota` will not pass by waiting. An
+ * attempt tells the policy which phase it reached, so a timeout is reported as stalling in the
+ * headers or in the body, and hands back with its answer the token usage and the limits the
+ * provider stated.
  *
  * It runs on `@effect/platform`'s `HttpClient`, which the application provides (on Node,
  * `NodeHttpClient.layerUndici` from `@effect/platform-node`).
@@ -16,6 +17,7 @@ import type * as HttpClientError from "@effect/platform/HttpClientError"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import { Failure, Metrics, RateLimiter, Resilient } from "@resilient-ai/policy"
+import { Attempts } from "@resilient-ai/policy/internal"
 import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
@@ -232,38 +234,35 @@ const errorResponse = (
 /** The token counts a response reports, when it reports them. */
 type Usage = { readonly prompt_tokens: number; readonly completion_tokens?: number | undefined } | null | undefined
 
-/** Records a response's token usage as metrics and on the attempt's log line. */
-const recordUsage = (
-  endpoint: Endpoint,
-  model: string,
-  usage: Usage,
-  info: Resilient.AttemptInfo | undefined
-): void => {
+/** Records a response's token usage as metrics, and in the attempt's report: its log line, its span. */
+const recordUsage = (endpoint: Endpoint, model: string, usage: Usage, report: Attempts.Report): void => {
   if (usage === undefined || usage === null) return
-  info?.reportUsage(usage.prompt_tokens + (usage.completion_tokens ?? 0))
+  report.usage = usage.prompt_tokens + (usage.completion_tokens ?? 0)
   const metrics = Metrics.forTarget(endpoint.target, model)
   metrics.tokens("prompt").unsafeUpdate(usage.prompt_tokens, [])
-  info?.annotate("promptTokens", usage.prompt_tokens)
+  report.annotate("promptTokens", usage.prompt_tokens)
   if (usage.completion_tokens !== undefined) {
     metrics.tokens("completion").unsafeUpdate(usage.completion_tokens, [])
-    info?.annotate("completionTokens", usage.completion_tokens)
+    report.annotate("completionTokens", usage.completion_tokens)
   }
-  if (info !== undefined) GenAi.describeUsage(info, usage.prompt_tokens, usage.completion_tokens)
+  GenAi.describeUsage(report, usage.prompt_tokens, usage.completion_tokens)
 }
 
-/** Tells the attempt the limits the provider stated in an answer's headers, when it stated any. */
-export const reportLimits = (info: Resilient.AttemptInfo, header: (name: string) => string | null | undefined) => {
+/**
+ * Puts the limits the provider stated in an answer's headers in the attempt's report, when it
+ * stated any.
+ *
+ * @internal
+ */
+export const reportLimits = (report: Attempts.Report, header: (name: string) => string | null | undefined) => {
   const limits = RateLimiter.limitsOf(header)
-  if (limits.requestsPerMinute !== undefined || limits.tokensPerMinute !== undefined) info.reportLimits(limits)
+  if (limits.requestsPerMinute !== undefined || limits.tokensPerMinute !== undefined) report.limits = limits
 }
 
-/** Where an attempt finds the HTTP client it sends with, and the attempt it is. */
-type Sender<R> = Effect.Effect<readonly [HttpClient.HttpClient, Resilient.AttemptInfo | undefined], never, R>
+/** Where an attempt finds the HTTP client it sends with. */
+type Sender<R> = Effect.Effect<HttpClient.HttpClient, never, R>
 
-const senderInContext: Sender<HttpClient.HttpClient> = Effect.zip(
-  HttpClient.HttpClient,
-  FiberRef.get(Resilient.CurrentAttempt)
-)
+const senderInContext: Sender<HttpClient.HttpClient> = HttpClient.HttpClient
 
 /**
  * `make`, called once per key and kept in `cache`: for what is made from a value that lives as long
@@ -288,7 +287,7 @@ const memo = <K, V>(
  */
 const senderGiven = memo(
   new WeakMap<HttpClient.HttpClient, Sender<never>>(),
-  (client): Sender<never> => Effect.map(FiberRef.get(Resilient.CurrentAttempt), (info) => [client, info] as const)
+  (client): Sender<never> => Effect.succeed(client)
 )
 
 /** The request every call to a path of an endpoint starts from, before its body. */
@@ -334,32 +333,42 @@ const callOf = <A, I>(
 
 /**
  * Decodes one parsed JSON value of a success with the call's schema and records its token usage
- * and, for the attempt's `first` value, its id and model: `notJsonMarker` (text that is not JSON,
- * or bytes that are not UTF-8) is the `NotJson` of `notJson()`, JSON that breaks the schema a
- * `ContractViolation`.
+ * and, for the attempt's `first` value, its id and model, in `report`: `notJsonMarker` (text that
+ * is not JSON, or bytes that are not UTF-8) is the `NotJson` of `notJson()`, JSON that breaks the
+ * schema a `ContractViolation`.
  */
 const decodeValue = <A>(
   call: Call<A>,
   parsed: unknown,
   notJson: () => Failure.NotJson,
-  info: Resilient.AttemptInfo | undefined,
+  report: Attempts.Report,
   first: boolean
 ): Effect.Effect<A, Failure.Failure> => {
   if (parsed === notJsonMarker) return Effect.fail(notJson())
   return call.decode(parsed).pipe(
     Effect.mapError(contractViolation),
     Effect.tap((value) => {
-      if (first && info !== undefined) GenAi.describeAnswer(info, value)
-      recordUsage(call.endpoint, call.model, call.usageOf(value), info)
+      if (first) GenAi.describeAnswer(report, value)
+      recordUsage(call.endpoint, call.model, call.usageOf(value), report)
     })
   )
 }
 
 /**
+ * One attempt of a call: given its context inside a resilient call, none outside one.
+ *
+ * @internal
+ */
+export type Attempt<B, R> = (
+  context: Attempts.AttemptContext | undefined
+) => Effect.Effect<Attempts.Answered<B>, Attempts.Reported<Failure.Failure>, R>
+
+/**
  * Sends one attempt of `call` and reads its success with `read`; every other outcome is its failure
  * (no response, an error status with the provider's error decoded), with the API key scrubbed from
- * it. The request is built on the first attempt and sent again by every retry with its attempt's
- * idempotency key, so a retry does not serialize the body again.
+ * it. Either comes back with the attempt's report: the provider's request id, the limits it stated,
+ * the usage its answer reported. The request is built on the first attempt and sent again by every
+ * retry with its attempt's idempotency key, so a retry does not serialize the body again.
  */
 const send = <A, B, R, RR>(
   sender: Sender<R>,
@@ -368,35 +377,49 @@ const send = <A, B, R, RR>(
   read: (
     call: Call<A>,
     response: HttpClientResponse.HttpClientResponse,
-    info: Resilient.AttemptInfo | undefined
+    report: Attempts.Report
   ) => Effect.Effect<B, Failure.Failure, RR>
-): Effect.Effect<B, Failure.Failure, R | RR> => {
+): Attempt<B, R | RR> => {
   const { endpoint } = call
   let built: HttpClientRequest.HttpClientRequest | undefined
-  const attempt = Effect.flatMap(sender, ([client, info]) => {
-    info?.enter("headers")
-    built ??= HttpClientRequest.bodyUnsafeJson(prepared(endpoint)(call.path), call.body)
-    const request = info === undefined
-      ? built
-      : HttpClientRequest.setHeader(built, endpoint.idempotencyHeader, info.requestId)
-    return client.execute(request).pipe(
-      Effect.mapError((error: HttpClientError.HttpClientError) => fromRequestError(error.cause ?? error, endpoint)),
-      Effect.flatMap((response) => {
-        if (info !== undefined) {
-          info.enter("body")
+  return (context) =>
+    Effect.flatMap(sender, (client) => {
+      const report = new Attempts.Report()
+      context?.reached("headers", report)
+      built ??= HttpClientRequest.bodyUnsafeJson(prepared(endpoint)(call.path), call.body)
+      const request = context === undefined
+        ? built
+        : HttpClientRequest.setHeader(built, endpoint.idempotencyHeader, context.requestId)
+      return client.execute(request).pipe(
+        Effect.mapError((error: HttpClientError.HttpClientError) => fromRequestError(error.cause ?? error, endpoint)),
+        Effect.flatMap((response) => {
+          context?.reached("body", report)
           // The platform's headers are a record of lower-case names: looked up, not searched.
           const providerRequestId = response.headers["x-request-id"] ?? response.headers["request-id"]
-          if (providerRequestId !== undefined) info.annotate("providerRequestId", providerRequestId)
-          reportLimits(info, (name) => response.headers[name])
-        }
-        return response.status >= 400
-          ? errorResponse(response, endpoint, call.model)
-          : read(call, response, info)
-      })
-    )
-  })
-  return Effect.mapError(attempt, (failure) => scrubFailure(failure, endpoint.apiKey))
+          if (providerRequestId !== undefined) report.annotate("providerRequestId", providerRequestId)
+          reportLimits(report, (name) => response.headers[name])
+          return response.status >= 400
+            ? errorResponse(response, endpoint, call.model)
+            : read(call, response, report)
+        }),
+        Effect.mapBoth({
+          onFailure: (failure) => new Attempts.Reported(scrubFailure(failure, endpoint.apiKey), report),
+          onSuccess: (value) => new Attempts.Answered(value, report)
+        })
+      )
+    })
 }
+
+/**
+ * An attempt sent outside the engine: the answer alone, its report dropped. Inside a resilient call
+ * it still carries the call's request id as its idempotency key.
+ */
+const plainly = <B, R>(attempt: Attempt<B, R>): Effect.Effect<B, Failure.Failure, R> =>
+  Effect.flatMap(FiberRef.get(Resilient.CurrentAttempt), (view) =>
+    Effect.mapBoth(
+      attempt(view === undefined ? undefined : { ...view, reached: () => {} }),
+      { onFailure: (reported) => reported.failure, onSuccess: (answered) => answered.value }
+    ))
 
 const jsonRequests = preparedAccepting("application/json")
 
@@ -404,7 +427,7 @@ const jsonRequests = preparedAccepting("application/json")
 const readJson = <A>(
   call: Call<A>,
   response: HttpClientResponse.HttpClientResponse,
-  info: Resilient.AttemptInfo | undefined
+  report: Attempts.Report
 ): Effect.Effect<A, Failure.Failure> =>
   Effect.flatMap(readBody(response, call.endpoint.maxResponseBytes), (bytes) => {
     const text = utf8(bytes)
@@ -414,7 +437,7 @@ const readJson = <A>(
         contentType: response.headers["content-type"],
         excerpt: ProviderError.excerpt(text ?? textDecoder.decode(bytes))
       })
-    return decodeValue(call, text === undefined ? notJsonMarker : parseJson(text), notJson, info, true)
+    return decodeValue(call, text === undefined ? notJsonMarker : parseJson(text), notJson, report, true)
   })
 
 /**
@@ -428,7 +451,7 @@ export const postJson = <A, I>(
   schema: Schema.Schema<A, I>,
   usageOf: (value: A) => Usage
 ): Effect.Effect<A, Failure.Failure, HttpClient.HttpClient> =>
-  send(senderInContext, callOf(endpoint, path, body, schema, usageOf), jsonRequests, readJson)
+  plainly(send(senderInContext, callOf(endpoint, path, body, schema, usageOf), jsonRequests, readJson))
 
 /** `postJson` with the HTTP client given rather than read from the context. */
 export const postJsonWith = <A, I>(
@@ -438,8 +461,22 @@ export const postJsonWith = <A, I>(
   body: Record<string, unknown>,
   schema: Schema.Schema<A, I>,
   usageOf: (value: A) => Usage
-): Effect.Effect<A, Failure.Failure> =>
-  send(senderGiven(client), callOf(endpoint, path, body, schema, usageOf), jsonRequests, readJson)
+): Effect.Effect<A, Failure.Failure> => plainly(jsonAttempt(client, endpoint, path, body, schema, usageOf))
+
+/**
+ * An attempt of a JSON request, for the engine: given its context, it hands back its report with
+ * its value or failure.
+ *
+ * @internal
+ */
+export const jsonAttempt = <A, I>(
+  client: HttpClient.HttpClient,
+  endpoint: Endpoint,
+  path: string,
+  body: Record<string, unknown>,
+  schema: Schema.Schema<A, I>,
+  usageOf: (value: A) => Usage
+): Attempt<A, never> => send(senderGiven(client), callOf(endpoint, path, body, schema, usageOf), jsonRequests, readJson)
 
 /**
  * The text of a UTF-8 byte stream, whatever the chunk boundaries. Bytes that are not UTF-8 fail the
@@ -516,6 +553,17 @@ export interface Opened<A> {
   readonly rest: Stream.Stream<A, Failure.Failure>
 }
 
+/**
+ * `Opened`, as an attempt hands it to the engine: a later chunk that says something (the usage, at
+ * the end) comes with its report.
+ *
+ * @internal
+ */
+export interface OpenedReporting<A> {
+  readonly first: A
+  readonly rest: Stream.Stream<A | Attempts.Answered<A>, Failure.Failure>
+}
+
 const eventStreamRequests = preparedAccepting("text/event-stream")
 
 /**
@@ -526,17 +574,17 @@ const readEventStream = (idleTimeout: Duration.Duration) =>
 <A>(
   call: Call<A>,
   response: HttpClientResponse.HttpClientResponse,
-  info: Resilient.AttemptInfo | undefined
-): Effect.Effect<Opened<A>, Failure.Failure, Scope.Scope> => {
+  report: Attempts.Report
+): Effect.Effect<OpenedReporting<A>, Failure.Failure, Scope.Scope> => {
   const { endpoint } = call
   let seen = 0
   let decoded = 0
-  const chunks: Stream.Stream<A, Failure.Failure> = serverSentEvents(
+  const chunks: Stream.Stream<A | Attempts.Answered<A>, Failure.Failure> = serverSentEvents(
     response.stream.pipe(Stream.mapError(fromBodyError)),
     response.status
   ).pipe(
     Stream.takeWhile(({ data }) => data.trim() !== "[DONE]"),
-    Stream.mapEffect(({ data, event }): Effect.Effect<A, Failure.Failure> => {
+    Stream.mapEffect(({ data, event }): Effect.Effect<A | Attempts.Answered<A>, Failure.Failure> => {
       seen += data.length
       if (seen > endpoint.maxResponseBytes) {
         return Effect.fail(
@@ -562,14 +610,21 @@ const readEventStream = (idleTimeout: Duration.Duration) =>
           contentType: "text/event-stream",
           excerpt: ProviderError.excerpt(data)
         })
-      return decodeValue(call, parsed, notJson, info, decoded++ === 0)
+      if (decoded++ === 0) return decodeValue(call, parsed, notJson, report, true)
+      // A later chunk reports for itself (its usage, at the end of the stream), when it says anything.
+      const said = new Attempts.Report()
+      return Effect.map(
+        decodeValue(call, parsed, notJson, said, false),
+        (value) =>
+          said.usage === undefined && said.attributes === undefined ? value : new Attempts.Answered(value, said)
+      )
     }),
     Stream.timeoutFail(() => new Failure.ReadTimeout({ timeout: idleTimeout, phase: "body" }), idleTimeout)
   )
   // Split by hand rather than with `Stream.peel`, which runs the stream on a fiber of its own and
   // hands every chunk across to the reader: about twice the CPU per stream, and a read ahead.
   return Effect.flatMap(Stream.toPull(chunks), (next) => {
-    const firstChunk = (): Effect.Effect<Opened<A>, Failure.Failure> =>
+    const firstChunk = (): Effect.Effect<OpenedReporting<A>, Failure.Failure> =>
       Effect.matchEffect(next, {
         onFailure: Option.match({
           onNone: () =>
@@ -584,7 +639,8 @@ const readEventStream = (idleTimeout: Duration.Duration) =>
           if (Chunk.isEmpty(chunk)) return firstChunk()
           const [first, ...buffered] = Chunk.toReadonlyArray(chunk)
           return Effect.succeed({
-            first: first!,
+            // The first chunk reports in the attempt's report: it is never wrapped.
+            first: first as A,
             rest: Stream.concat(Stream.fromIterable(buffered), Stream.repeatEffectChunkOption(next)).pipe(
               Stream.mapError((failure) => scrubFailure(failure, endpoint.apiKey))
             )
@@ -610,6 +666,25 @@ export const postStream = <A, I>(
   usageOf: (value: A) => Usage,
   idleTimeout: Duration.Duration
 ): Effect.Effect<Opened<A>, Failure.Failure, HttpClient.HttpClient | Scope.Scope> =>
+  Effect.map(
+    plainly(streamAttempt(endpoint, path, body, schema, usageOf, idleTimeout)),
+    ({ first, rest }) => ({ first, rest: Stream.map(rest, Attempts.valueOf) })
+  )
+
+/**
+ * An attempt of a streaming request, for the engine: its report comes back with the first chunk,
+ * and a later chunk that says something (the usage, at the end) with its own.
+ *
+ * @internal
+ */
+export const streamAttempt = <A, I>(
+  endpoint: Endpoint,
+  path: string,
+  body: Record<string, unknown>,
+  schema: Schema.Schema<A, I>,
+  usageOf: (value: A) => Usage,
+  idleTimeout: Duration.Duration
+): Attempt<OpenedReporting<A>, HttpClient.HttpClient | Scope.Scope> =>
   send(
     senderInContext,
     callOf(endpoint, path, body, schema, usageOf),

@@ -48,10 +48,10 @@ import * as RateLimiter from "./RateLimiter.js"
 import * as RetryBudget from "./RetryBudget.js"
 import * as Settings from "./Settings.js"
 
-/** What an attempt knows about itself; transports read it to set timeouts and idempotency keys. */
-export type AttemptInfo = Attempts.AttemptInfo
+/** What an attempt knows about itself: read it (`CurrentAttempt`) to set an idempotency key or a timeout. */
+export type AttemptInfo = Attempts.AttemptView
 
-/** The attempt the current fiber is running, inside a resilient call; `undefined` outside one. */
+/** The attempt the current fiber is running, inside a resilient call; `undefined` outside one. Read-only. */
 export const CurrentAttempt: FiberRef.FiberRef<AttemptInfo | undefined> = Attempts.CurrentAttempt
 
 /** A retry policy: plain data, shared by every call to one target. */

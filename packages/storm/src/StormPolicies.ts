@@ -20,6 +20,7 @@ import {
   Resilient,
   RetryBudget
 } from "@resilient-ai/policy"
+import { type Attempts, Engine } from "@resilient-ai/policy/internal"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Random from "effect/Random"
@@ -46,9 +47,12 @@ export interface CallShape {
   readonly lane: RateLimiter.Lane
 }
 
-/** A call under a policy: the attempt, the caller's deadline from now, and what it asks of the key. */
+/**
+ * A call under a policy: the attempt (which reports what the provider's answer says, as the client's
+ * transport does), the caller's deadline from now, and what it asks of the key.
+ */
 export type Caller = (
-  attempt: Effect.Effect<void, Failure.Failure>,
+  attempt: Effect.Effect<void | Attempts.Answered<void>, Failure.Failure | Attempts.Reported<Failure.Failure>>,
   deadlineMillis: number,
   call?: CallShape | undefined
 ) => Effect.Effect<void, unknown>
@@ -94,8 +98,7 @@ const reference = (
         maxRetryAfter: Duration.infinity
       })
       return (attempt, deadlineMillis) =>
-        attempt.pipe(
-          Resilient.retryWith(policy, services, { replaySafe: true }),
+        Engine.run(() => attempt, policy, services, { replaySafe: true }).pipe(
           Effect.timeoutFail({ duration: Duration.millis(deadlineMillis), onTimeout: () => "deadline" as const })
         )
     }))
@@ -337,13 +340,12 @@ const ours = (
       // The target's classifier is in its policy.
       const services = Coordination.targetServices({ budget, gate, limiter })
       return (attempt, deadlineMillis, call) =>
-        attempt.pipe(
-          Resilient.retryWith(policy, services, {
-            replaySafe: true,
-            timeout: Duration.millis(deadlineMillis),
-            tokens: call?.tokens,
-            lane: pacing?.lanes === true ? call?.lane : "interactive"
-          }),
+        Engine.run(() => attempt, policy, services, {
+          replaySafe: true,
+          timeout: Duration.millis(deadlineMillis),
+          tokens: call?.tokens,
+          lane: pacing?.lanes === true ? call?.lane : "interactive"
+        }).pipe(
           Effect.timeoutFail({ duration: Duration.millis(deadlineMillis), onTimeout: () => "deadline" as const })
         )
     }))

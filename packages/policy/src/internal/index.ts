@@ -4,4 +4,6 @@
  *
  * @internal
  */
+export * as Attempts from "./attempt.js"
 export * as Decision from "./decision.js"
+export * as Engine from "./engine.js"

@@ -35,8 +35,7 @@ export interface Instrumented {
 export interface AttemptTrace {
   /** The attempt's span, while the call has one. */
   span: Tracer.Span | undefined
-  /** Whether the attempt has ended: its span ends then, or once its verdict is known. */
-  over: boolean
+  /** When the attempt ended: its span ends at this time, once its verdict is known. */
   endedAt: bigint
   /** What the answer said of itself, keys and values in turn: the call's too if it succeeds. */
   described: Array<unknown> | undefined
@@ -119,23 +118,36 @@ export const attemptStarting = <R>(
   return Context.add(context, Tracer.ParentSpan, span)
 }
 
-/** What the attempt's answer says of itself: on its span now, on the call's once it is the call's. */
-export const attemptAttribute = (call: Instrumented, attempt: AttemptTrace, key: string, value: unknown): void => {
-  if (attempt.span === undefined) return
-  if (!attempt.over) {
-    attempt.span.attribute(key, value)
-    ;(attempt.described ??= []).push(key, value)
-    return
+/**
+ * What the attempt reported of itself (its answer's id, model, usage) goes on its span, and on the
+ * call's if its value becomes the call's.
+ */
+export const attemptTold = (
+  attempt: AttemptTrace,
+  report: { readonly attributes: Array<unknown> | undefined } | undefined
+): void => {
+  const span = attempt.span
+  const attributes = report?.attributes
+  if (span === undefined || attributes === undefined) return
+  for (let index = 0; index < attributes.length; index += 2) {
+    span.attribute(attributes[index] as string, attributes[index + 1])
   }
-  // After the attempt, only the one that succeeded is still read (a stream's later chunks, its
-  // usage): what they say describes the call.
-  const span = call.span
-  if (span !== undefined && span.status._tag !== "Ended") span.attribute(key, value)
+  attempt.described = attributes
+}
+
+/**
+ * What a stream's later chunk reported (its usage, at the end) describes the call, whose span is
+ * still open while the stream is read.
+ */
+export const laterChunkTold = (span: Tracer.Span | undefined, attributes: Array<unknown> | undefined): void => {
+  if (span === undefined || attributes === undefined || span.status._tag === "Ended") return
+  for (let index = 0; index < attributes.length; index += 2) {
+    span.attribute(attributes[index] as string, attributes[index + 1])
+  }
 }
 
 /** The attempt ended: its span ends at this time, once the sequence has judged it. */
 export const attemptEnded = (call: Instrumented, attempt: AttemptTrace): void => {
-  attempt.over = true
   const tracing = call.tracing
   if (attempt.span !== undefined && tracing !== undefined) attempt.endedAt = Spans.nowNanos(tracing)
 }

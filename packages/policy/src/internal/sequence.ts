@@ -34,7 +34,7 @@ import * as RateLimiter from "../RateLimiter.js"
 import type { CallOptions, Judgement, LastFailure, Policy, TargetServices } from "../Resilient.js"
 import type * as RetryBudget from "../RetryBudget.js"
 import * as Settings from "../Settings.js"
-import { type AttemptInfo, CurrentAttempt } from "./attempt.js"
+import { Answered, type AttemptContext, CurrentAttempt, type Phase, type Report, Reported } from "./attempt.js"
 import { startBounded, timedOut } from "./boundedRun.js"
 import * as Decision from "./decision.js"
 import * as Instruments from "./instrumentation.js"
@@ -44,7 +44,7 @@ import { kindOf } from "./spans.js"
 
 /**
  * The gates whose permits the enclosing attempts hold: one gate, or several when calls through
- * different gates nest. Internal, so `AttemptInfo` stays what a transport needs.
+ * different gates nest. Internal, so an attempt's view stays what a caller's own effects need.
  */
 type HeldGates = ConcurrencyGate.Service | ReadonlyArray<ConcurrencyGate.Service> | undefined
 
@@ -98,14 +98,15 @@ export const spanStartOf = (policy: Policy, options: CallOptions | undefined): S
   }
 }
 
-/** One attempt, as the transport sees it (`AttemptInfo`) and as it told the sequence about itself. */
-class Attempt implements AttemptInfo, Instruments.AttemptTrace {
-  phase: "headers" | "body" | undefined = undefined
-  annotations: Record<string, unknown> | undefined = undefined
-  used: number | undefined = undefined
-  limits: RateLimiter.Limits | undefined = undefined
+/**
+ * One attempt: the context its transport is given (`AttemptContext`), the view the caller's own
+ * effects read (`CurrentAttempt`), and how far it said it got.
+ */
+class Attempt implements AttemptContext, Instruments.AttemptTrace {
+  phase: Phase | undefined = undefined
+  /** What the attempt had learned when it last said how far it got: what counts if its time runs out. */
+  said: Report | undefined = undefined
   span: Tracer.Span | undefined = undefined
-  over = false
   endedAt = noTime
   described: Array<unknown> | undefined = undefined
 
@@ -128,24 +129,9 @@ class Attempt implements AttemptInfo, Instruments.AttemptTrace {
     return this.sequence.replaySafe
   }
 
-  enter(phase: "headers" | "body"): void {
+  reached(phase: Phase, said?: Report): void {
     this.phase = phase
-  }
-
-  annotate(key: string, value: unknown): void {
-    ;(this.annotations ??= {})[key] = value
-  }
-
-  reportUsage(tokens: number): void {
-    this.used = tokens
-  }
-
-  spanAttribute(key: string, value: unknown): void {
-    Instruments.attemptAttribute(this.sequence, this, key, value)
-  }
-
-  reportLimits(limits: RateLimiter.Limits): void {
-    this.limits = limits
+    if (said !== undefined) this.said = said
   }
 }
 
@@ -236,8 +222,12 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
   /** The call's span: ended by `runSequence` unless its caller made it. */
   readonly span: Tracer.Span | undefined
 
+  /** The attempt as a plain effect, or as a function of its context. */
+  readonly self: Effect.Effect<A, E, R> | undefined
+  readonly attemptOf: AttemptOf<A, E, R> | undefined
+
   constructor(
-    readonly self: Effect.Effect<A, E, R>,
+    attempt: Effect.Effect<A, E, R> | AttemptOf<A, E, R>,
     readonly policy: Policy,
     options: CallOptions | undefined,
     services: TargetServices,
@@ -246,6 +236,13 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
     callerFlags: RuntimeFlags.RuntimeFlags,
     given: GivenSpan | undefined
   ) {
+    if (Effect.isEffect(attempt)) {
+      this.self = attempt
+      this.attemptOf = undefined
+    } else {
+      this.self = undefined
+      this.attemptOf = attempt
+    }
     this.callerFlags = callerFlags
     this.budget = services.budget
     this.gate = services.gate
@@ -336,9 +333,9 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
     return this.stop("deadline", this.lastFailure ?? new Failure.DeadlineExceeded({ deadline: this.deadline, phase }))
   }
 
-  succeed(attempt: Attempt, value: A, took: number): Effect.Effect<A> {
+  succeed(attempt: Attempt, value: A, took: number, report: Report | undefined): Effect.Effect<A> {
     this.latency.record(took)
-    const logged = Instruments.succeeded(this, attempt, attempt.attempt, took, attempt.annotations)
+    const logged = Instruments.succeeded(this, attempt, attempt.attempt, took, report?.annotations)
     const done = logged === undefined ? Effect.succeed(value) : Effect.as(logged, value)
     if (this.nested) return done
     const budget = this.budget
@@ -400,7 +397,7 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
       status,
       verdict,
       retryAfterMs: hintMillis,
-      ...attempt.annotations
+      ...failed.report?.annotations
     }
     const judged: Decision.Judged = {
       attempt: number,
@@ -469,64 +466,77 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
     return next
   }
 
+  /**
+   * The attempt ended with `exit`: its value or failure is unwrapped from what it reported
+   * (`Answered`, `Reported`), its place in the key's pace settled, its permit given back, then the
+   * call succeeds or decides what comes next.
+   */
   settle(
     restore: Restore,
     attempt: Attempt,
-    exit: Exit.Exit<A, E>,
+    exit: Exit.Exit<unknown, unknown>,
     took: number,
     delayBefore: number
   ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
     Instruments.attemptEnded(this, attempt)
-    if (attempt.reservation !== RateLimiter.free || attempt.limits !== undefined) {
-      const failure = Exit.isFailure(exit) ? Option.getOrUndefined(Cause.failureOption(exit.cause)) : undefined
-      return Effect.zipRight(
-        this.paced(attempt, failure === undefined ? undefined : unwrap(failure).failure),
-        this.settleGated(restore, attempt, exit, took, delayBefore)
-      )
-    }
-    return this.settleGated(restore, attempt, exit, took, delayBefore)
-  }
-
-  /**
-   * Settles the attempt's place in the key's pace, and teaches the limiter the provider's limits: an
-   * attempt whose failure says it never reached the provider gives its place back; one the provider
-   * reported usage for is settled with it; any other keeps what it reserved, as the provider counted
-   * it when it arrived.
-   */
-  paced(attempt: Attempt, failure: unknown): Effect.Effect<void> {
-    const { limits, reservation, used } = attempt
-    const settled = reservation === RateLimiter.free
-      ? Effect.void
-      : Failure.isFailure(failure) && Classifiers.neverReached(failure)
-      ? reservation.giveBack
-      : used === undefined
-      ? Effect.void
-      : reservation.settle(used)
-    return limits === undefined ? settled : Effect.zipRight(this.limiter.learn(limits), settled)
-  }
-
-  settleGated(
-    restore: Restore,
-    attempt: Attempt,
-    exit: Exit.Exit<A, E>,
-    took: number,
-    delayBefore: number
-  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
     if (Exit.isSuccess(exit)) {
+      const answer = exit.value
+      const report = answer instanceof Answered ? answer.report : undefined
+      const value = (report === undefined ? answer : (answer as Answered<unknown>).value) as A
+      Instruments.attemptTold(attempt, report)
       Instruments.endAttemptSpan(attempt, exit)
-      return this.releasing("success", this.succeed(attempt, exit.value, took))
+      return this.paced(
+        attempt.reservation,
+        report,
+        undefined,
+        this.releasing("success", this.succeed(attempt, value, took, report))
+      )
     }
     const failure = Cause.failureOption(exit.cause)
     // Defects and interruptions are not failures of the call: they propagate untouched.
     if (Cause.isDie(exit.cause) || Cause.isInterrupted(exit.cause) || Option.isNone(failure)) {
       Instruments.endAttemptSpan(attempt, exit)
-      return this.releasing("neutral", Effect.failCause(Cause.stripFailures(exit.cause)))
+      const reported = Option.isSome(failure) && failure.value instanceof Reported ? failure.value.report : undefined
+      return this.paced(
+        attempt.reservation,
+        reported,
+        undefined,
+        this.releasing("neutral", Effect.failCause(Cause.stripFailures(exit.cause)))
+      )
     }
     const unwrapped = unwrap(failure.value)
-    return this.releasing(
-      outcomeOfError(unwrapped.failure),
-      restore(this.fail(attempt, unwrapped, took, delayBefore))
+    Instruments.attemptTold(attempt, unwrapped.report)
+    return this.paced(
+      attempt.reservation,
+      unwrapped.report,
+      unwrapped.failure,
+      this.releasing(outcomeOfError(unwrapped.failure), restore(this.fail(attempt, unwrapped, took, delayBefore)))
     )
+  }
+
+  /**
+   * Settles the attempt's place in the key's pace, and teaches the limiter the provider's limits,
+   * then goes on with `next`: an attempt whose failure says it never reached the provider gives its
+   * place back; one the provider reported usage for is settled with it; any other keeps what it
+   * reserved, as the provider counted it when it arrived.
+   */
+  paced<X, Y, Z>(
+    reservation: RateLimiter.Reservation,
+    report: Report | undefined,
+    failure: unknown,
+    next: Effect.Effect<X, Y, Z>
+  ): Effect.Effect<X, Y, Z> {
+    const limits = report?.limits
+    if (reservation === RateLimiter.free && limits === undefined) return next
+    const used = report?.usage
+    const settled = reservation === RateLimiter.free
+      ? next
+      : Failure.isFailure(failure) && Classifiers.neverReached(failure)
+      ? Effect.zipRight(reservation.giveBack, next)
+      : used === undefined
+      ? next
+      : Effect.zipRight(reservation.settle(used), next)
+    return limits === undefined ? settled : Effect.zipRight(this.limiter.learn(limits), settled)
   }
 
   /**
@@ -572,7 +582,8 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
         for (const [ref, value] of attemptRefs) entries.push([ref, [[id, value]]])
       }
       const fiberRefs = FiberRefs.updateManyAs(current.getFiberRefs(), { entries })
-      const run = startBounded(this.self, current, context, this.callerFlags, fiberRefs, timeoutMillis, clock)
+      const effect = this.attemptOf === undefined ? this.self! : this.attemptOf(attempt)
+      const run = startBounded(effect, current, context, this.callerFlags, fiberRefs, timeoutMillis, clock)
       if (run._tag === "Finished") {
         return this.settle(restore, attempt, run.exit, clock.unsafeCurrentTimeMillis() - started, delayBefore)
       }
@@ -590,13 +601,18 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
           const failure = boundByDeadline
             ? new Failure.DeadlineExceeded({ deadline, phase: "attempt" })
             : new Failure.ReadTimeout({ timeout: Duration.millis(timeoutMillis), phase: attempt.phase ?? "attempt" })
+          // What it said before its time ran out still counts: the limits it heard, its request id.
+          const said = attempt.said
+          Instruments.attemptTold(attempt, said)
           // The gate reads this failure as it reads any other: a `ReadTimeout` is a capacity
           // signal, a deadline that cut the attempt short is not.
-          return Effect.zipRight(
-            this.paced(attempt, failure),
+          return this.paced(
+            attempt.reservation,
+            said,
+            failure,
             this.releasing(
               ConcurrencyGate.outcomeOf(failure),
-              restore(this.fail(attempt, { failure, settled: false, own: true }, took, delayBefore))
+              restore(this.fail(attempt, { failure, settled: false, own: true, report: said }, took, delayBefore))
             )
           )
         }
@@ -684,8 +700,11 @@ const started = <A, E, R>(sequence: Sequence<A, E, R>, given: GivenSpan | undefi
   )
 }
 
+/** An attempt given its context: its value and failure may come with its report. */
+export type AttemptOf<A, E, R> = (context: AttemptContext) => Effect.Effect<A | Answered<A>, E | Reported<E>, R>
+
 export const runSequence = <A, E, R>(
-  self: Effect.Effect<A, E, R>,
+  self: Effect.Effect<A, E, R> | AttemptOf<A, E, R>,
   policy: Policy,
   options: CallOptions | undefined,
   given: TargetServices | undefined,
@@ -714,16 +733,24 @@ export const runSequence = <A, E, R>(
 
 /**
  * An attempt's failure; whether it was already retried (by a nested call) so only stopping is left;
- * and whether the sequence made it (a timeout), so the policy judges it rather than a call's `classify`.
+ * whether the sequence made it (a timeout), so the policy judges it rather than a call's `classify`;
+ * and what the attempt reported with it.
  */
 interface AttemptFailure {
   readonly failure: unknown
   readonly settled: boolean
   readonly own: boolean
+  readonly report: Report | undefined
 }
 
-/** A nested call's aggregate is unwrapped to its last failure; unless it deferred, it already retried. */
-const unwrap = (error: unknown): AttemptFailure =>
-  error instanceof Failure.CallFailed
-    ? { failure: error.last, settled: error.reason !== "deferred", own: Failure.isFailure(error.last) }
-    : { failure: error, settled: false, own: false }
+/**
+ * A failure reported with what its attempt said is unwrapped to the failure; a nested call's
+ * aggregate to its last failure: unless it deferred, it already retried.
+ */
+const unwrap = (error: unknown): AttemptFailure => {
+  const report = error instanceof Reported ? error.report : undefined
+  const failure = report === undefined ? error : (error as Reported<unknown>).failure
+  return failure instanceof Failure.CallFailed
+    ? { failure: failure.last, settled: failure.reason !== "deferred", own: Failure.isFailure(failure.last), report }
+    : { failure, settled: false, own: false, report }
+}
