@@ -13,7 +13,7 @@ import {
   Resilient,
   RetryBudget
 } from "@resilient-ai/policy"
-import { Attempts, Engine } from "@resilient-ai/policy/internal"
+import { Attempts, Engine, FastPath } from "@resilient-ai/policy/internal"
 import { Duration, Effect, Fiber, Ref, TestClock } from "effect"
 import { invalidSettings, valid } from "./support.js"
 
@@ -169,7 +169,7 @@ describe("RateLimiter learning", () => {
   it.effect("paces nothing until a limit is known; the provider's header sets it; a lower setting holds", () =>
     Effect.gen(function*() {
       const learning = yield* RateLimiter.make({ target: "llm" })
-      assert.strictEqual(learning.admitNow?.(1_000, "interactive"), RateLimiter.free)
+      assert.strictEqual(FastPath.limiter(learning)?.admitNow?.(1_000, "interactive"), RateLimiter.free)
       yield* learning.learn(RateLimiter.limitsOf((name) => ({ "x-ratelimit-limit-requests": "60" })[name]))
       const admitted = yield* admitAll(learning, ["a", "b", "c"].map((name) => [name, interactive()] as const))
       yield* TestClock.adjust(2_000)

@@ -9,7 +9,7 @@ import {
   Resilient,
   RetryBudget
 } from "@resilient-ai/policy"
-import { Attempts, Engine } from "@resilient-ai/policy/internal"
+import { Attempts, Engine, FastPath } from "@resilient-ai/policy/internal"
 import {
   Cause,
   Duration,
@@ -834,13 +834,16 @@ describe("Resilient.retry", () => {
       const target = freshTarget("hooks")
       return Effect.gen(function*() {
         const seen: Array<string> = []
-        const recording: RetryBudget.Service = {
+        const recording: FastPath.With<RetryBudget.Service, FastPath.Budget> = {
           tryAcquire: (failure) =>
             Effect.sync(() => (seen.push(`ask after ${(failure as Failure.Failure)._tag}`), true)),
           recordSuccess: (attempts) => Effect.sync(() => void seen.push(`success after ${attempts}`)),
-          recordCall: Effect.sync(() => void seen.push("call")),
-          recordFailure: (failure) => Effect.sync(() => void seen.push(`failure ${(failure as Failure.Failure)._tag}`)),
-          snapshot: RetryBudget.unlimited.snapshot
+          snapshot: RetryBudget.unlimited.snapshot,
+          [FastPath.key]: {
+            recordCall: Effect.sync(() => void seen.push("call")),
+            recordFailure: (failure) =>
+              Effect.sync(() => void seen.push(`failure ${(failure as Failure.Failure)._tag}`))
+          }
         }
         const gate = yield* ConcurrencyGate.make({ target, limit: 10 })
         const { attempt } = yield* scripted<string>([

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Failure, RetryBudget } from "@resilient-ai/policy"
+import { FastPath } from "@resilient-ai/policy/internal"
 import { Duration, Effect, Either, Fiber, TestClock } from "effect"
 import { invalidSettings, valid } from "./support.js"
 
@@ -394,18 +395,18 @@ describe("a budget that learns whether retries pay", () => {
         if (!(yield* budget.tryAcquire(anyFailure))) continue
         granted++
         // The retry's attempt failed too.
-        yield* budget.recordFailure!(anyFailure, 2)
+        yield* FastPath.budget(budget)!.recordFailure!(anyFailure, 2)
       }
       assert.strictEqual(granted, 32)
       // A first attempt's failure says nothing of retries.
-      yield* budget.recordFailure!(anyFailure, 1)
+      yield* FastPath.budget(budget)!.recordFailure!(anyFailure, 1)
       // A call that succeeded on its second attempt: a retry paid.
       yield* budget.recordSuccess(2)
       assert.strictEqual((yield* budget.snapshot).paid, 1)
       yield* budget.recordSuccess(1)
       assert.strictEqual((yield* budget.snapshot).paid, 1)
       // Without learning, no failure needs to be heard.
-      assert.isUndefined((yield* RetryBudget.make()).recordFailure)
+      assert.isUndefined(FastPath.budget(yield* RetryBudget.make())?.recordFailure)
     }))
 
   it("is a share from 0 to 1", () => {

@@ -4,7 +4,16 @@
  * target gets its budget and gate, swapped in a test in one line.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ConcurrencyGate, Coordination, Failure, Metrics, Resilient, RetryBudget, Settings } from "@resilient-ai/policy"
+import {
+  ConcurrencyGate,
+  Coordination,
+  Failure,
+  Metrics,
+  RateLimiter,
+  Resilient,
+  RetryBudget,
+  Settings
+} from "@resilient-ai/policy"
 import { Cause, Data, Duration, Effect, Exit, Fiber, Option, Random, TestClock } from "effect"
 import { failureOf, freshTarget, policyOf, scripted } from "./support.js"
 
@@ -229,6 +238,69 @@ describe("Coordination: the one seam for a target's budget and gate", () => {
       const { attempt: again } = yield* scripted<string>([{ fail: serverError }, { succeed: "ok" }])
       const refused = yield* settle(again.pipe(Resilient.retry(policy))).pipe(Effect.provide(Coordination.layerMemory))
       assert.strictEqual(failureOf(refused).reason, "budget")
+    })
+  })
+})
+
+describe("a user's own budget, gate and limiter, written with the documented methods only", () => {
+  it.effect("work in Coordination.layerWith: retries granted and refused as the budget says, every permit given back", () => {
+    const target = freshTarget("fakes")
+    return Effect.gen(function*() {
+      const asked: Array<boolean> = []
+      const grants = [true, false]
+      // Grants the first retry it is asked for, refuses the second.
+      const budget: RetryBudget.Service = {
+        tryAcquire: () =>
+          Effect.sync(() => {
+            const granted = grants[asked.length] ?? false
+            asked.push(granted)
+            return granted
+          }),
+        recordSuccess: () => Effect.void,
+        snapshot: RetryBudget.unlimited.snapshot
+      }
+      const permits = { taken: 0, given: 0 }
+      const gate: ConcurrencyGate.Service = {
+        acquire: () => Effect.sync(() => void permits.taken++),
+        release: () => Effect.sync(() => void permits.given++),
+        observe: () => Effect.void,
+        markDegraded: Effect.void,
+        markRecovered: Effect.void,
+        snapshot: ConcurrencyGate.unbounded.snapshot
+      }
+      let admitted = 0
+      const limiter: RateLimiter.Service = {
+        admit: () => Effect.sync(() => (admitted++, RateLimiter.free)),
+        learn: () => Effect.void,
+        snapshot: RateLimiter.unlimited.snapshot
+      }
+      const { attempt, times } = yield* scripted<string>([{ fail: new Failure.ServerError({ status: 500 }) }])
+      const exit = yield* settle(
+        attempt.pipe(
+          Resilient.retry(policyOf({ target, maxAttempts: 5 })),
+          Effect.provide(Coordination.layerWith({ budget, gate, rateLimiter: limiter }))
+        )
+      )
+      const failure = failureOf(exit)
+      assert.strictEqual(failure.reason, "budget")
+      assert.deepStrictEqual(asked, [true, false])
+      assert.strictEqual((yield* times).length, 2)
+      assert.deepStrictEqual(permits, { taken: 2, given: 2 })
+      assert.strictEqual(admitted, 2)
+
+      // A budget that grants: the call succeeds on its second attempt.
+      grants.splice(0, grants.length, true)
+      asked.length = 0
+      const second = yield* scripted<string>([{ fail: new Failure.ServerError({ status: 500 }) }, { succeed: "ok" }])
+      const succeeded = yield* settle(
+        second.attempt.pipe(
+          Resilient.retry(policyOf({ target, maxAttempts: 5 })),
+          Effect.provide(Coordination.layerWith({ budget, gate, rateLimiter: limiter }))
+        )
+      )
+      assert.deepStrictEqual(succeeded, Exit.succeed("ok"))
+      assert.deepStrictEqual(asked, [true])
+      assert.deepStrictEqual(permits, { taken: 4, given: 4 })
     })
   })
 })

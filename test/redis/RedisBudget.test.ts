@@ -1,5 +1,6 @@
 import { assert, it } from "@effect/vitest"
 import { Failure, RetryBudget } from "@resilient-ai/policy"
+import { FastPath } from "@resilient-ai/policy/internal"
 import { RedisBudget, RedisConnection } from "@resilient-ai/redis"
 import { Effect, Redacted, TestClock } from "effect"
 import { canary } from "../canary.js"
@@ -36,7 +37,7 @@ describeRedis("RedisBudget", () => {
       for (let i = 0; i < 30; i++) {
         if (!(yield* budget.tryAcquire(failure))) continue
         granted++
-        yield* budget.recordFailure!(failure, 2)
+        yield* FastPath.budget(budget)!.recordFailure!(failure, 2)
       }
       assert.strictEqual(granted, 7)
       yield* budget.recordSuccess(2)

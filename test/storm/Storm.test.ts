@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Failure, Health, Metrics, type RetryBudget } from "@resilient-ai/policy"
-import { Attempts } from "@resilient-ai/policy/internal"
+import { Attempts, FastPath } from "@resilient-ai/policy/internal"
 import {
   Contention,
   SimulatedProvider,
@@ -235,7 +235,7 @@ describe("StormPolicies.grpcThrottling (gRFC A6: maxTokens 10, tokenRatio 0.1)",
   it.effect("only a failure the policy retries, or a pushback not to retry, spends a token", () =>
     Effect.gen(function*() {
       const throttle = yield* StormPolicies.grpcThrottling(10, 0.1)
-      const fail = (failure: Failure.Failure) => throttle.recordFailure!(failure, 1)
+      const fail = (failure: Failure.Failure) => FastPath.budget(throttle)!.recordFailure!(failure, 1)
       // Terminal: a malformed request, a spent quota, a body that breaks the contract.
       yield* fail(new Failure.ClientError({ status: 400 }))
       yield* fail(new Failure.QuotaExhausted({ status: 429, providerCode: "insufficient_quota" }))
@@ -254,9 +254,9 @@ describe("StormPolicies.grpcThrottling (gRFC A6: maxTokens 10, tokenRatio 0.1)",
   it.effect("a success earns exactly tokenRatio, up to maxTokens; retries stop at maxTokens / 2", () =>
     Effect.gen(function*() {
       const throttle = yield* StormPolicies.grpcThrottling(10, 0.1)
-      for (let i = 0; i < 4; i++) yield* throttle.recordFailure!(overloaded, 1)
+      for (let i = 0; i < 4; i++) yield* FastPath.budget(throttle)!.recordFailure!(overloaded, 1)
       assert.isTrue(yield* throttle.tryAcquire(overloaded), "6 tokens")
-      yield* throttle.recordFailure!(overloaded, 1)
+      yield* FastPath.budget(throttle)!.recordFailure!(overloaded, 1)
       assert.isFalse(yield* throttle.tryAcquire(overloaded), "5 tokens: at the threshold, no retry")
       yield* throttle.recordSuccess(1)
       assert.strictEqual(yield* tokens(throttle), 5.1)

@@ -23,6 +23,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
+import * as FastPath from "./internal/fastPath.js"
 import { SlidingCounts } from "./internal/slidingWindow.js"
 import * as Checked from "./Settings.js"
 
@@ -38,12 +39,7 @@ export interface Snapshot {
   readonly allowance: number
 }
 
-/**
- * Grants or refuses retries. Decisions never fail: a budget that cannot decide must still answer.
- *
- * The two optional hooks let other budget designs run on the same combinator (the storm simulator
- * compares them): some count every call they see, some spend on every failed attempt.
- */
+/** Grants or refuses retries. Decisions never fail: a budget that cannot decide must still answer. */
 export interface Service {
   /**
    * Asks for one retry after `failure` (one of the toolkit's failures, or the caller's own error when
@@ -52,12 +48,6 @@ export interface Service {
   readonly tryAcquire: (failure: unknown) => Effect.Effect<boolean>
   /** Records one successful call (not attempt: a logical call succeeds once), which took `attempts`. */
   readonly recordSuccess: (attempts: number) => Effect.Effect<void>
-  /** `recordSuccess` without an effect, for a budget that keeps its window in this process. */
-  readonly recordSuccessNow?: ((attempts: number) => void) | undefined
-  /** Called once when a logical call starts, before its first attempt. */
-  readonly recordCall?: Effect.Effect<void> | undefined
-  /** Called for every failed attempt, with its number (above 1: a retry that did not pay). */
-  readonly recordFailure?: ((failure: unknown, attempt: number) => Effect.Effect<void>) | undefined
   readonly snapshot: Effect.Effect<Snapshot>
 }
 
@@ -209,13 +199,13 @@ export const make = (options?: Options): Effect.Effect<Service, Checked.InvalidS
         ? (_: unknown, attempt: number) =>
           attempt > 1 ? Effect.sync(() => window.recordFailure(clock.unsafeCurrentTimeMillis(), attempt)) : Effect.void
         : undefined
-      return {
+      const service: FastPath.With<Service, FastPath.Budget> = {
         tryAcquire: () => tryAcquire,
         recordSuccess: (attempts) => Effect.sync(() => recordSuccessNow(attempts)),
-        recordFailure,
-        recordSuccessNow,
-        snapshot: Effect.sync(() => window.snapshot(clock.unsafeCurrentTimeMillis()))
+        snapshot: Effect.sync(() => window.snapshot(clock.unsafeCurrentTimeMillis())),
+        [FastPath.key]: { recordSuccessNow, recordFailure }
       }
+      return service
     }))
 
 /** A budget that never grants a retry: for fixed-capacity targets, which shed rather than retry. */
@@ -253,7 +243,9 @@ export interface Recording extends Service {
 export const recording = (budget: Service = unlimited): Effect.Effect<Recording> =>
   Effect.sync(() => {
     const decisions: Array<Decision> = []
-    return {
+    // The inner budget's hooks still hear of calls and failures; its successes go through the record.
+    const inner = FastPath.budget(budget)
+    const recorded: FastPath.With<Recording, FastPath.Budget> = {
       tryAcquire: (failure) =>
         Effect.tap(budget.tryAcquire(failure), (granted) => {
           decisions.push({ _tag: "Retry", failure, granted })
@@ -265,9 +257,9 @@ export const recording = (budget: Service = unlimited): Effect.Effect<Recording>
           }),
           budget.recordSuccess(attempts)
         ),
-      recordCall: budget.recordCall,
-      recordFailure: budget.recordFailure,
       snapshot: budget.snapshot,
-      decisions: Effect.sync(() => [...decisions])
+      decisions: Effect.sync(() => [...decisions]),
+      [FastPath.key]: { recordCall: inner?.recordCall, recordFailure: inner?.recordFailure }
     }
+    return recorded
   })

@@ -20,7 +20,7 @@ import {
   Resilient,
   RetryBudget
 } from "@resilient-ai/policy"
-import { type Attempts, Engine } from "@resilient-ai/policy/internal"
+import { type Attempts, Engine, FastPath } from "@resilient-ai/policy/internal"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Random from "effect/Random"
@@ -131,20 +131,23 @@ export const grpcThrottling = (maxTokens: number, tokenRatio: number): Effect.Ef
     const maxMilli = Math.round(maxTokens * 1000)
     const ratioMilli = Math.round(tokenRatio * 1000)
     let milli = maxMilli
-    return {
+    const throttle: FastPath.With<RetryBudget.Service, FastPath.Budget> = {
       tryAcquire: () => Effect.sync(() => milli * 2 > maxMilli),
-      // The simulated provider fails only with the toolkit's failures.
-      recordFailure: (failure) =>
-        Effect.map(Classifier.Classifier, ({ classify }) => {
-          const known = failure as Failure.Failure
-          if (classify(known) !== "terminal" || pushedBack(known)) milli = Math.max(0, milli - 1000)
-        }),
+      [FastPath.key]: {
+        // The simulated provider fails only with the toolkit's failures.
+        recordFailure: (failure) =>
+          Effect.map(Classifier.Classifier, ({ classify }) => {
+            const known = failure as Failure.Failure
+            if (classify(known) !== "terminal" || pushedBack(known)) milli = Math.max(0, milli - 1000)
+          })
+      },
       recordSuccess: () =>
         Effect.sync(() => {
           milli = Math.min(maxMilli, milli + ratioMilli)
         }),
       snapshot: Effect.sync(() => ({ successes: 0, retries: 0, paid: 0, allowance: milli / 1000 }))
     }
+    return throttle
   })
 
 /**
@@ -174,10 +177,12 @@ const finagleBudget = (
       return second % seconds
     }
     const sum = (values: Float64Array) => values.reduce((total, value) => total + value, 0)
-    return {
-      recordCall: Effect.sync(() => {
-        deposits[slot()]! += 1
-      }),
+    const budget: FastPath.With<RetryBudget.Service, FastPath.Budget> = {
+      [FastPath.key]: {
+        recordCall: Effect.sync(() => {
+          deposits[slot()]! += 1
+        })
+      },
       tryAcquire: () =>
         Effect.sync(() => {
           const index = slot()
@@ -196,6 +201,7 @@ const finagleBudget = (
         }
       })
     }
+    return budget
   })
 
 /**

@@ -7,3 +7,4 @@
 export * as Attempts from "./attempt.js"
 export * as Decision from "./decision.js"
 export * as Engine from "./engine.js"
+export * as FastPath from "./fastPath.js"

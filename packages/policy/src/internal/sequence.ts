@@ -37,6 +37,7 @@ import * as Settings from "../Settings.js"
 import { Answered, type AttemptContext, CurrentAttempt, type Phase, type Report, Reported } from "./attempt.js"
 import { startBounded, timedOut } from "./boundedRun.js"
 import * as Decision from "./decision.js"
+import * as FastPath from "./fastPath.js"
 import * as Instruments from "./instrumentation.js"
 import type { TypicalLatency } from "./learned.js"
 import * as Spans from "./spans.js"
@@ -182,6 +183,10 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
   readonly budget: RetryBudget.Service
   readonly gate: ConcurrencyGate.Service
   readonly limiter: RateLimiter.Service
+  /** What the budget, gate and limiter offer the engine besides their documented methods, if anything. */
+  readonly budgetFast: FastPath.Budget | undefined
+  readonly gateFast: FastPath.Gate | undefined
+  readonly limiterFast: FastPath.Limiter | undefined
   /** What each attempt reserves of the key's tokens per minute, and which lane it waits in. */
   readonly tokens: number
   readonly lane: RateLimiter.Lane
@@ -247,6 +252,9 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
     this.budget = services.budget
     this.gate = services.gate
     this.limiter = services.limiter
+    this.budgetFast = FastPath.budget(services.budget)
+    this.gateFast = FastPath.gate(services.gate)
+    this.limiterFast = FastPath.limiter(services.limiter)
     this.tokens = options?.tokens ?? 0
     this.lane = options?.lane ?? "interactive"
     this.classifyFailure = policy.classify ?? Context.get(fiber.currentContext as Context.Context<never>, Classifier)
@@ -306,7 +314,7 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
       Instruments.nestedCall(this)
       return this.attemptFrom(1, 0)
     }
-    const recordCall = this.budget.recordCall
+    const recordCall = this.budgetFast?.recordCall
     return recordCall === undefined ? this.attemptFrom(1, 0) : Effect.zipRight(recordCall, this.attemptFrom(1, 0))
   }
 
@@ -339,8 +347,9 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
     const done = logged === undefined ? Effect.succeed(value) : Effect.as(logged, value)
     if (this.nested) return done
     const budget = this.budget
-    if (budget.recordSuccessNow === undefined) return Effect.zipRight(budget.recordSuccess(attempt.attempt), done)
-    budget.recordSuccessNow(attempt.attempt)
+    const recordSuccessNow = this.budgetFast?.recordSuccessNow
+    if (recordSuccessNow === undefined) return Effect.zipRight(budget.recordSuccess(attempt.attempt), done)
+    recordSuccessNow(attempt.attempt)
     return done
   }
 
@@ -354,7 +363,7 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
     const failure = failed.failure
     this.lastFailure = failure as LastFailure<E>
     Instruments.failed(this, kindOf(failure))
-    const recordFailure = this.budget.recordFailure
+    const recordFailure = this.budgetFast?.recordFailure
     if (!this.nested && recordFailure !== undefined) {
       return Effect.zipRight(
         recordFailure(failure, attempt.attempt),
@@ -461,8 +470,9 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
   releasing<X, Y, Z>(outcome: ConcurrencyGate.Outcome, next: Effect.Effect<X, Y, Z>): Effect.Effect<X, Y, Z> {
     if (!this.gated) return next
     const gate = this.gate
-    if (gate.releaseNow === undefined) return Effect.zipRight(gate.release(outcome), next)
-    gate.releaseNow(outcome)
+    const releaseNow = this.gateFast?.releaseNow
+    if (releaseNow === undefined) return Effect.zipRight(gate.release(outcome), next)
+    releaseNow(outcome)
     return next
   }
 
@@ -639,7 +649,7 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
     // between taking a place, starting the attempt's fiber and awaiting it, nothing can be lost. A
     // place and a permit free at once are taken without an effect.
     return Effect.uninterruptibleMask((restore) => {
-      const placed = this.limiter.admitNow?.(this.tokens, this.lane)
+      const placed = this.limiterFast?.admitNow?.(this.tokens, this.lane)
       if (placed !== undefined) return this.gatedAttempt(restore, number, delayBefore, placed)
       // Its turn must leave the attempt its time before the deadline.
       const demand = { tokens: this.tokens, lane: this.lane, deadline: this.deadline - this.minAttemptMillis }
@@ -661,7 +671,7 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
     delayBefore: number,
     reservation: RateLimiter.Reservation
   ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
-    if (!this.gated || this.gate.tryAcquireNow?.() === true) {
+    if (!this.gated || this.gateFast?.tryAcquireNow?.() === true) {
       return this.runAttempt(restore, number, delayBefore, reservation)
     }
     const waited = restore(this.gate.acquire(this.deadline))

@@ -19,6 +19,7 @@ import { CurrentDeadline, within } from "../Deadline.js"
 import * as Failure from "../Failure.js"
 import type { AttemptError, CallOptions, LastFailure, Opened, Policy, TargetServices } from "../Resilient.js"
 import { Answered } from "./attempt.js"
+import * as FastPath from "./fastPath.js"
 import * as Instruments from "./instrumentation.js"
 import { type AttemptOf, type GivenSpan, runSequence, spanStartOf } from "./sequence.js"
 import * as Spans from "./spans.js"
@@ -27,13 +28,12 @@ import * as Spans from "./spans.js"
  * A gate that takes no permits but passes what attempts say about capacity to `gate`: for a stream,
  * which holds one permit of its own across all its attempts.
  */
-const observing = (gate: ConcurrencyGate.Service): ConcurrencyGate.Service => ({
+const observing = (gate: ConcurrencyGate.Service): FastPath.With<ConcurrencyGate.Service, FastPath.Gate> => ({
   ...gate,
   acquire: () => Effect.void,
   release: gate.observe,
   // The gate's own shortcuts would take and give back real permits.
-  tryAcquireNow: () => true,
-  releaseNow: undefined
+  [FastPath.key]: { tryAcquireNow: () => true }
 })
 
 /** The failure of a stream that could not take a permit, counted as `retry` counts a refused call. */
