@@ -57,9 +57,10 @@ describe("RetryBudget.settings", () => {
   })
 
   const invalid: ReadonlyArray<readonly [string, RetryBudget.Options, string]> = [
-    ["negative ratio", { ratio: -0.1 }, "ratio must be a finite number >= 0, got -0.1"],
+    ["negative ratio", { ratio: -0.1 }, "ratio must be between 0 and 1 (0.1 allows 10% retries), got -0.1"],
+    ["ratio above 1", { ratio: 1.5 }, "ratio must be between 0 and 1 (0.1 allows 10% retries), got 1.5"],
     ["NaN ratio", { ratio: NaN }, "ratio must be a number, got NaN"],
-    ["infinite ratio", { ratio: Infinity }, "ratio must be a finite number >= 0, got Infinity"],
+    ["infinite ratio", { ratio: Infinity }, "ratio must be between 0 and 1 (0.1 allows 10% retries), got Infinity"],
     ["zero window", { window: 0 }, "window must be positive, got 0"],
     ["negative window", { window: "-5 seconds" }, "window must not be negative, got -5 seconds"],
     ["infinite window", { window: Duration.infinity }, "window must be finite, got Infinity"],

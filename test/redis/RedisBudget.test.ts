@@ -165,5 +165,8 @@ it("refuses a window too finely bucketed for one command", () => {
     refused({ target: "llm", buckets: 5_000 }),
     "redis retry budget: buckets must be at most 1000 (one Lua call sweeps them all), got 5000"
   )
-  assert.strictEqual(refused({ target: "llm", ratio: -1 }), "retry budget: ratio must be a finite number >= 0, got -1")
+  assert.strictEqual(
+    refused({ target: "llm", ratio: -1 }),
+    "retry budget: ratio must be between 0 and 1 (0.1 allows 10% retries), got -1"
+  )
 })

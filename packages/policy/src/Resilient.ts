@@ -28,20 +28,18 @@
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as FiberRef from "effect/FiberRef"
 import { dual } from "effect/Function"
 import type * as Schedule from "effect/Schedule"
-import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type * as Tracer from "effect/Tracer"
-import * as Backoff from "./Backoff.js"
 import type * as Classifiers from "./Classifier.js"
 import * as ConcurrencyGate from "./ConcurrencyGate.js"
 import * as Coordination from "./Coordination.js"
 import * as Failure from "./Failure.js"
 import * as Attempts from "./internal/attempt.js"
+import * as Policies from "./internal/policy.js"
 import { type Judge, runSequence } from "./internal/sequence.js"
 import { streamSequence } from "./internal/streaming.js"
 import * as RateLimiter from "./RateLimiter.js"
@@ -130,63 +128,6 @@ export interface PolicyOptions {
   readonly classify?: ((failure: Failure.Failure) => Classifiers.Verdict) | undefined
 }
 
-/** Whether `schedule` is a `Schedule`, so a settings object cannot pass anything else for one. */
-const ScheduleSetting = Schema.declare(
-  (input: unknown): input is Schedule.Schedule<unknown, Failure.Failure> =>
-    typeof input === "object" && input !== null && "step" in input && "initial" in input,
-  { message: () => "must be a Schedule" }
-)
-
-/** The rules of a policy's settings, its defaults included: what `policy` checks. */
-const PolicySettings = Schema.Struct({
-  target: Settings.nonEmpty,
-  model: Settings.optional(Schema.String),
-  maxAttempts: Settings.withDefault(Settings.integerAtLeast(1), 3),
-  baseDelay: Settings.withDefault(Settings.duration, Duration.millis(500)),
-  maxDelay: Settings.withDefault(Settings.duration, Duration.seconds(8)),
-  hintSpread: Settings.withDefault(Settings.duration, Duration.seconds(1)),
-  schedule: Settings.optional(ScheduleSetting),
-  attemptTimeout: Settings.withDefault(Settings.positiveDuration, Duration.seconds(60)),
-  minAttemptTime: Settings.withDefault(Settings.duration, Duration.millis(100)),
-  maxRetryAfter: Settings.withDefault(Settings.duration, Duration.seconds(60)),
-  replaySafe: Settings.withDefault(Settings.flag, false),
-  budget: Settings.withDefault(Schema.Object, {}),
-  gate: Settings.withDefault(Schema.Object, {}),
-  rateLimit: Settings.withDefault(Schema.Object, {}),
-  classify: Settings.optional(
-    Schema.declare(
-      (input: unknown): input is (failure: Failure.Failure) => Classifiers.Verdict => typeof input === "function",
-      {
-        message: () => "must be a function"
-      }
-    )
-  )
-}).pipe(Schema.filter((settings) => [
-  Settings.notLongerThan(["baseDelay"], settings.baseDelay, ["maxDelay"], settings.maxDelay),
-  Settings.shorterThan(["minAttemptTime"], settings.minAttemptTime, ["attemptTimeout"], settings.attemptTimeout),
-  // The budget and gate are made on the target's first call: their settings are checked now.
-  ...Either.match(RetryBudget.settings(settings.budget as RetryBudget.Options), {
-    onLeft: (invalid) => invalid.problems.map((problem) => ({ path: ["budget"], message: problem })),
-    onRight: () => []
-  }),
-  ...Either.match(
-    ConcurrencyGate.settings({ limit: Number.POSITIVE_INFINITY, ...settings.gate, target: settings.target }),
-    {
-      onLeft: (invalid) => invalid.problems.map((problem) => ({ path: ["gate"], message: problem })),
-      onRight: () => []
-    }
-  ),
-  ...Either.match(RateLimiter.settings({ ...settings.rateLimit, target: settings.target }), {
-    onLeft: (invalid) => invalid.problems.map((problem) => ({ path: ["rateLimit"], message: problem })),
-    onRight: () => []
-  })
-]))
-
-const decodePolicy = Settings.validate(PolicySettings, (input) => {
-  const target = (input as { readonly target?: unknown } | undefined)?.target
-  return typeof target === "string" && target !== "" ? `policy for ${target}` : "policy"
-})
-
 /**
  * Builds a policy, filling in defaults. Bad values fail with one `InvalidSettings` naming each,
  * when the program is assembled rather than on the first failure.
@@ -196,22 +137,7 @@ const decodePolicy = Settings.validate(PolicySettings, (input) => {
  * ```
  */
 export const policy = (options: PolicyOptions): Effect.Effect<Policy, Settings.InvalidSettings> =>
-  Effect.map(decodePolicy(options), (settings) => ({
-    target: settings.target,
-    model: settings.model,
-    maxAttempts: settings.maxAttempts,
-    schedule: settings.schedule ?? Backoff.fullJitter({ base: settings.baseDelay, cap: settings.maxDelay }),
-    readsHints: settings.schedule === undefined,
-    hintSpread: settings.hintSpread,
-    attemptTimeout: settings.attemptTimeout,
-    minAttemptTime: settings.minAttemptTime,
-    maxRetryAfter: settings.maxRetryAfter,
-    replaySafe: settings.replaySafe,
-    budget: settings.budget as RetryBudget.Options,
-    gate: settings.gate as Omit<ConcurrencyGate.Options, "target">,
-    rateLimit: settings.rateLimit as Omit<RateLimiter.Options, "target">,
-    classify: settings.classify
-  }))
+  Effect.suspend(() => Policies.decode(options))
 
 /**
  * What a call's span says of the call. A resilient call is one span, with a child span per attempt,

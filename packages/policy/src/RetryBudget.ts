@@ -22,7 +22,7 @@
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Schema from "effect/Schema"
+import { BudgetSettings } from "./internal/budgetRules.js"
 import * as FastPath from "./internal/fastPath.js"
 import { SlidingCounts } from "./internal/slidingWindow.js"
 import * as Checked from "./Settings.js"
@@ -53,7 +53,7 @@ export interface Service {
 
 /** Settings of a ratio budget. */
 export interface Options {
-  /** Share of successful calls that retries may add. Default 0.1. */
+  /** Share of successful calls that retries may add, from 0 to 1. Default 0.1. */
   readonly ratio?: number | undefined
   /** The window successes and retries are counted over. Default 60 seconds. */
   readonly window?: Duration.DurationInput | undefined
@@ -77,15 +77,6 @@ export interface Settings {
   readonly buckets: number
   readonly shareWhenRetriesFail: number
 }
-
-/** The rules of a budget's settings, defaults included. */
-const BudgetSettings = Schema.Struct({
-  ratio: Checked.withDefault(Checked.finiteAtLeastZero, 0.1),
-  window: Checked.withDefault(Checked.finitePositiveDuration, Duration.seconds(60)),
-  minPerSecond: Checked.withDefault(Checked.finiteAtLeastZero, 5),
-  buckets: Checked.withDefault(Checked.integerAtLeast(1), 60),
-  shareWhenRetriesFail: Checked.withDefault(Checked.shareOfOne, 1)
-})
 
 const decodeSettings = Checked.decoder(BudgetSettings, () => "retry budget")
 

@@ -5,6 +5,8 @@
  * @internal
  */
 export * as Attempts from "./attempt.js"
+export * as BudgetRules from "./budgetRules.js"
 export * as Decision from "./decision.js"
 export * as Engine from "./engine.js"
 export * as FastPath from "./fastPath.js"
+export * as Policies from "./policy.js"
