@@ -304,3 +304,72 @@ describe("a user's own budget, gate and limiter, written with the documented met
     })
   })
 })
+
+/** Defined at module level, as a program would: nothing is checked until it is used. */
+const moduleLevel = Resilient.policy({ target: freshTarget("module-level"), maxAttempts: 3 })
+const cannotWork = Resilient.policy({ target: "cannot-work", maxAttempts: 0 })
+
+describe("wrapping an Effect in one expression", () => {
+  it.effect("a policy defined at module level retries as any other; yielding it gives the checked policy, the same object each time", () =>
+    Effect.gen(function*() {
+      const { attempt, times } = yield* scripted<string>([
+        { fail: new Failure.ServerError({ status: 500 }) },
+        { succeed: "ok" }
+      ])
+      assert.deepStrictEqual(yield* settle(attempt.pipe(Resilient.retry(moduleLevel))), Exit.succeed("ok"))
+      assert.strictEqual((yield* times).length, 2)
+      const checked = yield* moduleLevel
+      assert.strictEqual(checked.maxAttempts, 3)
+      assert.strictEqual(yield* moduleLevel, checked)
+    }))
+
+  it.effect("an invalid setting is a typed InvalidSettings: from yielding the policy, and on each call, never a throw", () =>
+    Effect.gen(function*() {
+      let sent = 0
+      const attempt = Effect.sync(() => ++sent)
+      const yielded = yield* Effect.flip(cannotWork)
+      assert.instanceOf(yielded, Settings.InvalidSettings)
+      assert.strictEqual(yielded.message, "policy for cannot-work: maxAttempts must be an integer >= 1, got 0")
+      const first = yield* Effect.flip(attempt.pipe(Resilient.retry(cannotWork)))
+      const second = yield* Effect.flip(Resilient.retry(attempt, cannotWork, { timeout: "1 second" }))
+      // Checked once: the same failure every time, and nothing was sent.
+      assert.strictEqual(first, yielded)
+      assert.strictEqual(second, yielded)
+      assert.strictEqual(sent, 0)
+      const inline = yield* Effect.flip(attempt.pipe(Resilient.retry({ target: "inline-bad", maxAttempts: 0 })))
+      assert.strictEqual(inline._tag, "InvalidSettings")
+      assert.strictEqual(sent, 0)
+    }))
+
+  it.effect("the options inline, with while: retried while it says true, terminal when it says false", () => {
+    const target = freshTarget("inline")
+    return Effect.gen(function*() {
+      const { attempt, starts } = yield* database([
+        new DbError({ code: "deadlock" }),
+        new DbError({ code: "unique_violation" })
+      ])
+      const exit = yield* settle(
+        attempt.pipe(
+          Resilient.retry({
+            target,
+            maxAttempts: 5,
+            timeout: "1 minute",
+            while: (error: DbError) => error.code === "deadlock"
+          })
+        )
+      )
+      const failure = failureOf(exit)
+      assert.strictEqual(failure._tag, "CallFailed")
+      if (failure._tag !== "CallFailed") return
+      assert.strictEqual(failure.reason, "terminal")
+      assert.deepStrictEqual(failure.last, new DbError({ code: "unique_violation" }))
+      assert.strictEqual(starts.length, 2)
+      // Data first, as Effect.retry takes it: a success on the second attempt.
+      const again = yield* database([new DbError({ code: "deadlock" })])
+      const answer = yield* settle(
+        Resilient.retry(again.attempt, { target, maxAttempts: 5, while: (error) => error.code === "deadlock" })
+      )
+      assert.deepStrictEqual(answer, Exit.succeed("row"))
+    })
+  })
+})

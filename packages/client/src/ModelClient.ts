@@ -31,6 +31,7 @@ import * as ChatCompletion from "./ChatCompletion.js"
 import * as Embeddings from "./Embeddings.js"
 import * as HealthProbe from "./HealthProbe.js"
 import * as GenAi from "./internal/genAi.js"
+import * as HttpAttempt from "./internal/transport.js"
 import * as Target from "./Target.js"
 import * as Transport from "./Transport.js"
 
@@ -128,7 +129,7 @@ const makeWith = (
     const chat: Service["chat"] = (request, options) => {
       const model = request.model ?? target.model
       return Engine.run(
-        Transport.jsonAttempt(
+        HttpAttempt.jsonAttempt(
           http,
           endpoint,
           "/chat/completions",
@@ -145,7 +146,7 @@ const makeWith = (
     const embeddings: Service["embeddings"] = (request, options) => {
       const model = request.model ?? target.model
       return Engine.run(
-        Transport.jsonAttempt(
+        HttpAttempt.jsonAttempt(
           http,
           endpoint,
           "/embeddings",
@@ -162,7 +163,7 @@ const makeWith = (
     const chatStream: Service["chatStream"] = (request, options) => {
       const model = request.model ?? target.model
       const policy = policyFor(model)
-      const post = Transport.streamAttempt(
+      const post = HttpAttempt.streamAttempt(
         endpoint,
         "/chat/completions",
         ChatCompletion.body(request, model, true),

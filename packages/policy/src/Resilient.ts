@@ -3,13 +3,14 @@
  * retry budget, deadline, concurrency gate, metrics and a log line per attempt, composed.
  *
  * ```ts
- * const policy = yield* Resilient.policy({ target: "mistral", maxAttempts: 3 })
- * const answer = yield* sendChat(request).pipe(Resilient.retry(policy, { timeout: "20 seconds" }))
- * // Any Effect, with its own errors: `classify` judges them, and `CallFailed.last` keeps their type.
- * const user = yield* findUser(id).pipe(Resilient.retry(db, { classify: (e: DbError) => e.transient ? "retryable" : "terminal" }))
+ * const mistral = Resilient.policy({ target: "mistral", maxAttempts: 3 })
+ * const answer = yield* sendChat(request).pipe(Resilient.retry(mistral, { timeout: "20 seconds" }))
+ * // Any Effect, with its own errors: `while` (or `classify`) judges them, and `CallFailed.last` keeps their type.
+ * const user = yield* findUser(id).pipe(Resilient.retry({ target: "users-db", while: (e: DbError) => e.transient }))
  * ```
  *
- * A policy is data, checked once when it is built. A target's budget and gate come from the
+ * A policy is a value, definable anywhere, whose settings are checked once, when it is first used
+ * or yielded (an invalid one is a typed `InvalidSettings`, never a throw). A target's budget and gate come from the
  * `Coordination` in context (this process's memory unless one is provided), made on first use
  * from the policy's `budget` and `gate` settings and shared by every call to the target, with what
  * its calls learn (how long successes take); a test swaps a part with `Coordination.layerWith`. A
@@ -30,7 +31,6 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import { dual } from "effect/Function"
-import type * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type * as Tracer from "effect/Tracer"
@@ -52,19 +52,15 @@ export type AttemptInfo = Attempts.AttemptView
 /** The attempt the current fiber is running, inside a resilient call; `undefined` outside one. Read-only. */
 export const CurrentAttempt: FiberRef.FiberRef<AttemptInfo | undefined> = Attempts.CurrentAttempt
 
-/** A retry policy: plain data, shared by every call to one target. */
-export interface Policy {
+/** A checked policy's settings, shared by every call to one target. */
+export interface PolicySettings {
   /** Names the target in metrics, logs and failures. */
   readonly target: string
   /** Names the model in metrics and logs. */
   readonly model: string | undefined
   /** Attempts per call, the first included. */
   readonly maxAttempts: number
-  /** Proposes the delay before each retry from the failure; its output is ignored. */
-  readonly schedule: Schedule.Schedule<unknown, Failure.Failure>
-  /** Whether a failure's hint replaces the schedule's delay (the default backoff), or the schedule decides alone. */
-  readonly readsHints: boolean
-  /** The cap of the random spread added to a hint read, drawn from `[0, hint / 2)`. */
+  /** The cap of the random spread added to a provider's hint, drawn from `[0, hint / 2)`. */
   readonly hintSpread: Duration.Duration
   /** The longest an attempt may run, before the deadline shortens it. */
   readonly attemptTimeout: Duration.Duration
@@ -90,23 +86,39 @@ export interface Policy {
   readonly classify: ((failure: Failure.Failure) => Classifiers.Verdict) | undefined
 }
 
+/**
+ * A policy, checked or not: an Effect that checks it (`yield* policy` gives the checked policy, or
+ * fails with `InvalidSettings`). Using an unchecked one adds its `E` to the call's errors.
+ */
+export interface PolicyOf<out E> extends Effect.Effect<Policy, E> {
+  readonly [Policies.TypeId]: Policies.Variance<E>
+}
+
+/**
+ * A retry policy. `Policy<InvalidSettings>` is one not yet checked (`Resilient.policy`'s, defined
+ * anywhere, module level included): a call that uses it may fail with `InvalidSettings`, on its first
+ * call if its settings cannot work. `Policy` is a checked one, its settings readable.
+ */
+export type Policy<E = never> = PolicyOf<E> & ([E] extends [never] ? PolicySettings : unknown)
+
+/** What using `P` may fail with before its first attempt: `InvalidSettings` for a policy not yet checked. */
+export type PolicyError<P> = P extends PolicyOf<infer E> ? E : never
+
 /** Settings of a policy; everything but the target has a default. */
 export interface PolicyOptions {
   readonly target: string
   readonly model?: string | undefined
   /** Default 3. */
   readonly maxAttempts?: number | undefined
-  /** Full jitter's first-retry bound. Default 500 ms. Ignored when `schedule` is given. */
+  /** Full jitter's first-retry bound. Default 500 ms. */
   readonly baseDelay?: Duration.DurationInput | undefined
-  /** Full jitter's cap. Default 8 seconds. Ignored when `schedule` is given. */
+  /** Full jitter's cap. Default 8 seconds. */
   readonly maxDelay?: Duration.DurationInput | undefined
   /**
-   * The cap of the random spread added to a provider's hint, which is drawn from `[0, hint / 2)`.
-   * Default 1 second. Ignored when `schedule` is given.
+   * The cap of the random spread added to a provider's hint, which replaces the backoff's delay and
+   * is drawn from `[0, hint / 2)`. Default 1 second.
    */
   readonly hintSpread?: Duration.DurationInput | undefined
-  /** Replaces the default full jitter with the provider's hint winning. */
-  readonly schedule?: Schedule.Schedule<unknown, Failure.Failure> | undefined
   /** Default 60 seconds; set it per model, above the model's p99 under load. */
   readonly attemptTimeout?: Duration.DurationInput | undefined
   /** Default 100 ms; set it near the model's typical latency. */
@@ -129,15 +141,17 @@ export interface PolicyOptions {
 }
 
 /**
- * Builds a policy, filling in defaults. Bad values fail with one `InvalidSettings` naming each,
- * when the program is assembled rather than on the first failure.
+ * A policy of `options`, at once: define it anywhere, module level included. Its settings are
+ * checked once, when it is first used or yielded: bad values are one `InvalidSettings` naming each,
+ * in the error channel of `yield* policy` or of its first call, never a throw.
  *
  * ```ts
- * const policy = yield* Resilient.policy({ target: "mistral", maxAttempts: 4, attemptTimeout: "30 seconds" })
+ * const mistral = Resilient.policy({ target: "mistral", maxAttempts: 4, attemptTimeout: "30 seconds" })
+ * // At start-up, to fail before the first call: const checked = yield* mistral
+ * const answer = yield* sendChat(request).pipe(Resilient.retry(mistral))
  * ```
  */
-export const policy = (options: PolicyOptions): Effect.Effect<Policy, Settings.InvalidSettings> =>
-  Effect.suspend(() => Policies.decode(options))
+export const policy = (options: PolicyOptions): Policy<Settings.InvalidSettings> => Policies.make(options)
 
 /**
  * What a call's span says of the call. A resilient call is one span, with a child span per attempt,
@@ -199,6 +213,32 @@ export interface ClassifyOptions<E> extends CallOptions {
   readonly classify: (error: E) => Judgement
 }
 
+/** Settings of one call of an Effect that fails with errors of its own, retried `while` they say so. */
+export interface WhileOptions<E> extends CallOptions {
+  /**
+   * Whether an error is worth another attempt, as `Effect.retry`'s `while` says: `true` is
+   * retryable, `false` terminal. The sequence's own failures are judged by the policy.
+   */
+  readonly while: (error: E) => boolean
+}
+
+/**
+ * A policy's settings and a call's, in one object: `Resilient.retry({ target, maxAttempts, timeout })`.
+ * The policy they make is checked on the first call (an invalid setting is its `InvalidSettings`)
+ * and shared by every call written with the same settings.
+ */
+export interface RetryOptions extends Omit<PolicyOptions, "classify">, Omit<CallOptions, "replaySafe"> {}
+
+/** `RetryOptions` for an Effect whose own errors `classify` judges. */
+export interface RetryClassifyOptions<E> extends RetryOptions {
+  readonly classify: (error: E) => Judgement
+}
+
+/** `RetryOptions` for an Effect whose own errors are retried `while` they say so. */
+export interface RetryWhileOptions<E> extends RetryOptions {
+  readonly while: (error: E) => boolean
+}
+
 /** What an attempt may fail with: a failure, or a nested resilient call's aggregate. */
 export type AttemptError = Failure.Failure | Failure.CallFailed<Failure.Failure>
 
@@ -221,46 +261,124 @@ export interface TargetServices extends Coordination.TargetServices {
   readonly attemptRefs?: ReadonlyArray<readonly [FiberRef.FiberRef<any>, unknown]> | undefined
 }
 
-const isEffect = (args: IArguments | ReadonlyArray<unknown>) => Effect.isEffect(args[0])
+/** A call's arguments start with the effect it makes resilient: a policy is an Effect too, told apart by its id. */
+const isDataFirst = (args: IArguments | ReadonlyArray<unknown>) =>
+  Effect.isEffect(args[0]) && !Policies.isPolicy(args[0])
+
+/** The judge a call's options name: `classify`, or `while` read as retryable or terminal. */
+const judgeOf = (
+  options: {
+    readonly classify?: ((error: any) => Judgement) | undefined
+    readonly while?: ((error: any) => boolean) | undefined
+  } | undefined
+): Judge | undefined => {
+  if (options === undefined) return undefined
+  const retryWhile = options.while
+  if (retryWhile !== undefined) return (error) => retryWhile(error) ? "retryable" : "terminal"
+  return options.classify
+}
+
+const policyKeys = new Set<string>([
+  "target",
+  "model",
+  "maxAttempts",
+  "baseDelay",
+  "maxDelay",
+  "hintSpread",
+  "attemptTimeout",
+  "minAttemptTime",
+  "maxRetryAfter",
+  "replaySafe",
+  "budget",
+  "gate",
+  "rateLimit"
+])
+
+// The policies of inline options, by their settings: a call written inline in a function makes its
+// options anew each time, and its policy is checked once, not per call. Bounded, in case a program
+// writes new settings per call.
+const inlinePolicies = new Map<string, Policy<Settings.InvalidSettings>>()
+
+/** The policy part of inline options, and the call's own. */
+const splitInline = (options: RetryOptions): readonly [Policy<Settings.InvalidSettings>, CallOptions] => {
+  const policyOptions: Record<string, unknown> = {}
+  const callOptions: Record<string, unknown> = {}
+  for (const key in options) {
+    const value = (options as unknown as Record<string, unknown>)[key]
+    if (policyKeys.has(key)) policyOptions[key] = value
+    else if (key !== "classify" && key !== "while") callOptions[key] = value
+  }
+  const key = JSON.stringify(policyOptions)
+  let policy = inlinePolicies.get(key)
+  if (policy === undefined) {
+    policy = Policies.make(policyOptions as unknown as PolicyOptions)
+    if (inlinePolicies.size < 256) inlinePolicies.set(key, policy)
+  }
+  return [policy, callOptions as CallOptions]
+}
 
 /**
  * Makes `self`, one attempt, into a resilient call under `policy`: it is retried while its
  * failures are retryable (ambiguous ones only when replay-safe), the attempt ceiling, the retry
- * budget and the deadline allow, with the schedule's delays; every attempt holds a permit of the
- * target's concurrency gate. The budget and gate are the target's in the `Coordination` in
- * context. The error is one `CallFailed` with the reason, the last failure and the history.
+ * budget and the deadline allow, with full jitter's delays or the provider's hint; every attempt
+ * holds a permit of the target's concurrency gate. The budget and gate are the target's in the
+ * `Coordination` in context. The error is one `CallFailed` with the reason, the last failure and
+ * the history, and a policy not yet checked adds its `InvalidSettings`.
  *
- * With `classify`, `self` may fail with any error: `classify` judges it, and `CallFailed.last`
- * keeps its type.
+ * With `classify` (or `while`), `self` may fail with any error: it judges it, and `CallFailed.last`
+ * keeps its type. The policy's settings may also be written inline, with the call's.
  *
  * ```ts
  * const answer = yield* sendChat(request).pipe(Resilient.retry(mistral, { timeout: "20 seconds" }))
  * const user = yield* findUser("42").pipe(
- *   Resilient.retry(usersDb, { classify: (error: DbError) => error.code === "deadlock" ? "retryable" : "terminal" })
+ *   Resilient.retry({ target: "users-db", maxAttempts: 4, while: (error: DbError) => error.code === "deadlock" })
  * )
  * ```
  */
 export const retry: {
-  <E>(policy: Policy, options: ClassifyOptions<E>): <A, E2 extends E, R>(
+  <E, P extends PolicyOf<unknown>>(policy: P, options: ClassifyOptions<E> | WhileOptions<E>): <A, E2 extends E, R>(
     self: Effect.Effect<A, E2, R>
-  ) => Effect.Effect<A, Failure.CallFailed<Unwrapped<E2> | Refusal>, R>
-  (policy: Policy, options?: CallOptions): <A, E extends AttemptError, R>(
+  ) => Effect.Effect<A, Failure.CallFailed<Unwrapped<E2> | Refusal> | PolicyError<P>, R>
+  <P extends PolicyOf<unknown>>(policy: P, options?: CallOptions): <A, E extends AttemptError, R>(
     self: Effect.Effect<A, E, R>
-  ) => Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R>
+  ) => Effect.Effect<A, Failure.CallFailed<LastFailure<E>> | PolicyError<P>, R>
+  <E>(options: RetryClassifyOptions<E> | RetryWhileOptions<E>): <A, E2 extends E, R>(
+    self: Effect.Effect<A, E2, R>
+  ) => Effect.Effect<A, Failure.CallFailed<Unwrapped<E2> | Refusal> | Settings.InvalidSettings, R>
+  (options: RetryOptions): <A, E extends AttemptError, R>(
+    self: Effect.Effect<A, E, R>
+  ) => Effect.Effect<A, Failure.CallFailed<LastFailure<E>> | Settings.InvalidSettings, R>
+  <A, E, R, P extends PolicyOf<unknown>>(
+    self: Effect.Effect<A, E, R>,
+    policy: P,
+    options: ClassifyOptions<NoInfer<E>> | WhileOptions<NoInfer<E>>
+  ): Effect.Effect<A, Failure.CallFailed<Unwrapped<E> | Refusal> | PolicyError<P>, R>
+  <A, E extends AttemptError, R, P extends PolicyOf<unknown>>(
+    self: Effect.Effect<A, E, R>,
+    policy: P,
+    options?: CallOptions
+  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>> | PolicyError<P>, R>
   <A, E, R>(
     self: Effect.Effect<A, E, R>,
-    policy: Policy,
-    options: ClassifyOptions<NoInfer<E>>
-  ): Effect.Effect<A, Failure.CallFailed<Unwrapped<E> | Refusal>, R>
+    options: RetryClassifyOptions<NoInfer<E>> | RetryWhileOptions<NoInfer<E>>
+  ): Effect.Effect<A, Failure.CallFailed<Unwrapped<E> | Refusal> | Settings.InvalidSettings, R>
   <A, E extends AttemptError, R>(
     self: Effect.Effect<A, E, R>,
-    policy: Policy,
-    options?: CallOptions
-  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R>
+    options: RetryOptions
+  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>> | Settings.InvalidSettings, R>
 } = dual(
-  isEffect,
-  <A, E, R>(self: Effect.Effect<A, E, R>, policy: Policy, options?: CallOptions & { readonly classify?: Judge }) =>
-    runSequence(self, policy, options, undefined, options?.classify)
+  isDataFirst,
+  <A, E, R>(
+    self: Effect.Effect<A, E, R>,
+    policyOrOptions: PolicyOf<unknown> | RetryOptions,
+    options?: CallOptions & { readonly classify?: Judge; readonly while?: (error: unknown) => boolean }
+  ) => {
+    if (Policies.isPolicy(policyOrOptions)) {
+      return runSequence(self, policyOrOptions, options, undefined, judgeOf(options))
+    }
+    const [policy, callOptions] = splitInline(policyOrOptions)
+    return runSequence(self, policy, callOptions, undefined, judgeOf(policyOrOptions as RetryClassifyOptions<unknown>))
+  }
 )
 
 /**
@@ -268,20 +386,24 @@ export const retry: {
  * context: for a client that holds the state of several targets at once.
  */
 export const retryWith: {
-  (policy: Policy, services: TargetServices, options?: CallOptions): <A, E extends AttemptError, R>(
+  <P extends PolicyOf<unknown>>(policy: P, services: TargetServices, options?: CallOptions): <
+    A,
+    E extends AttemptError,
+    R
+  >(
     self: Effect.Effect<A, E, R>
-  ) => Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R>
-  <A, E extends AttemptError, R>(
+  ) => Effect.Effect<A, Failure.CallFailed<LastFailure<E>> | PolicyError<P>, R>
+  <A, E extends AttemptError, R, P extends PolicyOf<unknown>>(
     self: Effect.Effect<A, E, R>,
-    policy: Policy,
+    policy: P,
     services: TargetServices,
     options?: CallOptions
-  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R>
+  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>> | PolicyError<P>, R>
 } = dual(
-  isEffect,
+  isDataFirst,
   <A, E extends AttemptError, R>(
     self: Effect.Effect<A, E, R>,
-    policy: Policy,
+    policy: PolicyOf<unknown>,
     services: TargetServices,
     options?: CallOptions
   ) => runSequence(self, policy, options, services, undefined)
@@ -301,18 +423,24 @@ export interface Opened<A, E, R> {
  * attempts report what they say about capacity without taking permits of their own), and the
  * deadline bounds the whole stream, not only its first element.
  */
-export const retryStream = <A, E extends AttemptError, R, E2, R2>(
+export const retryStream = <A, E extends AttemptError, R, E2, R2, P extends PolicyOf<unknown>>(
   open: Effect.Effect<Opened<A, E2, R2>, E, R>,
-  policy: Policy,
+  policy: P,
   options?: CallOptions
-): Stream.Stream<A, Failure.CallFailed<LastFailure<E>> | E2 | Failure.DeadlineExceeded, Exclude<R, Scope.Scope> | R2> =>
-  streamSequence(open, policy, options, undefined)
+): Stream.Stream<
+  A,
+  Failure.CallFailed<LastFailure<E>> | E2 | Failure.DeadlineExceeded | PolicyError<P>,
+  Exclude<R, Scope.Scope> | R2
+> => streamSequence(open, policy as PolicyOf<PolicyError<P>>, options, undefined)
 
 /** `retryStream` with the target's state given as a value, as `retryWith` takes it. */
-export const retryStreamWith = <A, E extends AttemptError, R, E2, R2>(
+export const retryStreamWith = <A, E extends AttemptError, R, E2, R2, P extends PolicyOf<unknown>>(
   open: Effect.Effect<Opened<A, E2, R2>, E, R>,
-  policy: Policy,
+  policy: P,
   services: TargetServices,
   options?: CallOptions
-): Stream.Stream<A, Failure.CallFailed<LastFailure<E>> | E2 | Failure.DeadlineExceeded, Exclude<R, Scope.Scope> | R2> =>
-  streamSequence(open, policy, options, services)
+): Stream.Stream<
+  A,
+  Failure.CallFailed<LastFailure<E>> | E2 | Failure.DeadlineExceeded | PolicyError<P>,
+  Exclude<R, Scope.Scope> | R2
+> => streamSequence(open, policy as PolicyOf<PolicyError<P>>, options, services)

@@ -9,8 +9,8 @@
  * failure: after the trigger is gone, a queue full of abandoned requests keeps every new request
  * waiting past its timeout, and retries keep the queue full.
  */
-import { ProviderError, Transport } from "@resilient-ai/client"
-import { Failure } from "@resilient-ai/policy"
+import { ProviderError } from "@resilient-ai/client"
+import { Failure, RateLimiter } from "@resilient-ai/policy"
 import { Attempts } from "@resilient-ai/policy/internal"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -88,7 +88,7 @@ export interface Series {
  * How the provider answers one attempt: with nothing, or, when the key's limits count it, with what
  * the client's transport reads from the answer (the key's limits, the usage) as the attempt's report.
  */
-export type Answer = Effect.Effect<
+type Answer = Effect.Effect<
   void | Attempts.Answered<void>,
   Failure.Failure | Attempts.Reported<Failure.Failure>
 >
@@ -412,7 +412,8 @@ class KeyLimits {
 /** What the client's transport reads from an answer: the key's limits, and the usage. */
 const told = (headers: Record<string, string>, used?: number): Attempts.Report => {
   const report = new Attempts.Report()
-  Transport.reportLimits(report, (name) => headers[name])
+  const limits = RateLimiter.limitsOf((name) => headers[name])
+  if (limits.requestsPerMinute !== undefined || limits.tokensPerMinute !== undefined) report.limits = limits
   report.usage = used
   return report
 }

@@ -3,7 +3,7 @@
  * exactly as `@resilient-ai/client` ships them, and the policies users would otherwise pick,
  * each built from its public specification.
  *
- * Every policy runs on the same combinator (`Resilient.retryWith`), so what differs is only what
+ * Every policy runs on the same engine (`Resilient.retryWith`'s), so what differs is only what
  * the specification says: its attempt ceiling, its schedule, its budget (none, a token bucket,
  * a quota) and whether it knows about deadlines, hints and capacity. The references have no
  * deadline of their own (the caller gives up at its deadline and interrupts them), no gate, and
@@ -17,10 +17,9 @@ import {
   Coordination,
   Failure,
   RateLimiter,
-  Resilient,
   RetryBudget
 } from "@resilient-ai/policy"
-import { type Attempts, Engine, FastPath } from "@resilient-ai/policy/internal"
+import { type Attempts, Engine, FastPath, Policies } from "@resilient-ai/policy/internal"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Random from "effect/Random"
@@ -88,15 +87,19 @@ const reference = (
       const budget = yield* options.budget
       const gate = yield* unboundedGate(name)
       const services = Coordination.targetServices({ budget, gate })
-      const policy = yield* Resilient.policy({
-        target: name,
-        maxAttempts: options.maxAttempts,
-        schedule: options.schedule,
-        attemptTimeout: Duration.millis(setting.attemptTimeoutMillis),
-        minAttemptTime: 0,
-        // No hint is read, so none can be too long.
-        maxRetryAfter: Duration.infinity
-      })
+      // Each reference's own backoff, which reads no hint.
+      const policy = yield* Policies.withSchedule(
+        {
+          target: name,
+          maxAttempts: options.maxAttempts,
+          attemptTimeout: Duration.millis(setting.attemptTimeoutMillis),
+          minAttemptTime: 0,
+          // No hint is read, so none can be too long.
+          maxRetryAfter: Duration.infinity
+        },
+        options.schedule,
+        { readsHints: false }
+      )
       return (attempt, deadlineMillis) =>
         Engine.run(() => attempt, policy, services, { replaySafe: true }).pipe(
           Effect.timeoutFail({ duration: Duration.millis(deadlineMillis), onTimeout: () => "deadline" as const })

@@ -15,6 +15,7 @@ import * as Target from "../Target.js"
 import * as Transport from "../Transport.js"
 import { concat } from "./bytes.js"
 import * as GenAi from "./genAi.js"
+import * as HttpAttempt from "./transport.js"
 
 /** What an adapter holds for its target: its state, its transport settings, a policy per model. */
 export interface Adapter {
@@ -154,7 +155,7 @@ export const entered = (context: Attempts.AttemptContext, report: Attempts.Repor
   context.reached("body", report)
   const providerRequestId = ProviderError.requestIdOf(headers)
   if (providerRequestId !== undefined) report.annotate("providerRequestId", providerRequestId)
-  Transport.reportLimits(report, (name) => headers.get(name))
+  HttpAttempt.reportLimits(report, (name) => headers.get(name))
 }
 
 /** A provider's answer read whole, so the SDK can be given it as it came. */

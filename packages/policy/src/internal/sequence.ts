@@ -9,6 +9,7 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
 import type * as FiberId from "effect/FiberId"
@@ -31,7 +32,7 @@ import { CurrentDeadline } from "../Deadline.js"
 import * as Failure from "../Failure.js"
 import type * as Metrics from "../Metrics.js"
 import * as RateLimiter from "../RateLimiter.js"
-import type { CallOptions, Judgement, LastFailure, Policy, TargetServices } from "../Resilient.js"
+import type { CallOptions, Judgement, LastFailure, Policy, PolicyOf, TargetServices } from "../Resilient.js"
 import type * as RetryBudget from "../RetryBudget.js"
 import * as Settings from "../Settings.js"
 import { Answered, type AttemptContext, CurrentAttempt, type Phase, type Report, Reported } from "./attempt.js"
@@ -40,6 +41,7 @@ import * as Decision from "./decision.js"
 import * as FastPath from "./fastPath.js"
 import * as Instruments from "./instrumentation.js"
 import type { TypicalLatency } from "./learned.js"
+import * as Policies from "./policy.js"
 import * as Spans from "./spans.js"
 import { kindOf } from "./spans.js"
 
@@ -290,13 +292,14 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
     this.replaySafe = options?.replaySafe ?? policy.replaySafe
     // Generated on first use: a first-try success that nobody logs or reads never needs one.
     this.requestId = options?.requestId ?? outer?.requestId
-    this.attemptTimeoutMillis = Duration.toMillis(policy.attemptTimeout)
-    this.minAttemptMillis = Math.max(Duration.toMillis(policy.minAttemptTime), this.latency.millis)
-    this.maxRetryAfterMillis = Duration.toMillis(policy.maxRetryAfter)
-    this.hintSpreadMillis = Duration.toMillis(policy.hintSpread)
-    this.readsHints = policy.readsHints
-    this.backoff = policy.schedule
-    this.backoffState = policy.schedule.initial
+    const engine = Policies.engineOf(policy)
+    this.attemptTimeoutMillis = engine.attemptTimeoutMillis
+    this.minAttemptMillis = Math.max(engine.minAttemptMillis, this.latency.millis)
+    this.maxRetryAfterMillis = engine.maxRetryAfterMillis
+    this.hintSpreadMillis = engine.hintSpreadMillis
+    this.readsHints = engine.readsHints
+    this.backoff = engine.backoff
+    this.backoffState = engine.backoff.initial
     if (given !== undefined) {
       this.tracing = given.tracing
       this.span = given.span
@@ -713,13 +716,32 @@ const started = <A, E, R>(sequence: Sequence<A, E, R>, given: GivenSpan | undefi
 /** An attempt given its context: its value and failure may come with its report. */
 export type AttemptOf<A, E, R> = (context: AttemptContext) => Effect.Effect<A | Answered<A>, E | Reported<E>, R>
 
-export const runSequence = <A, E, R>(
+/**
+ * Runs a call under `policy`: a policy not yet checked is checked first (once per policy object),
+ * and one whose settings cannot work fails the call with its `InvalidSettings`.
+ */
+export const runSequence = <A, E, R, PE>(
+  self: Effect.Effect<A, E, R> | AttemptOf<A, E, R>,
+  policy: PolicyOf<PE>,
+  options: CallOptions | undefined,
+  given: TargetServices | undefined,
+  judge: Judge | undefined,
+  givenSpan?: GivenSpan | undefined
+): Effect.Effect<A, Failure.CallFailed<LastFailure<E>> | PE, R> => {
+  if (!Policies.isChecked(policy)) {
+    const checked = Policies.check(policy)
+    if (Either.isLeft(checked)) return Effect.fail(checked.left as PE)
+  }
+  return runChecked(self, policy as unknown as Policy, options, given, judge, givenSpan)
+}
+
+const runChecked = <A, E, R>(
   self: Effect.Effect<A, E, R> | AttemptOf<A, E, R>,
   policy: Policy,
   options: CallOptions | undefined,
   given: TargetServices | undefined,
   judge: Judge | undefined,
-  givenSpan?: GivenSpan | undefined
+  givenSpan: GivenSpan | undefined
 ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> => {
   const maxAttempts = options?.maxAttempts
   if (maxAttempts !== undefined && !(Number.isInteger(maxAttempts) && maxAttempts >= 1)) {
@@ -736,7 +758,7 @@ export const runSequence = <A, E, R>(
     // The target's first call: its budget and gate are made, from settings `policy` already checked.
     return Effect.flatMap(
       Effect.orDie(Coordination.servicesOf(coordinationOf(fiber), policy)),
-      (made) => runSequence(self, policy, options, made, judge, givenSpan)
+      (made) => runChecked(self, policy, options, made, judge, givenSpan)
     )
   })
 }

@@ -17,10 +17,11 @@ import * as ConcurrencyGate from "../ConcurrencyGate.js"
 import * as Coordination from "../Coordination.js"
 import { CurrentDeadline, within } from "../Deadline.js"
 import * as Failure from "../Failure.js"
-import type { AttemptError, CallOptions, LastFailure, Opened, Policy, TargetServices } from "../Resilient.js"
+import type { AttemptError, CallOptions, LastFailure, Opened, Policy, PolicyOf, TargetServices } from "../Resilient.js"
 import { Answered } from "./attempt.js"
 import * as FastPath from "./fastPath.js"
 import * as Instruments from "./instrumentation.js"
+import * as Policies from "./policy.js"
 import { type AttemptOf, type GivenSpan, runSequence, spanStartOf } from "./sequence.js"
 import * as Spans from "./spans.js"
 
@@ -101,14 +102,14 @@ export interface OpenedReporting<A, E, R> {
  * A stream whose attempts are functions of their context (a transport's): a later chunk may come
  * with what it reported (its usage, at the end), which describes the call's span.
  */
-export const streamAttempts = <A, E extends AttemptError, R, E2, R2>(
+export const streamAttempts = <A, E extends AttemptError, R, E2, R2, PE>(
   open: AttemptOf<OpenedReporting<A, E2, R2>, E, R>,
-  policy: Policy,
+  policy: PolicyOf<PE>,
   options: CallOptions | undefined,
   given: TargetServices | undefined
 ): Stream.Stream<
   A,
-  Failure.CallFailed<LastFailure<E>> | E2 | Failure.DeadlineExceeded,
+  Failure.CallFailed<LastFailure<E>> | E2 | Failure.DeadlineExceeded | PE,
   Exclude<R, Scope.Scope> | R2
 > =>
   streamOf(
@@ -124,14 +125,14 @@ export const streamAttempts = <A, E extends AttemptError, R, E2, R2>(
     given
   )
 
-export const streamSequence = <A, E extends AttemptError, R, E2, R2>(
+export const streamSequence = <A, E extends AttemptError, R, E2, R2, PE>(
   open: Effect.Effect<Opened<A, E2, R2>, E, R>,
-  policy: Policy,
+  policy: PolicyOf<PE>,
   options: CallOptions | undefined,
   given: TargetServices | undefined
 ): Stream.Stream<
   A,
-  Failure.CallFailed<LastFailure<E>> | E2 | Failure.DeadlineExceeded,
+  Failure.CallFailed<LastFailure<E>> | E2 | Failure.DeadlineExceeded | PE,
   Exclude<R, Scope.Scope> | R2
 > => streamOf(inScopeOfItsOwn(open), (rest) => rest, policy, options, given)
 
@@ -141,18 +142,22 @@ interface OpenedAs<A, B, E, R> {
   readonly rest: Stream.Stream<B, E, R>
 }
 
-const streamOf = <A, B, E extends AttemptError, R, E2, R2>(
+const streamOf = <A, B, E extends AttemptError, R, E2, R2, PE>(
   open: Effect.Effect<OpenedAs<A, B, E2, R2>, E, R> | AttemptOf<OpenedAs<A, B, E2, R2>, E, R>,
   restOf: (rest: Stream.Stream<B, E2, R2>, span: Tracer.Span | undefined) => Stream.Stream<A, E2, R2>,
-  policy: Policy,
+  unchecked: PolicyOf<PE>,
   options: CallOptions | undefined,
   given: TargetServices | undefined
 ): Stream.Stream<
   A,
-  Failure.CallFailed<LastFailure<E>> | E2 | Failure.DeadlineExceeded,
+  Failure.CallFailed<LastFailure<E>> | E2 | Failure.DeadlineExceeded | PE,
   Exclude<R, Scope.Scope> | R2
 > => {
   const opened = Effect.gen(function*() {
+    // A policy not yet checked is checked first: one whose settings cannot work fails the stream.
+    const policy: Policy = Policies.isChecked(unchecked)
+      ? unchecked as unknown as Policy
+      : yield* Effect.mapError(Policies.check(unchecked), (invalid) => invalid as PE)
     const services = given ??
       (yield* Effect.orDie(
         Effect.flatMap(Coordination.current, (coordination) => Coordination.servicesOf(coordination, policy))
