@@ -28,7 +28,7 @@ export interface Instrumented {
   readonly tracing: Spans.Tracing | undefined
   /** The call's span. */
   readonly span: Tracer.Span | undefined
-  readonly requestIdNow: () => string
+  requestIdNow(): string
 }
 
 /** An attempt as its span sees it. */

@@ -321,7 +321,9 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
     return recordCall === undefined ? this.attemptFrom(1, 0) : Effect.zipRight(recordCall, this.attemptFrom(1, 0))
   }
 
-  readonly requestIdNow = (): string => this.requestId ??= randomId()
+  requestIdNow(): string {
+    return this.requestId ??= randomId()
+  }
 
   /**
    * Whether an attempt would still get its time after sleeping `delay` from `now`: the test
