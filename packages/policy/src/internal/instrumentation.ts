@@ -11,8 +11,10 @@ import type * as Fiber from "effect/Fiber"
 import * as LogLevel from "effect/LogLevel"
 import type * as MetricLabel from "effect/MetricLabel"
 import * as Tracer from "effect/Tracer"
+import * as ConcurrencyGate from "../ConcurrencyGate.js"
 import type * as Failure from "../Failure.js"
 import type * as Metrics from "../Metrics.js"
+import * as CapacityFailures from "./capacityFailures.js"
 import * as Spans from "./spans.js"
 import { kindOf } from "./spans.js"
 
@@ -185,9 +187,14 @@ export const succeeded = (
   return log(call, LogLevel.Debug, "attempt succeeded", { attempt: number, durationMs: took, ...annotations })
 }
 
-/** An attempt failed with a failure of `kind`. */
-export const failed = (call: Instrumented, kind: string): void => {
-  if (!call.nested) count(call, call.metrics.failures(kind))
+/**
+ * An attempt failed with `failure`: counted by its kind, and, when it is the toolkit's and says the
+ * target is out of capacity, as the health diagnosis's trouble.
+ */
+export const failed = (call: Instrumented, failure: unknown): void => {
+  if (call.nested) return
+  count(call, call.metrics.failures(kindOf(failure)))
+  if (ConcurrencyGate.outcomeOf(failure) === "overload") CapacityFailures.add(call.policy.target)
 }
 
 /** The failed attempt's span says how it was judged, and ends. */

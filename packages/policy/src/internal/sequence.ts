@@ -367,7 +367,7 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
   ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
     const failure = failed.failure
     this.lastFailure = failure as LastFailure<E>
-    Instruments.failed(this, kindOf(failure))
+    Instruments.failed(this, failure)
     const recordFailure = this.budgetFast?.recordFailure
     if (!this.nested && recordFailure !== undefined) {
       return Effect.zipRight(
