@@ -144,4 +144,30 @@ describe("the toolkit's failures, known by their type id", () => {
       assert.strictEqual(toolkit.diagnosis, "self-inflicted")
     }).pipe(Effect.provide(Coordination.layerWith({ budget: RetryBudget.unlimited })))
   })
+
+  it.effect("a nested call's aggregate is known by its id: one made by another copy of the package is unwrapped too", () => {
+    /** `CallFailed` as another copy of `@resilient-ai/policy` would make it: another class, the same id. */
+    class OtherCopyCallFailed extends Data.TaggedError("CallFailed")<{
+      readonly reason: Failure.StopReason
+      readonly last: Failure.Failure
+      readonly attempts: ReadonlyArray<Failure.AttemptRecord>
+      readonly target: string
+    }> {
+      readonly [Failure.CallFailedTypeId]: Failure.CallFailedTypeId = Failure.CallFailedTypeId
+    }
+    const inner = new Failure.RateLimited({ status: 429 })
+    const target = freshTarget("other-copy")
+    return Effect.gen(function*() {
+      let attempts = 0
+      const nested = Effect.suspend(() => {
+        attempts++
+        return Effect.fail(new OtherCopyCallFailed({ reason: "attempts", last: inner, attempts: [], target: "inner" }))
+      })
+      const exit = yield* settle(nested.pipe(Resilient.retry(policyOf({ target, maxAttempts: 3 }))))
+      const failure = failureOf(exit)
+      // Already retried by the nested call: stopped at once, on the nested call's last failure.
+      assert.strictEqual(attempts, 1)
+      assert.strictEqual(failure.last, inner)
+    }).pipe(Effect.provide(Coordination.layerWith({ budget: RetryBudget.unlimited })))
+  })
 })

@@ -785,7 +785,8 @@ interface AttemptFailure {
 const unwrap = (error: unknown): AttemptFailure => {
   const report = error instanceof Reported ? error.report : undefined
   const failure = report === undefined ? error : (error as Reported<unknown>).failure
-  return failure instanceof Failure.CallFailed
+  // By its type id, as every failure of ours: an aggregate made by another copy of the package is one too.
+  return Failure.isCallFailed(failure)
     ? { failure: failure.last, settled: failure.reason !== "deferred", own: Failure.isFailure(failure.last), report }
     : { failure, settled: false, own: false, report }
 }
