@@ -46,13 +46,12 @@ export interface AttemptTrace {
 type Updated = { unsafeUpdate: (input: number, tags: ReadonlyArray<MetricLabel.MetricLabel>) => void }
 
 /** Updates `metric` under the call's labels (`Effect.tagMetrics` in scope). */
-export const count = (call: Instrumented, metric: Updated, value = 1): void => {
+const count = (call: Instrumented, metric: Updated, value = 1): void => {
   metric.unsafeUpdate(value, call.metricLabels)
 }
 
 /** Whether a log line at `level` would be written: one that would not is not even built. */
-export const logs = (call: Instrumented, level: LogLevel.LogLevel): boolean =>
-  !LogLevel.lessThan(level, call.minimumLogLevel)
+const logs = (call: Instrumented, level: LogLevel.LogLevel): boolean => !LogLevel.lessThan(level, call.minimumLogLevel)
 
 const definedOnly = (annotations: Record<string, unknown>): Record<string, unknown> => {
   const defined: Record<string, unknown> = {}
@@ -63,7 +62,7 @@ const definedOnly = (annotations: Record<string, unknown>): Record<string, unkno
 }
 
 /** A log line of the call, with its request id, target and model. */
-export const log = (
+const log = (
   call: Instrumented,
   level: LogLevel.LogLevel,
   message: string,
