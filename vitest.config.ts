@@ -17,6 +17,8 @@ export default defineConfig({
   resolve: {
     alias: [
       { find: /^@resilient-ai\/([^/]+)$/, replacement: `${packagesDir}$1/src/index.ts` },
+      // The internal entry a package offers its siblings and the tests (`@resilient-ai/policy/internal`).
+      { find: /^@resilient-ai\/([^/]+)\/internal$/, replacement: `${packagesDir}$1/src/internal/index.ts` },
       // A public module, as the exports maps name them (`@resilient-ai/policy/Resilient`); never internal/.
       { find: /^@resilient-ai\/([^/]+)\/([A-Z]\w*)$/, replacement: `${packagesDir}$1/src/$2.ts` }
     ]

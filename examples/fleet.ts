@@ -13,6 +13,7 @@
  */
 import { NodeHttpClient } from "@effect/platform-node"
 import { ModelClient, Target } from "@resilient-ai/client"
+import { Coordination } from "@resilient-ai/policy"
 import { RedisConnection, RedisCoordination } from "@resilient-ai/redis"
 import { FaultServer } from "@resilient-ai/testing"
 import { ConfigProvider, Console, Effect, Layer, Logger, LogLevel, Metric } from "effect"
@@ -25,9 +26,13 @@ const MistralLive = ModelClient.layerConfig(Target.managedConfig("MISTRAL")).pip
   Layer.provide(RedisCoordination.layerConfig())
 )
 
-/** The same member without the Redis layer: budget and gate in this process only. */
+/**
+ * The same member without the Redis layer: budget and gate in memory, its own as a process's would
+ * be (members in one process would otherwise share the process's coordination, as clients do).
+ */
 const MistralAlone = ModelClient.layerConfig(Target.managedConfig("MISTRAL")).pipe(
-  Layer.provide(NodeHttpClient.layerUndici)
+  Layer.provide(NodeHttpClient.layerUndici),
+  Layer.provide(Coordination.layerMemory)
 )
 
 const members = 3

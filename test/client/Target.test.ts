@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Failover, Target } from "@resilient-ai/client"
-import { Failure } from "@resilient-ai/policy"
-import { Duration, Redacted } from "effect"
+import { Failure, Resilient } from "@resilient-ai/policy"
+import { Duration, Effect, Redacted } from "effect"
 import { invalidSettings } from "../policy/support.js"
 import { checked } from "./support.js"
 
@@ -108,6 +108,27 @@ describe("Target", () => {
     assert.strictEqual(Duration.toMillis(Target.policyFor(target).attemptTimeout), 20_000)
     assert.strictEqual(Duration.toMillis(Target.policyFor(target, "mistral-large-latest").attemptTimeout), 90_000)
     assert.strictEqual(Target.policyFor(target, "mistral-large-latest").model, "mistral-large-latest")
+  })
+})
+
+describe("one rule for a budget's ratio, whichever door it comes through", () => {
+  /** The problems an `InvalidSettings` names, without what the settings were for. */
+  const problems = (message: string) => message.slice(message.indexOf(": ") + 2)
+
+  it("a ratio of 1.5 is refused by Resilient.policy and by Target.managed, with the same message", () => {
+    const fromPolicy = invalidSettings(Resilient.policy({ target: "t", budget: { ratio: 1.5 } }))
+    const fromTarget = invalidSettings(Target.managed({ ...base, apiKey: Redacted.make("k"), budget: { ratio: 1.5 } }))
+    assert.strictEqual(problems(fromPolicy), "budget.ratio must be between 0 and 1 (0.1 allows 10% retries), got 1.5")
+    assert.strictEqual(problems(fromTarget), problems(fromPolicy))
+  })
+
+  it("0 and 1 pass both", () => {
+    for (const ratio of [0, 1]) {
+      const policy = Effect.runSync(Resilient.policy({ target: "t", budget: { ratio } }))
+      assert.strictEqual(policy.budget.ratio, ratio)
+      const target = checked(Target.managed({ ...base, apiKey: Redacted.make("k"), budget: { ratio } }))
+      assert.strictEqual(Target.policyFor(target).budget.ratio, ratio)
+    }
   })
 })
 

@@ -5,9 +5,9 @@
 import { NodeHttpClient } from "@effect/platform-node"
 import { ModelClient, Target } from "@resilient-ai/client"
 import { Coordination, type Settings } from "@resilient-ai/policy"
+import { keyFingerprint } from "@resilient-ai/policy/internal"
 import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
 import { Effect, Layer, Logger, Redacted } from "effect"
-import { keyFingerprint } from "../../packages/policy/src/internal/keyFingerprint.js"
 import { canary } from "../canary.js"
 
 /** The API key the tests use: the canary, which no output, log line or failure may ever contain. */

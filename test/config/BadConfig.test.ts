@@ -580,7 +580,12 @@ describe("every other constructor and layer: each bad setting is a typed error n
       "replaySafe",
       "true or false"
     ],
-    ["Resilient.policy budget", () => Resilient.policy({ target: "t", budget: { ratio: -1 } }), "budget ratio", ">= 0"],
+    [
+      "Resilient.policy budget",
+      () => Resilient.policy({ target: "t", budget: { ratio: -1 } }),
+      "budget.ratio",
+      "between 0 and 1"
+    ],
     [
       "Resilient.policy gate",
       () => Resilient.policy({ target: "t", gate: { limit: 0 } }),
@@ -651,7 +656,7 @@ describe("every other constructor and layer: each bad setting is a typed error n
           untouchable
         ),
       "ratio",
-      ">= 0"
+      "between 0 and 1"
     ],
     [
       "RedisGate.make leaseTime",

@@ -35,17 +35,14 @@ const findUser = (id: string): Effect.Effect<{ readonly id: string }, DbError> =
 // Move 2: wrap your own Effect, with errors of its own.
 class DbError extends Data.TaggedError("DbError")<{ readonly code: "deadlock" | "unique_violation" }> {}
 
-const findFortyTwo = Effect.gen(function*() {
-  // Checked once, when the program starts: a setting that cannot work is an InvalidSettings naming it.
-  const usersDb = yield* Resilient.policy({ target: "users-db", maxAttempts: 4, gate: { limit: 16 } })
-  return yield* findUser("42").pipe(
-    Resilient.retry(usersDb, {
-      // Which errors are worth another attempt; `CallFailed.last` stays a DbError.
-      classify: (error: DbError) => (error.code === "deadlock" ? "retryable" : "terminal"),
-      timeout: "2 seconds"
-    })
-  )
-})
+// A value, definable anywhere: checked on its first call, where a setting that cannot work is an
+// InvalidSettings naming it, in the call's error channel (never a throw).
+const usersDb = Resilient.policy({ target: "users-db", maxAttempts: 4, gate: { limit: 16 } })
+
+const findFortyTwo = findUser("42").pipe(
+  // Retried while a deadlock; `CallFailed.last` stays a DbError.
+  Resilient.retry(usersDb, { while: (error: DbError) => error.code === "deadlock", timeout: "2 seconds" })
+)
 // End of move 2.
 
 describe("the README's three moves", () => {

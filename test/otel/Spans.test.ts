@@ -20,6 +20,7 @@ import {
 } from "@opentelemetry/sdk-trace-base"
 import { Failover, ModelClient, ResilientFetch, ResilientHttpClient } from "@resilient-ai/client"
 import { Failure, Resilient } from "@resilient-ai/policy"
+import { Policies } from "@resilient-ai/policy/internal"
 import { FaultServer } from "@resilient-ai/testing"
 import { Chunk, Effect, Fiber, Layer, Random, Schedule, Stream, TestClock } from "effect"
 import { untilSleeping } from "../client/sdkSupport.js"
@@ -271,7 +272,9 @@ describe("spans of a resilient call", () => {
   it.scoped("a resilient call inside another's attempt: its span, with its one attempt, under the enclosing attempt", () => {
     const { exporter, layer, open } = inMemory()
     return Effect.gen(function*() {
-      const outer = yield* Resilient.policy({ target: "outer", maxAttempts: 2, schedule: Schedule.spaced("1 second") })
+      const outer = yield* Policies.withSchedule({ target: "outer", maxAttempts: 2 }, Schedule.spaced("1 second"), {
+        readsHints: false
+      })
       const inner = yield* Resilient.policy({ target: "inner", maxAttempts: 3 })
       let sent = 0
       const send = Effect.suspend(() =>

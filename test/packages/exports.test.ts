@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { createRequire } from "node:module"
-import { packages, publicModules, read } from "./support.js"
+import { hasInternalEntry, packages, publicModules, read } from "./support.js"
 
 // Node's own resolution, as an application that installed the packages gets it (vitest's aliases
 // map the names to sources and would not see an exports map at all).
@@ -19,9 +19,11 @@ describe("the packages' exports maps", () => {
   for (const name of packages) {
     it(`@resilient-ai/${name} exports its index and each public module, and nothing else`, () => {
       const exportsMap = JSON.parse(read(`${name}/package.json`)).exports as Record<string, unknown>
+      // The internal entry its siblings reach the engine through, marked as no part of the surface.
+      const internal = hasInternalEntry(name) ? ["./internal"] : []
       assert.deepStrictEqual(
         Object.keys(exportsMap),
-        [".", ...publicModules(name).map((module) => `./${module}`)]
+        [".", ...publicModules(name).map((module) => `./${module}`), ...internal]
       )
       assert.strictEqual(resolves(`@resilient-ai/${name}`), "resolved")
       for (const module of publicModules(name)) {

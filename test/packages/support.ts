@@ -9,3 +9,12 @@ export const read = (path: string): string => readFileSync(new URL(`../../packag
 /** The modules a package's index re-exports: its public surface. */
 export const publicModules = (name: string): ReadonlyArray<string> =>
   [...read(`${name}/src/index.ts`).matchAll(/export \* as (\w+) from "\.\/(\w+)\.js"/g)].map((match) => match[2]!)
+
+/** Whether a package offers its siblings an internal entry (`src/internal/index.ts`, marked `@internal`). */
+export const hasInternalEntry = (name: string): boolean => {
+  try {
+    return read(`${name}/src/internal/index.ts`).includes("@internal")
+  } catch {
+    return false
+  }
+}

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ConcurrencyGate, Deadline, Failure } from "@resilient-ai/policy"
+import { FastPath } from "@resilient-ai/policy/internal"
 import { Duration, Effect, Either, Exit, Fiber, Option, Ref, TestClock } from "effect"
 import { invalidSettings, valid } from "./support.js"
 
@@ -535,13 +536,13 @@ describe("ConcurrencyGate health", () => {
     Effect.gen(function*() {
       const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 100 })
       yield* gate.markDegraded
-      yield* gate.holdRecovery!(true)
+      yield* FastPath.gate(gate)!.holdRecovery!(true)
       yield* gate.observe("success")
       assert.strictEqual((yield* gate.snapshot).health, "degraded")
       yield* gate.markRecovered
       assert.deepStrictEqual(yield* gate.snapshot, { limit: 10, inFlight: 0, waiting: 0, health: "recovering" })
       yield* gate.markDegraded
-      yield* gate.holdRecovery!(false)
+      yield* FastPath.gate(gate)!.holdRecovery!(false)
       yield* gate.observe("success")
       assert.strictEqual((yield* gate.snapshot).health, "recovering")
     }))

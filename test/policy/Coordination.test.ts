@@ -5,11 +5,12 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { ConcurrencyGate, Coordination, RateLimiter, RetryBudget, Settings } from "@resilient-ai/policy"
+import { keyFingerprint, Sha256 } from "@resilient-ai/policy/internal"
 import { Deferred, Effect, Exit, Fiber, FiberStatus, Redacted } from "effect"
 import { createHash, randomBytes } from "node:crypto"
-import { keyFingerprint } from "../../packages/policy/src/internal/keyFingerprint.js"
-import { hex, sha256, sha256Hex } from "../../packages/policy/src/internal/sha256.js"
 import { canary } from "../canary.js"
+
+const { hex, sha256, sha256Hex } = Sha256
 
 const nodeSha256 = (input: string | Uint8Array) => createHash("sha256").update(input).digest("hex")
 

@@ -4,8 +4,8 @@
  * by the gate as the provider's overload.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ConcurrencyGate, Coordination, Failure, Resilient, RetryBudget } from "@resilient-ai/policy"
-import { Data, Duration, Effect, Fiber, TestClock } from "effect"
+import { ConcurrencyGate, Coordination, Failure, Health, Resilient, RetryBudget } from "@resilient-ai/policy"
+import { Data, Duration, Effect, Either, Fiber, TestClock } from "effect"
 import { failureOf, freshTarget, policyOf } from "./support.js"
 
 /** A caller's own errors, tagged like two of the toolkit's. */
@@ -25,6 +25,20 @@ const healthOf = (target: string) =>
     const state = (yield* Coordination.Coordination).targets.get(target)?.get(undefined)
     assert.isDefined(state, "the target's state was made")
     return (yield* state!.gate.snapshot).health
+  })
+
+/**
+ * What the health diagnosis reads of `target`'s calls while `calls` run, and what it concludes with
+ * the probe answering: the call totals before and after, in one 30-second window.
+ */
+const diagnosedAround = <A, E, R>(target: string, calls: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const diagnoser = new Health.Diagnoser(Either.getOrThrow(Health.settings({})))
+    const up = { up: true, millis: 20 }
+    diagnoser.observe(0, up, Health.callTotals(target))
+    const result = yield* calls
+    const step = diagnoser.observe(10_000, up, Health.callTotals(target))
+    return { result, diagnosis: step.diagnosis, trouble: diagnoser.trouble() }
   })
 
 /**
@@ -113,6 +127,47 @@ describe("the toolkit's failures, known by their type id", () => {
       const { failure } = yield* retriedEightTimes(target, [new Failure.RateLimited({ status: 429 })])
       assert.isTrue(Failure.isFailure(failure.last))
       assert.strictEqual(yield* healthOf(target), "degraded")
+    }).pipe(Effect.provide(Coordination.layerWith({ budget: RetryBudget.unlimited })))
+  })
+
+  it.effect("a caller's RateLimited, retried eight times, is no trouble the diagnosis reads; the toolkit's is", () => {
+    const theirs = freshTarget("own-tags-health")
+    const ours = freshTarget("our-tags-health")
+    return Effect.gen(function*() {
+      const caller = yield* diagnosedAround(theirs, retriedEightTimes(theirs, [new RateLimited()]))
+      assert.strictEqual(caller.result.attempts, 8)
+      assert.deepStrictEqual(caller.trouble, { ratio: 0, troubles: 0 })
+      assert.strictEqual(caller.diagnosis, "healthy")
+      const toolkit = yield* diagnosedAround(ours, retriedEightTimes(ours, [new Failure.RateLimited({ status: 429 })]))
+      assert.strictEqual(toolkit.result.attempts, 8)
+      assert.deepStrictEqual(toolkit.trouble, { ratio: 1, troubles: 8 })
+      assert.strictEqual(toolkit.diagnosis, "self-inflicted")
+    }).pipe(Effect.provide(Coordination.layerWith({ budget: RetryBudget.unlimited })))
+  })
+
+  it.effect("a nested call's aggregate is known by its id: one made by another copy of the package is unwrapped too", () => {
+    /** `CallFailed` as another copy of `@resilient-ai/policy` would make it: another class, the same id. */
+    class OtherCopyCallFailed extends Data.TaggedError("CallFailed")<{
+      readonly reason: Failure.StopReason
+      readonly last: Failure.Failure
+      readonly attempts: ReadonlyArray<Failure.AttemptRecord>
+      readonly target: string
+    }> {
+      readonly [Failure.CallFailedTypeId]: Failure.CallFailedTypeId = Failure.CallFailedTypeId
+    }
+    const inner = new Failure.RateLimited({ status: 429 })
+    const target = freshTarget("other-copy")
+    return Effect.gen(function*() {
+      let attempts = 0
+      const nested = Effect.suspend(() => {
+        attempts++
+        return Effect.fail(new OtherCopyCallFailed({ reason: "attempts", last: inner, attempts: [], target: "inner" }))
+      })
+      const exit = yield* settle(nested.pipe(Resilient.retry(policyOf({ target, maxAttempts: 3 }))))
+      const failure = failureOf(exit)
+      // Already retried by the nested call: stopped at once, on the nested call's last failure.
+      assert.strictEqual(attempts, 1)
+      assert.strictEqual(failure.last, inner)
     }).pipe(Effect.provide(Coordination.layerWith({ budget: RetryBudget.unlimited })))
   })
 })

@@ -13,6 +13,7 @@ import {
   Resilient,
   RetryBudget
 } from "@resilient-ai/policy"
+import { Attempts, Engine, FastPath } from "@resilient-ai/policy/internal"
 import { Duration, Effect, Fiber, Ref, TestClock } from "effect"
 import { invalidSettings, valid } from "./support.js"
 
@@ -168,7 +169,7 @@ describe("RateLimiter learning", () => {
   it.effect("paces nothing until a limit is known; the provider's header sets it; a lower setting holds", () =>
     Effect.gen(function*() {
       const learning = yield* RateLimiter.make({ target: "llm" })
-      assert.strictEqual(learning.admitNow?.(1_000, "interactive"), RateLimiter.free)
+      assert.strictEqual(FastPath.limiter(learning)?.admitNow?.(1_000, "interactive"), RateLimiter.free)
       yield* learning.learn(RateLimiter.limitsOf((name) => ({ "x-ratelimit-limit-requests": "60" })[name]))
       const admitted = yield* admitAll(learning, ["a", "b", "c"].map((name) => [name, interactive()] as const))
       yield* TestClock.adjust(2_000)
@@ -229,12 +230,15 @@ describe("RateLimiter in a resilient call", () => {
   it.effect("the transport's usage settles the reservation, and the limits it reports are learned", () =>
     Effect.gen(function*() {
       const policy = yield* paced({})
-      const answer = Effect.flatMap(Resilient.CurrentAttempt, (info) =>
+      // The transport hands the usage and the limits it heard back with its answer.
+      const answer = (context: Attempts.AttemptContext) =>
         Effect.sync(() => {
-          info?.enter("headers")
-          info?.reportUsage(100)
-          info?.reportLimits({ requestsPerMinute: 60 })
-        }))
+          const report = new Attempts.Report()
+          context.reached("headers", report)
+          report.usage = 100
+          report.limits = { requestsPerMinute: 60 }
+          return new Attempts.Answered(undefined, report)
+        })
       const limiter = yield* RateLimiter.make({ target: "paced", tokensPerMinute: 6_000 })
       const services = Coordination.targetServices({
         budget: RetryBudget.unlimited,
@@ -242,7 +246,7 @@ describe("RateLimiter in a resilient call", () => {
         limiter
       })
       // Reserves 1,000 tokens (10 s at 100 a second); the provider used 100, so 900 (9 s) go back.
-      yield* answer.pipe(Resilient.retryWith(policy, services, { tokens: 1_000 }))
+      yield* Engine.run(answer, policy, services, { tokens: 1_000 })
       assert.deepStrictEqual(yield* limiter.snapshot, {
         requestsPerMinute: 60,
         tokensPerMinute: 6_000,

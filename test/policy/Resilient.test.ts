@@ -9,6 +9,7 @@ import {
   Resilient,
   RetryBudget
 } from "@resilient-ai/policy"
+import { Attempts, Engine, FastPath } from "@resilient-ai/policy/internal"
 import {
   Cause,
   Duration,
@@ -486,15 +487,15 @@ describe("Resilient.retry", () => {
     it.effect("a timed-out attempt is reported in the phase it said it had reached", () => {
       const target = freshTarget("phase")
       return Effect.gen(function*() {
-        const stallIn = (phase: "headers" | "body" | undefined): Effect.Effect<never, Failure.Failure> =>
-          Effect.flatMap(FiberRef.get(Resilient.CurrentAttempt), (info) => {
-            if (phase !== undefined) info?.enter(phase)
+        const stallIn = (phase: "headers" | "body" | undefined) => (context: Attempts.AttemptContext) =>
+          Effect.suspend((): Effect.Effect<never, Failure.Failure> => {
+            if (phase !== undefined) context.reached(phase)
             return Effect.never
           })
         const policy = policyOf({ target, maxAttempts: 1, attemptTimeout: "2 seconds" })
         const phases: Array<unknown> = []
         for (const phase of ["headers", "body", undefined] as const) {
-          const failure = failureOf(yield* settle(stallIn(phase).pipe(Resilient.retry(policy)), "3 seconds"))
+          const failure = failureOf(yield* settle(Engine.run(stallIn(phase), policy, undefined), "3 seconds"))
           phases.push(failure.last)
         }
         assert.deepStrictEqual(phases, [
@@ -833,13 +834,16 @@ describe("Resilient.retry", () => {
       const target = freshTarget("hooks")
       return Effect.gen(function*() {
         const seen: Array<string> = []
-        const recording: RetryBudget.Service = {
+        const recording: FastPath.With<RetryBudget.Service, FastPath.Budget> = {
           tryAcquire: (failure) =>
             Effect.sync(() => (seen.push(`ask after ${(failure as Failure.Failure)._tag}`), true)),
           recordSuccess: (attempts) => Effect.sync(() => void seen.push(`success after ${attempts}`)),
-          recordCall: Effect.sync(() => void seen.push("call")),
-          recordFailure: (failure) => Effect.sync(() => void seen.push(`failure ${(failure as Failure.Failure)._tag}`)),
-          snapshot: RetryBudget.unlimited.snapshot
+          snapshot: RetryBudget.unlimited.snapshot,
+          [FastPath.key]: {
+            recordCall: Effect.sync(() => void seen.push("call")),
+            recordFailure: (failure) =>
+              Effect.sync(() => void seen.push(`failure ${(failure as Failure.Failure)._tag}`))
+          }
         }
         const gate = yield* ConcurrencyGate.make({ target, limit: 10 })
         const { attempt } = yield* scripted<string>([
@@ -1019,14 +1023,20 @@ describe("Resilient.retry", () => {
       const target = freshTarget("notes")
       return Effect.gen(function*() {
         const logs = yield* captureLogs
-        const attempt = Effect.flatMap(FiberRef.get(Resilient.CurrentAttempt), (info) => {
-          info?.annotate("promptTokens", 12)
-          info?.annotate("completionTokens", 30)
-          return info?.attempt === 1 ? Effect.fail(serverError) : Effect.succeed("ok")
-        })
+        // The transport hands its notes back with its answer or its failure.
+        const attempt = (context: Attempts.AttemptContext) =>
+          Effect.suspend(() => {
+            const report = new Attempts.Report()
+            report.annotate("promptTokens", 12)
+            report.annotate("completionTokens", 30)
+            return context.attempt === 1
+              ? Effect.fail(new Attempts.Reported(serverError, report))
+              : Effect.succeed(new Attempts.Answered("ok", report))
+          })
         yield* settle(
-          attempt.pipe(
-            Resilient.retry(policyOf({ target, schedule: Schedule.spaced("1 second") }), { requestId: "r" }),
+          Engine.run(attempt, policyOf({ target, schedule: Schedule.spaced("1 second") }), undefined, {
+            requestId: "r"
+          }).pipe(
             Effect.provide(logs.layer),
             Logger.withMinimumLogLevel(LogLevel.Debug)
           )

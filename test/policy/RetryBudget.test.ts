@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Failure, RetryBudget } from "@resilient-ai/policy"
+import { FastPath } from "@resilient-ai/policy/internal"
 import { Duration, Effect, Either, Fiber, TestClock } from "effect"
 import { invalidSettings, valid } from "./support.js"
 
@@ -56,9 +57,10 @@ describe("RetryBudget.settings", () => {
   })
 
   const invalid: ReadonlyArray<readonly [string, RetryBudget.Options, string]> = [
-    ["negative ratio", { ratio: -0.1 }, "ratio must be a finite number >= 0, got -0.1"],
+    ["negative ratio", { ratio: -0.1 }, "ratio must be between 0 and 1 (0.1 allows 10% retries), got -0.1"],
+    ["ratio above 1", { ratio: 1.5 }, "ratio must be between 0 and 1 (0.1 allows 10% retries), got 1.5"],
     ["NaN ratio", { ratio: NaN }, "ratio must be a number, got NaN"],
-    ["infinite ratio", { ratio: Infinity }, "ratio must be a finite number >= 0, got Infinity"],
+    ["infinite ratio", { ratio: Infinity }, "ratio must be between 0 and 1 (0.1 allows 10% retries), got Infinity"],
     ["zero window", { window: 0 }, "window must be positive, got 0"],
     ["negative window", { window: "-5 seconds" }, "window must not be negative, got -5 seconds"],
     ["infinite window", { window: Duration.infinity }, "window must be finite, got Infinity"],
@@ -394,18 +396,18 @@ describe("a budget that learns whether retries pay", () => {
         if (!(yield* budget.tryAcquire(anyFailure))) continue
         granted++
         // The retry's attempt failed too.
-        yield* budget.recordFailure!(anyFailure, 2)
+        yield* FastPath.budget(budget)!.recordFailure!(anyFailure, 2)
       }
       assert.strictEqual(granted, 32)
       // A first attempt's failure says nothing of retries.
-      yield* budget.recordFailure!(anyFailure, 1)
+      yield* FastPath.budget(budget)!.recordFailure!(anyFailure, 1)
       // A call that succeeded on its second attempt: a retry paid.
       yield* budget.recordSuccess(2)
       assert.strictEqual((yield* budget.snapshot).paid, 1)
       yield* budget.recordSuccess(1)
       assert.strictEqual((yield* budget.snapshot).paid, 1)
       // Without learning, no failure needs to be heard.
-      assert.isUndefined((yield* RetryBudget.make()).recordFailure)
+      assert.isUndefined(FastPath.budget(yield* RetryBudget.make())?.recordFailure)
     }))
 
   it("is a share from 0 to 1", () => {

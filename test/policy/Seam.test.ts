@@ -4,7 +4,16 @@
  * target gets its budget and gate, swapped in a test in one line.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ConcurrencyGate, Coordination, Failure, Metrics, Resilient, RetryBudget, Settings } from "@resilient-ai/policy"
+import {
+  ConcurrencyGate,
+  Coordination,
+  Failure,
+  Metrics,
+  RateLimiter,
+  Resilient,
+  RetryBudget,
+  Settings
+} from "@resilient-ai/policy"
 import { Cause, Data, Duration, Effect, Exit, Fiber, Option, Random, TestClock } from "effect"
 import { failureOf, freshTarget, policyOf, scripted } from "./support.js"
 
@@ -229,6 +238,138 @@ describe("Coordination: the one seam for a target's budget and gate", () => {
       const { attempt: again } = yield* scripted<string>([{ fail: serverError }, { succeed: "ok" }])
       const refused = yield* settle(again.pipe(Resilient.retry(policy))).pipe(Effect.provide(Coordination.layerMemory))
       assert.strictEqual(failureOf(refused).reason, "budget")
+    })
+  })
+})
+
+describe("a user's own budget, gate and limiter, written with the documented methods only", () => {
+  it.effect("work in Coordination.layerWith: retries granted and refused as the budget says, every permit given back", () => {
+    const target = freshTarget("fakes")
+    return Effect.gen(function*() {
+      const asked: Array<boolean> = []
+      const grants = [true, false]
+      // Grants the first retry it is asked for, refuses the second.
+      const budget: RetryBudget.Service = {
+        tryAcquire: () =>
+          Effect.sync(() => {
+            const granted = grants[asked.length] ?? false
+            asked.push(granted)
+            return granted
+          }),
+        recordSuccess: () => Effect.void,
+        snapshot: RetryBudget.unlimited.snapshot
+      }
+      const permits = { taken: 0, given: 0 }
+      const gate: ConcurrencyGate.Service = {
+        acquire: () => Effect.sync(() => void permits.taken++),
+        release: () => Effect.sync(() => void permits.given++),
+        observe: () => Effect.void,
+        markDegraded: Effect.void,
+        markRecovered: Effect.void,
+        snapshot: ConcurrencyGate.unbounded.snapshot
+      }
+      let admitted = 0
+      const limiter: RateLimiter.Service = {
+        admit: () => Effect.sync(() => (admitted++, RateLimiter.free)),
+        learn: () => Effect.void,
+        snapshot: RateLimiter.unlimited.snapshot
+      }
+      const { attempt, times } = yield* scripted<string>([{ fail: new Failure.ServerError({ status: 500 }) }])
+      const exit = yield* settle(
+        attempt.pipe(
+          Resilient.retry(policyOf({ target, maxAttempts: 5 })),
+          Effect.provide(Coordination.layerWith({ budget, gate, rateLimiter: limiter }))
+        )
+      )
+      const failure = failureOf(exit)
+      assert.strictEqual(failure.reason, "budget")
+      assert.deepStrictEqual(asked, [true, false])
+      assert.strictEqual((yield* times).length, 2)
+      assert.deepStrictEqual(permits, { taken: 2, given: 2 })
+      assert.strictEqual(admitted, 2)
+
+      // A budget that grants: the call succeeds on its second attempt.
+      grants.splice(0, grants.length, true)
+      asked.length = 0
+      const second = yield* scripted<string>([{ fail: new Failure.ServerError({ status: 500 }) }, { succeed: "ok" }])
+      const succeeded = yield* settle(
+        second.attempt.pipe(
+          Resilient.retry(policyOf({ target, maxAttempts: 5 })),
+          Effect.provide(Coordination.layerWith({ budget, gate, rateLimiter: limiter }))
+        )
+      )
+      assert.deepStrictEqual(succeeded, Exit.succeed("ok"))
+      assert.deepStrictEqual(asked, [true])
+      assert.deepStrictEqual(permits, { taken: 4, given: 4 })
+    })
+  })
+})
+
+/** Defined at module level, as a program would: nothing is checked until it is used. */
+const moduleLevel = Resilient.policy({ target: freshTarget("module-level"), maxAttempts: 3 })
+const cannotWork = Resilient.policy({ target: "cannot-work", maxAttempts: 0 })
+
+describe("wrapping an Effect in one expression", () => {
+  it.effect("a policy defined at module level retries as any other; yielding it gives the checked policy, the same object each time", () =>
+    Effect.gen(function*() {
+      const { attempt, times } = yield* scripted<string>([
+        { fail: new Failure.ServerError({ status: 500 }) },
+        { succeed: "ok" }
+      ])
+      assert.deepStrictEqual(yield* settle(attempt.pipe(Resilient.retry(moduleLevel))), Exit.succeed("ok"))
+      assert.strictEqual((yield* times).length, 2)
+      const checked = yield* moduleLevel
+      assert.strictEqual(checked.maxAttempts, 3)
+      assert.strictEqual(yield* moduleLevel, checked)
+    }))
+
+  it.effect("an invalid setting is a typed InvalidSettings: from yielding the policy, and on each call, never a throw", () =>
+    Effect.gen(function*() {
+      let sent = 0
+      const attempt = Effect.sync(() => ++sent)
+      const yielded = yield* Effect.flip(cannotWork)
+      assert.instanceOf(yielded, Settings.InvalidSettings)
+      assert.strictEqual(yielded.message, "policy for cannot-work: maxAttempts must be an integer >= 1, got 0")
+      const first = yield* Effect.flip(attempt.pipe(Resilient.retry(cannotWork)))
+      const second = yield* Effect.flip(Resilient.retry(attempt, cannotWork, { timeout: "1 second" }))
+      // Checked once: the same failure every time, and nothing was sent.
+      assert.strictEqual(first, yielded)
+      assert.strictEqual(second, yielded)
+      assert.strictEqual(sent, 0)
+      const inline = yield* Effect.flip(attempt.pipe(Resilient.retry({ target: "inline-bad", maxAttempts: 0 })))
+      assert.strictEqual(inline._tag, "InvalidSettings")
+      assert.strictEqual(sent, 0)
+    }))
+
+  it.effect("the options inline, with while: retried while it says true, terminal when it says false", () => {
+    const target = freshTarget("inline")
+    return Effect.gen(function*() {
+      const { attempt, starts } = yield* database([
+        new DbError({ code: "deadlock" }),
+        new DbError({ code: "unique_violation" })
+      ])
+      const exit = yield* settle(
+        attempt.pipe(
+          Resilient.retry({
+            target,
+            maxAttempts: 5,
+            timeout: "1 minute",
+            while: (error: DbError) => error.code === "deadlock"
+          })
+        )
+      )
+      const failure = failureOf(exit)
+      assert.strictEqual(failure._tag, "CallFailed")
+      if (failure._tag !== "CallFailed") return
+      assert.strictEqual(failure.reason, "terminal")
+      assert.deepStrictEqual(failure.last, new DbError({ code: "unique_violation" }))
+      assert.strictEqual(starts.length, 2)
+      // Data first, as Effect.retry takes it: a success on the second attempt.
+      const again = yield* database([new DbError({ code: "deadlock" })])
+      const answer = yield* settle(
+        Resilient.retry(again.attempt, { target, maxAttempts: 5, while: (error) => error.code === "deadlock" })
+      )
+      assert.deepStrictEqual(answer, Exit.succeed("row"))
     })
   })
 })

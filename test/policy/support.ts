@@ -1,5 +1,6 @@
 /** Helpers shared by the policy tests: scripted attempts, their arrival times, captured log lines. */
 import { ConcurrencyGate, Coordination, type Failure, Resilient, RetryBudget, Settings } from "@resilient-ai/policy"
+import { Policies } from "@resilient-ai/policy/internal"
 import {
   Cause,
   Clock,
@@ -15,7 +16,7 @@ import {
   Option,
   Ref
 } from "effect"
-import type { Scope } from "effect"
+import type { Schedule, Scope } from "effect"
 
 /** One scripted attempt: fail with a failure, succeed with a value, or run an effect. */
 export type Step<A> =
@@ -75,9 +76,20 @@ export const services = (
     }).pipe(Effect.orDie)
   )
 
-/** A policy for a test: its settings are the test's own, so one that cannot work fails the test. */
-export const policyOf = (options: Resilient.PolicyOptions): Resilient.Policy =>
-  Effect.runSync(Resilient.policy(options))
+/**
+ * A policy for a test: its settings are the test's own, so one that cannot work fails the test. A
+ * `schedule` replaces full jitter and reads no hint, as the storm's reference policies do.
+ */
+export const policyOf = (
+  options: Resilient.PolicyOptions & { readonly schedule?: Schedule.Schedule<unknown, Failure.Failure> | undefined }
+): Resilient.Policy => {
+  const { schedule, ...settings } = options
+  return Effect.runSync(
+    schedule === undefined
+      ? Resilient.policy(settings)
+      : Policies.withSchedule(settings, schedule, { readsHints: false })
+  )
+}
 
 /** Settings a test knows to be good: a bad one fails the test. */
 export const valid = <A>(checked: Either.Either<A, Settings.InvalidSettings>): A =>

@@ -1,9 +1,9 @@
 import { assert, it } from "@effect/vitest"
 import { Failure, RetryBudget } from "@resilient-ai/policy"
+import { FastPath, keyFingerprint } from "@resilient-ai/policy/internal"
 import { RedisBudget, RedisConnection, RedisCoordination } from "@resilient-ai/redis"
 import { Effect, Redacted, TestClock } from "effect"
 import { createHash } from "node:crypto"
-import { keyFingerprint } from "../../packages/policy/src/internal/keyFingerprint.js"
 import { canary } from "../canary.js"
 import { invalidSettings } from "../policy/support.js"
 import { connection, describeRedis, freshPrefix, hashTagOf, onOwnConnection, redis } from "./support.js"
@@ -38,7 +38,7 @@ describeRedis("RedisBudget", () => {
       for (let i = 0; i < 30; i++) {
         if (!(yield* budget.tryAcquire(failure))) continue
         granted++
-        yield* budget.recordFailure!(failure, 2)
+        yield* FastPath.budget(budget)!.recordFailure!(failure, 2)
       }
       assert.strictEqual(granted, 7)
       yield* budget.recordSuccess(2)
@@ -185,5 +185,8 @@ it("refuses a window too finely bucketed for one command", () => {
     refused({ target: "llm", buckets: 5_000 }),
     "redis retry budget: buckets must be at most 1000 (one Lua call sweeps them all), got 5000"
   )
-  assert.strictEqual(refused({ target: "llm", ratio: -1 }), "retry budget: ratio must be a finite number >= 0, got -1")
+  assert.strictEqual(
+    refused({ target: "llm", ratio: -1 }),
+    "retry budget: ratio must be between 0 and 1 (0.1 allows 10% retries), got -1"
+  )
 })

@@ -1,8 +1,8 @@
 import { assert, it } from "@effect/vitest"
 import { ConcurrencyGate, type Failure } from "@resilient-ai/policy"
+import { FastPath, keyFingerprint } from "@resilient-ai/policy/internal"
 import { RedisGate } from "@resilient-ai/redis"
 import { Clock, Effect, Exit, Fiber, Option, Redacted, TestClock } from "effect"
-import { keyFingerprint } from "../../packages/policy/src/internal/keyFingerprint.js"
 import { canary } from "../canary.js"
 import { lineOf, startMember } from "./fleet/process.js"
 import {
@@ -204,7 +204,7 @@ describeRedis("RedisGate", () => {
       const probing = yield* member(prefix, { limit: 20 })
       const other = yield* member(prefix, { limit: 20 })
       yield* probing.markDegraded
-      yield* probing.holdRecovery!(true)
+      yield* FastPath.gate(probing)!.holdRecovery!(true)
       yield* probing.observe("success")
       assert.strictEqual((yield* other.snapshot).health, "degraded", "held: the success does not recover")
       yield* probing.markRecovered
@@ -215,7 +215,7 @@ describeRedis("RedisGate", () => {
       assert.strictEqual((yield* probing.snapshot).health, "recovering")
       // Given back, a success recovers again.
       yield* probing.markDegraded
-      yield* probing.holdRecovery!(false)
+      yield* FastPath.gate(probing)!.holdRecovery!(false)
       yield* probing.observe("success")
       assert.strictEqual((yield* other.snapshot).health, "recovering")
     }))

@@ -6,6 +6,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { type Failure, RateLimiter } from "@resilient-ai/policy"
+import { FastPath } from "@resilient-ai/policy/internal"
 import { RedisConnection, RedisCoordination, RedisRateLimiter } from "@resilient-ai/redis"
 import { Clock, Duration, Effect, Fiber, Layer, Metric, Option, Redacted, TestClock } from "effect"
 import { quiet } from "../client/support.js"
@@ -230,7 +231,7 @@ describeRedis("RedisRateLimiter", () => {
         Effect.provideService(RedisConnection.RedisConnection, counting)
       )
       const before = yield* fallbacks
-      assert.strictEqual(limiter.admitNow?.(1_000, "interactive"), RateLimiter.free)
+      assert.strictEqual(FastPath.limiter(limiter)?.admitNow?.(1_000, "interactive"), RateLimiter.free)
       for (let demand = 0; demand < 1_000; demand++) {
         const reservation = yield* limiter.admit(interactive(1_000))
         assert.strictEqual(reservation, RateLimiter.free)
@@ -242,7 +243,7 @@ describeRedis("RedisRateLimiter", () => {
       assert.deepStrictEqual(yield* Effect.promise(() => connection.client.keys(`${prefix}:*`)), [])
       // Once the provider states a limit, the pace is the fleet's.
       yield* limiter.learn({ requestsPerMinute: 600 })
-      assert.strictEqual(limiter.admitNow?.(1_000, "interactive"), undefined)
+      assert.strictEqual(FastPath.limiter(limiter)?.admitNow?.(1_000, "interactive"), undefined)
       assert.notStrictEqual(yield* limiter.admit(interactive()), RateLimiter.free)
       assert.strictEqual(asked, 1)
     }))

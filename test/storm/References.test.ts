@@ -14,6 +14,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Failure, type RetryBudget } from "@resilient-ai/policy"
+import { FastPath } from "@resilient-ai/policy/internal"
 import * as Simulation from "@resilient-ai/storm/Simulation"
 import * as StormPolicies from "@resilient-ai/storm/StormPolicies"
 import { Effect, Exit, TestClock } from "effect"
@@ -25,7 +26,7 @@ const balance = (budget: RetryBudget.Service) =>
   Effect.map(budget.snapshot, ({ allowance, retries }) => Math.trunc(allowance - retries))
 
 /** A request into Finagle's `RetryFilter`: it deposits before its first attempt. */
-const deposit = (budget: RetryBudget.Service) => budget.recordCall!
+const deposit = (budget: RetryBudget.Service) => FastPath.budget(budget)!.recordCall!
 
 /** A retry: `tryWithdraw()`. */
 const withdraw = (budget: RetryBudget.Service) => budget.tryAcquire(overloaded)
@@ -211,7 +212,7 @@ describe("Finagle RetryBudget (finagle-budget)", () => {
 
 describe("gRPC retry throttling (grpc-throttling)", () => {
   const tokens = (throttle: RetryBudget.Service) => Effect.map(throttle.snapshot, (snapshot) => snapshot.allowance)
-  const fail = (throttle: RetryBudget.Service) => throttle.recordFailure!(overloaded, 1)
+  const fail = (throttle: RetryBudget.Service) => FastPath.budget(throttle)!.recordFailure!(overloaded, 1)
 
   // A6-client-retries.md:172-178, 399-406 ("maxTokens": 10, "tokenRatio": 0.1), 85-93 ("maxAttempts": 4).
   it("the storm's throttle is A6's example: maxTokens 10, tokenRatio 0.1, 4 attempts", () => {

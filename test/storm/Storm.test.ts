@@ -1,5 +1,6 @@
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Failure, Health, Metrics, Resilient, type RetryBudget } from "@resilient-ai/policy"
+import { Failure, Health, Metrics, type RetryBudget } from "@resilient-ai/policy"
+import { Attempts, FastPath } from "@resilient-ai/policy/internal"
 import {
   Contention,
   SimulatedProvider,
@@ -164,24 +165,28 @@ describe("SimulatedProvider, an API key's limits", () => {
     rateLimit: { requestsPerMinute: 600, tokensPerMinute: 60_000 }
   }
   const tokens = { prompt: 300, maxTokens: 500, completion: 100 }
-  /** An attempt as the transport sees it, recording what the provider tells it. */
+  /** An attempt as the engine reads it: recording what the provider's answer reports, handing back the outcome. */
   const attempt = () => {
     const told: { usage: Array<number>; limits: Array<unknown> } = { usage: [], limits: [] }
-    const info: Resilient.AttemptInfo = {
-      requestId: "r",
-      attempt: 1,
-      target: "key",
-      deadline: Number.POSITIVE_INFINITY,
-      replaySafe: true,
-      enter: () => {},
-      annotate: () => {},
-      spanAttribute: () => {},
-      reportUsage: (used) => void told.usage.push(used),
-      reportLimits: (limits) => void told.limits.push(limits)
+    const record = (report: Attempts.Report) => {
+      if (report.usage !== undefined) told.usage.push(report.usage)
+      if (report.limits !== undefined) told.limits.push(report.limits)
     }
     return {
       told,
-      send: <A, E>(request: Effect.Effect<A, E>) => Effect.locally(request, Resilient.CurrentAttempt, info)
+      send: <A, E>(request: Effect.Effect<A | Attempts.Answered<A>, E | Attempts.Reported<E>>) =>
+        Effect.mapBoth(request, {
+          onFailure: (failure) => {
+            if (!(failure instanceof Attempts.Reported)) return failure
+            record(failure.report)
+            return failure.failure
+          },
+          onSuccess: (answer) => {
+            if (!(answer instanceof Attempts.Answered)) return answer
+            record(answer.report)
+            return answer.value
+          }
+        })
     }
   }
 
@@ -231,7 +236,7 @@ describe("StormPolicies.grpcThrottling (gRFC A6: maxTokens 10, tokenRatio 0.1)",
   it.effect("only a failure the policy retries, or a pushback not to retry, spends a token", () =>
     Effect.gen(function*() {
       const throttle = yield* StormPolicies.grpcThrottling(10, 0.1)
-      const fail = (failure: Failure.Failure) => throttle.recordFailure!(failure, 1)
+      const fail = (failure: Failure.Failure) => FastPath.budget(throttle)!.recordFailure!(failure, 1)
       // Terminal: a malformed request, a spent quota, a body that breaks the contract.
       yield* fail(new Failure.ClientError({ status: 400 }))
       yield* fail(new Failure.QuotaExhausted({ status: 429, providerCode: "insufficient_quota" }))
@@ -250,9 +255,9 @@ describe("StormPolicies.grpcThrottling (gRFC A6: maxTokens 10, tokenRatio 0.1)",
   it.effect("a success earns exactly tokenRatio, up to maxTokens; retries stop at maxTokens / 2", () =>
     Effect.gen(function*() {
       const throttle = yield* StormPolicies.grpcThrottling(10, 0.1)
-      for (let i = 0; i < 4; i++) yield* throttle.recordFailure!(overloaded, 1)
+      for (let i = 0; i < 4; i++) yield* FastPath.budget(throttle)!.recordFailure!(overloaded, 1)
       assert.isTrue(yield* throttle.tryAcquire(overloaded), "6 tokens")
-      yield* throttle.recordFailure!(overloaded, 1)
+      yield* FastPath.budget(throttle)!.recordFailure!(overloaded, 1)
       assert.isFalse(yield* throttle.tryAcquire(overloaded), "5 tokens: at the threshold, no retry")
       yield* throttle.recordSuccess(1)
       assert.strictEqual(yield* tokens(throttle), 5.1)

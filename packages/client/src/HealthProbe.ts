@@ -21,6 +21,7 @@
 import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import { type ConcurrencyGate, Health, Settings } from "@resilient-ai/policy"
+import { FastPath } from "@resilient-ai/policy/internal"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -138,7 +139,7 @@ export const run = (
   })
 
 const holdRecovery = (gate: ConcurrencyGate.Service, held: boolean): Effect.Effect<void> =>
-  gate.holdRecovery?.(held) ?? Effect.void
+  FastPath.gate(gate)?.holdRecovery?.(held) ?? Effect.void
 
 /** The probe of `target` for as long as the layer lives. */
 export const layer = <E = never, R = never>(

@@ -24,6 +24,7 @@
  */
 import * as HttpClient from "@effect/platform/HttpClient"
 import { type Failure, Resilient, type Settings } from "@resilient-ai/policy"
+import { Engine } from "@resilient-ai/policy/internal"
 import type * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
@@ -34,9 +35,9 @@ import * as ChatCompletion from "./ChatCompletion.js"
 import * as Embeddings from "./Embeddings.js"
 import * as HealthProbe from "./HealthProbe.js"
 import * as GenAi from "./internal/genAi.js"
+import * as HttpAttempt from "./internal/transport.js"
 import * as Wiring from "./internal/wiring.js"
 import type * as Target from "./Target.js"
-import * as Transport from "./Transport.js"
 
 /** How a call can end without a value: the policy's aggregate of its attempts. */
 export type CallFailed = Failure.CallFailed<Failure.Failure>
@@ -89,45 +90,42 @@ const makeWith = (wiring: Wiring.Wiring): Effect.Effect<Service, never, HttpClie
 
     const chat: Service["chat"] = (request, options) => {
       const model = request.model ?? target.model
-      return Transport.postJsonWith(
-        http,
-        endpoint,
-        "/chat/completions",
-        ChatCompletion.body(request, model, false),
-        ChatCompletion.ChatCompletion,
-        (completion) => completion.usage
-      ).pipe(
-        Resilient.retryWith(policyFor(model), state, {
-          tokens: ChatCompletion.tokensOf(request),
-          ...options,
-          span: GenAi.withRequest(chatSpan(model), request)
-        })
+      return Engine.run(
+        HttpAttempt.jsonAttempt(
+          http,
+          endpoint,
+          "/chat/completions",
+          ChatCompletion.body(request, model, false),
+          ChatCompletion.ChatCompletion,
+          (completion) => completion.usage
+        ),
+        policyFor(model),
+        state,
+        { tokens: ChatCompletion.tokensOf(request), ...options, span: GenAi.withRequest(chatSpan(model), request) }
       )
     }
 
     const embeddings: Service["embeddings"] = (request, options) => {
       const model = request.model ?? target.model
-      return Transport.postJsonWith(
-        http,
-        endpoint,
-        "/embeddings",
-        Embeddings.body(request, model),
-        Embeddings.Embeddings,
-        (result) => result.usage
-      ).pipe(
-        Resilient.retryWith(policyFor(model), state, {
-          replaySafe: true,
-          tokens: Embeddings.tokensOf(request),
-          ...options,
-          span: embeddingsSpan(model)
-        })
+      return Engine.run(
+        HttpAttempt.jsonAttempt(
+          http,
+          endpoint,
+          "/embeddings",
+          Embeddings.body(request, model),
+          Embeddings.Embeddings,
+          (result) => result.usage
+        ),
+        policyFor(model),
+        state,
+        { replaySafe: true, tokens: Embeddings.tokensOf(request), ...options, span: embeddingsSpan(model) }
       )
     }
 
     const chatStream: Service["chatStream"] = (request, options) => {
       const model = request.model ?? target.model
       const policy = policyFor(model)
-      const post = Transport.postStream(
+      const post = HttpAttempt.streamAttempt(
         endpoint,
         "/chat/completions",
         ChatCompletion.body(request, model, true),
@@ -135,7 +133,7 @@ const makeWith = (wiring: Wiring.Wiring): Effect.Effect<Service, never, HttpClie
         (chunk) => chunk.usage,
         policy.attemptTimeout
       )
-      return Resilient.retryStreamWith(post, policy, state, {
+      return Engine.stream(post, policy, state, {
         tokens: ChatCompletion.tokensOf(request),
         ...options,
         span: GenAi.withRequest(chatSpan(model), request)

@@ -29,11 +29,11 @@
  * OpenTelemetry's GenAI conventions) with a span per attempt, made by the tracer of the runtime
  * `make` ran in.
  */
-import { Resilient, type Settings } from "@resilient-ai/policy"
+import type { Settings } from "@resilient-ai/policy"
+import { Attempts } from "@resilient-ai/policy/internal"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as FiberRef from "effect/FiberRef"
 import * as Runtime from "effect/Runtime"
 import * as SdkCall from "./internal/sdkCall.js"
 import * as Target from "./Target.js"
@@ -94,27 +94,35 @@ export const make = <E = never, R = never>(
     ) => {
       const described = SdkCall.describe(body)
       const model = described.model ?? checked.model
-      const attempt = Effect.flatMap(FiberRef.get(Resilient.CurrentAttempt), (info) => {
-        answered.last = undefined
-        const attemptHeaders = new Headers(headers)
-        if (info !== undefined) attemptHeaders.set(idempotencyHeader, info.requestId)
-        return Effect.tryPromise({
-          try: (abort) => {
-            const signals = init.signal === undefined || init.signal === null ? [abort] : [abort, init.signal]
-            return send(url, { ...init, headers: attemptHeaders, body: body ?? null, signal: AbortSignal.any(signals) })
-          },
-          catch: (error) => Transport.fromRequestError(error, endpoint)
-        }).pipe(
-          Effect.tap((response) => SdkCall.entered(info, response.headers)),
-          Effect.flatMap((response) =>
-            SdkCall.settle(
-              response,
-              { streams: described.streams, model, limit: checked.maxResponseBytes, info },
-              answered
+      const attempt = (context: Attempts.AttemptContext) =>
+        Effect.suspend(() => {
+          answered.last = undefined
+          const report = new Attempts.Report()
+          const attemptHeaders = new Headers(headers)
+          attemptHeaders.set(idempotencyHeader, context.requestId)
+          const answer = Effect.tryPromise({
+            try: (abort) => {
+              const signals = init.signal === undefined || init.signal === null ? [abort] : [abort, init.signal]
+              return send(url, {
+                ...init,
+                headers: attemptHeaders,
+                body: body ?? null,
+                signal: AbortSignal.any(signals)
+              })
+            },
+            catch: (error) => Transport.fromRequestError(error, endpoint)
+          }).pipe(
+            Effect.tap((response) => SdkCall.entered(context, report, response.headers)),
+            Effect.flatMap((response) =>
+              SdkCall.settle(
+                response,
+                { streams: described.streams, model, limit: checked.maxResponseBytes, report },
+                answered
+              )
             )
           )
-        )
-      })
+          return Attempts.reporting(answer, report)
+        })
       const sdkKey = headers.get(idempotencyHeader)
       return SdkCall.resilientCall(adapter, {
         url,

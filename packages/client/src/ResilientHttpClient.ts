@@ -29,9 +29,9 @@ import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientError from "@effect/platform/HttpClientError"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import * as HttpClientResponse from "@effect/platform/HttpClientResponse"
-import { Failure, Resilient, type Settings } from "@resilient-ai/policy"
+import type { Failure, Settings } from "@resilient-ai/policy"
+import { Attempts } from "@resilient-ai/policy/internal"
 import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
 import * as SdkCall from "./internal/sdkCall.js"
@@ -110,25 +110,22 @@ export const transform = <E = never, R = never>(
           const described = SdkCall.describe(bodyBytes(request))
           const model = described.model ?? checked.model
           const answered: SdkCall.Answered = { last: undefined }
-          const attempt = Effect.flatMap(
-            Effect.zip(
-              Effect.mapError(
-                execute,
-                (error): Failure.Failure => {
-                  // The platform wraps the transport's own error: its code says what failed.
-                  const wrapped = error as { readonly _tag?: unknown; readonly cause?: unknown }
-                  return Transport.fromRequestError(
-                    wrapped._tag === "RequestError" ? wrapped.cause ?? error : error,
-                    endpoint
-                  )
-                }
-              ),
-              FiberRef.get(Resilient.CurrentAttempt)
-            ),
-            ([response, info]): Effect.Effect<HttpClientResponse.HttpClientResponse, Failure.Failure> => {
+          const sent = Effect.mapError(
+            execute,
+            (error): Failure.Failure => {
+              // The platform wraps the transport's own error: its code says what failed.
+              const wrapped = error as { readonly _tag?: unknown; readonly cause?: unknown }
+              return Transport.fromRequestError(
+                wrapped._tag === "RequestError" ? wrapped.cause ?? error : error,
+                endpoint
+              )
+            }
+          )
+          const answerOf = (context: Attempts.AttemptContext, report: Attempts.Report) =>
+            Effect.flatMap(sent, (response): Effect.Effect<HttpClientResponse.HttpClientResponse, Failure.Failure> => {
               answered.last = undefined
               const headers = new Headers(response.headers)
-              SdkCall.entered(info, headers)
+              SdkCall.entered(context, report, headers)
               // Through a web stream, so a body is read within the attempt (a stream up to its first
               // chunk) and the SDK reads the rest, from the same read.
               return Effect.flatMap(
@@ -140,14 +137,17 @@ export const transform = <E = never, R = never>(
                         status: response.status,
                         headers
                       }),
-                      { streams: described.streams, model, limit: checked.maxResponseBytes, info },
+                      { streams: described.streams, model, limit: checked.maxResponseBytes, report },
                       answered
                     ),
                     (web) => HttpClientResponse.fromWeb(forTheSdk, web)
                   )
               )
-            }
-          )
+            })
+          const attempt = (context: Attempts.AttemptContext) => {
+            const report = new Attempts.Report()
+            return Attempts.reporting(answerOf(context, report), report)
+          }
           return SdkCall.resilientCall(adapter, {
             url,
             model,

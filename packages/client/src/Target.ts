@@ -11,7 +11,8 @@
  * `config` reads a target from environment variables under a prefix and validates it when the
  * layer is built, so a misconfigured deployment fails before any socket opens.
  */
-import { Backoff, Classifier, Resilient, Settings } from "@resilient-ai/policy"
+import { Classifier, Resilient, Settings } from "@resilient-ai/policy"
+import { BudgetRules, Policies } from "@resilient-ai/policy/internal"
 import type * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
@@ -289,29 +290,23 @@ const settingsFor = (kind: Kind) => {
     model: Settings.nonEmpty,
     // Required of a managed API, which bills per key; a self-hosted pool may take none.
     apiKey: kind === "managed" ? ApiKey : Settings.optional(ApiKey),
-    attemptTimeout: withDefault(Settings.positiveDuration, defaults.attemptTimeout),
+    // The retry settings follow a policy's rules (`Resilient.policy`), with the kind's defaults.
+    attemptTimeout: withDefault(Policies.fields.attemptTimeout, defaults.attemptTimeout),
     attemptTimeoutByModel: withDefault(TimeoutsByModel, {}),
-    maxAttempts: withDefault(Settings.integerAtLeast(1), defaults.maxAttempts),
-    // A zero base makes every retry immediate, whatever the cap says.
+    maxAttempts: withDefault(Policies.fields.maxAttempts, defaults.maxAttempts),
+    // A zero base makes every retry immediate, whatever the cap says: a target's base is positive.
     baseDelay: withDefault(Settings.positiveDuration, defaults.baseDelay),
-    maxDelay: withDefault(Settings.duration, defaults.maxDelay),
-    hintSpread: withDefault(Settings.duration, defaults.hintSpread),
-    maxRetryAfter: withDefault(Settings.duration, defaults.maxRetryAfter),
-    minAttemptTime: Settings.optional(Settings.duration),
-    replaySafe: withDefault(Settings.flag, defaults.replaySafe),
+    maxDelay: withDefault(Policies.fields.maxDelay, defaults.maxDelay),
+    hintSpread: withDefault(Policies.fields.hintSpread, defaults.hintSpread),
+    maxRetryAfter: withDefault(Policies.fields.maxRetryAfter, defaults.maxRetryAfter),
+    minAttemptTime: Settings.optional(Policies.fields.minAttemptTime),
+    replaySafe: withDefault(Policies.fields.replaySafe, defaults.replaySafe),
     propagateTrace: withDefault(Settings.flag, defaults.propagateTrace),
     budget: withDefault(
       Schema.Struct({
-        ratio: withDefault(
-          Settings.number.pipe(
-            Schema.filter((ratio) =>
-              (ratio >= 0 && ratio <= 1) || `must be between 0 and 1 (0.1 allows 10% retries), got ${ratio}`
-            )
-          ),
-          defaults.budget.ratio
-        ),
-        minPerSecond: withDefault(Settings.finiteAtLeastZero, defaults.budget.minPerSecond),
-        shareWhenRetriesFail: withDefault(Settings.shareOfOne, defaults.budget.shareWhenRetriesFail)
+        ratio: withDefault(BudgetRules.ratio, defaults.budget.ratio),
+        minPerSecond: withDefault(BudgetRules.minPerSecond, defaults.budget.minPerSecond),
+        shareWhenRetriesFail: withDefault(BudgetRules.shareWhenRetriesFail, defaults.budget.shareWhenRetriesFail)
       }),
       defaults.budget
     ),
@@ -411,19 +406,20 @@ export const managed = (options: Options): Effect.Effect<Target, Settings.Invali
 export const selfHosted = (options: Options): Effect.Effect<Target, Settings.InvalidSettings> =>
   selfHostedDecoder(options)
 
-/** The policy of requests for `model` (the target's own model unless named). */
+/**
+ * The policy of requests for `model` (the target's own model unless named), decoded by the Schema
+ * `Resilient.policy` decodes with: the target's settings were checked by the same field rules, so
+ * only a rule that drifted apart could refuse them, and that is a defect.
+ */
 export const policyFor = (target: Target, model: string = target.model): Resilient.Policy => {
   const attemptTimeout = target.attemptTimeoutByModel[model] ?? target.attemptTimeout
-  // Built as data: the target's settings were checked, the pair of timeouts included.
-  return {
+  const decoded = Policies.decode({
     target: target.name,
     model,
     maxAttempts: target.maxAttempts,
-    schedule: Backoff.fullJitterWithRetryAfter({
-      base: target.baseDelay,
-      cap: target.maxDelay,
-      spread: target.hintSpread
-    }),
+    baseDelay: target.baseDelay,
+    maxDelay: target.maxDelay,
+    hintSpread: target.hintSpread,
     maxRetryAfter: target.maxRetryAfter,
     replaySafe: target.replaySafe,
     attemptTimeout,
@@ -434,7 +430,11 @@ export const policyFor = (target: Target, model: string = target.model): Resilie
     gate: { limit: target.concurrency, mode: gateMode(target) },
     rateLimit: { requestsPerMinute: target.requestsPerMinute, tokensPerMinute: target.tokensPerMinute },
     classify: classifierFor(target).classify
-  }
+  })
+  return Either.getOrThrowWith(
+    decoded,
+    (invalid) => new Error(`a checked target made a bad policy: ${invalid.message}`)
+  )
 }
 
 /** How a full gate behaves: managed targets queue (bounded by the deadline), self-hosted ones shed. */

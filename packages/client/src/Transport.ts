@@ -4,596 +4,74 @@
  * The transport never retries: it makes exactly one request and says precisely how it ended, so
  * the policy above it can decide. That precision is the point. A refused connection sent nothing
  * (retry freely); a reset after the request was written may have started a billed generation
- * (replay only when safe); a 429 that says `insufficient_quota` will not pass by waiting. The
- * attempt tells the policy which phase it reached (`AttemptInfo.enter`), so a timeout is reported
- * as stalling in the headers or in the body, and adds the token usage to the attempt's log line.
+ * (replay only when safe); a 429 that says `insufficient_quota` will not pass by waiting. Under a
+ * `ModelClient`, an attempt tells the policy which phase it reached, so a timeout is reported as
+ * stalling in the headers or in the body, and hands back with its answer the token usage and the
+ * limits the provider stated.
  *
  * It runs on `@effect/platform`'s `HttpClient`, which the application provides (on Node,
  * `NodeHttpClient.layerUndici` from `@effect/platform-node`).
  */
-import * as HttpClient from "@effect/platform/HttpClient"
-import type * as HttpClientError from "@effect/platform/HttpClientError"
-import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
-import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
-import { Failure, Metrics, RateLimiter, Resilient } from "@resilient-ai/policy"
-import * as Chunk from "effect/Chunk"
-import * as Clock from "effect/Clock"
-import * as Duration from "effect/Duration"
-import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
-import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
-import type * as Redacted from "effect/Redacted"
-import * as Schema from "effect/Schema"
+import type * as HttpClient from "@effect/platform/HttpClient"
+import type { Failure } from "@resilient-ai/policy"
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import type * as ParseResult from "effect/ParseResult"
+import type * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
-import * as Stream from "effect/Stream"
-import { concat } from "./internal/bytes.js"
-import * as GenAi from "./internal/genAi.js"
-import { scrubFailure } from "./internal/secrets.js"
-import * as ProviderError from "./ProviderError.js"
+import type * as Stream from "effect/Stream"
+import * as Internal from "./internal/transport.js"
 
 /** Where and how to send: the parts of a target the transport needs. */
-export interface Endpoint {
-  /** Names the target in metrics. */
-  readonly target: string
-  /** The API's base URL, up to and including the version: `https://api.mistral.ai/v1`. */
-  readonly baseUrl: string
-  readonly apiKey: Redacted.Redacted | undefined
-  /** Sent with the logical call's request id on every attempt, so the provider can deduplicate. */
-  readonly idempotencyHeader: string
-  /** A response body larger than this is not read: `ResponseTooLarge`. */
-  readonly maxResponseBytes: number
-  /** The connect timeout of the dispatcher, to name it in a `ConnectTimeout`. */
-  readonly connectTimeout: Duration.Duration
-}
-
-/** Node and undici error codes that mean the connection was never made: nothing was sent. */
-const connectCodes = new Set([
-  "ECONNREFUSED",
-  "ENOTFOUND",
-  "EAI_AGAIN",
-  "EAI_NONAME",
-  "EHOSTUNREACH",
-  "ENETUNREACH",
-  "EHOSTDOWN",
-  "EADDRNOTAVAIL"
-])
-
-/** Codes of a connection dropped under an exchange. */
-const resetCodes = new Set(["ECONNRESET", "EPIPE", "UND_ERR_SOCKET", "UND_ERR_CLOSED", "ECONNABORTED"])
-
-interface TransportCause {
-  readonly code: string | undefined
-  readonly message: string
-  /** Bytes this connection had written when it failed, when the client says (undici does). */
-  readonly bytesWritten: number | undefined
-}
-
-/** The innermost error with a code, looking through `cause` chains and aggregate errors. */
-const causeOf = (error: unknown): TransportCause => {
-  const seen = new Set<unknown>()
-  const queue: Array<unknown> = [error]
-  let first: TransportCause | undefined
-  while (queue.length > 0) {
-    const current = queue.shift()
-    if (typeof current !== "object" || current === null || seen.has(current)) continue
-    seen.add(current)
-    const candidate = current as {
-      readonly code?: unknown
-      readonly message?: unknown
-      readonly cause?: unknown
-      readonly errors?: unknown
-      readonly socket?: { readonly bytesWritten?: unknown }
-    }
-    if (typeof candidate.code === "string") {
-      const bytesWritten = candidate.socket?.bytesWritten
-      return {
-        code: candidate.code,
-        message: typeof candidate.message === "string" ? candidate.message : candidate.code,
-        bytesWritten: typeof bytesWritten === "number" ? bytesWritten : undefined
-      }
-    }
-    first ??= {
-      code: undefined,
-      message: typeof candidate.message === "string" ? candidate.message : String(current),
-      bytesWritten: undefined
-    }
-    queue.push(candidate.cause)
-    if (Array.isArray(candidate.errors)) queue.push(...candidate.errors)
-  }
-  return first ?? { code: undefined, message: String(error), bytesWritten: undefined }
-}
-
-const detailOf = (cause: TransportCause): string =>
-  cause.code === undefined ? cause.message : `${cause.code}: ${cause.message}`
+export interface Endpoint extends Internal.Endpoint {}
 
 /**
  * Maps a failure to get a response (no headers yet) onto the policy's failures. What cannot be
  * told apart is classified the cautious way: an unknown transport error may have reached the model.
  */
-export const fromRequestError = (error: unknown, endpoint: Endpoint): Failure.Failure => {
-  const cause = causeOf(error)
-  const detail = detailOf(cause)
-  if (cause.code !== undefined && connectCodes.has(cause.code)) {
-    return new Failure.ConnectFailed({ detail, code: cause.code })
-  }
-  if (cause.code === "UND_ERR_CONNECT_TIMEOUT") return new Failure.ConnectTimeout({ timeout: endpoint.connectTimeout })
-  if (cause.code === "UND_ERR_HEADERS_TIMEOUT") {
-    return new Failure.ReadTimeout({ timeout: endpoint.connectTimeout, phase: "headers" })
-  }
-  if (cause.code === "UND_ERR_BODY_TIMEOUT") {
-    return new Failure.ReadTimeout({ timeout: endpoint.connectTimeout, phase: "body" })
-  }
-  if (cause.code === "UND_ERR_ABORTED" || cause.code === "ABORT_ERR") {
-    return new Failure.Cancelled({ reason: detail })
-  }
-  // A reset on a connection that had written nothing cannot have delivered the request.
-  const afterSend = !(cause.code !== undefined && resetCodes.has(cause.code) && cause.bytesWritten === 0)
-  return new Failure.ConnectionReset({ afterSend, detail })
-}
-
-/** A failure while reading a body that had started: the request was delivered, so it may have run. */
-const fromBodyError = (error: unknown): Failure.Failure =>
-  new Failure.ConnectionReset({ afterSend: true, detail: detailOf(causeOf(error)) })
+export const fromRequestError: (error: unknown, endpoint: Endpoint) => Failure.Failure = Internal.fromRequestError
 
 /** The field-level detail of a schema mismatch. */
-export const contractViolation = (error: ParseResult.ParseError): Failure.ContractViolation =>
-  new Failure.ContractViolation({
-    issues: ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) => ({
-      path: issue.path.map((key, index) =>
-        typeof key === "number" ? `[${key}]` : index === 0 ? String(key) : `.${String(key)}`
-      )
-        .join(""),
-      message: issue.message
-    }))
-  })
-
-const textDecoder = new TextDecoder()
-// JSON must be UTF-8 (RFC 8259): a lenient decoder would turn bad bytes into U+FFFD, silently
-// changing the model's output instead of failing as a body that is not JSON.
-const strictDecoder = new TextDecoder("utf-8", { fatal: true })
-
-/** The text of a body that is valid UTF-8, else `undefined`. */
-const utf8 = (bytes: Uint8Array): string | undefined => {
-  try {
-    return strictDecoder.decode(bytes)
-  } catch {
-    return undefined
-  }
-}
-
-/**
- * Reads a whole body, refusing to read past `maxBytes`. A body that declares its length under the
- * limit is read in one piece (the transport stops at the declared length); a chunked or undeclared
- * one is streamed and counted as it comes, so an endless body stops at the limit.
- */
-const readBody = (
-  response: HttpClientResponse.HttpClientResponse,
-  maxBytes: number
-): Effect.Effect<Uint8Array, Failure.Failure> => {
-  const length = response.headers["content-length"]
-  const declared = length === undefined ? Number.NaN : Number(length)
-  if (Number.isInteger(declared) && declared >= 0 && declared <= maxBytes) {
-    return Effect.mapBoth(response.arrayBuffer, { onFailure: fromBodyError, onSuccess: (body) => new Uint8Array(body) })
-  }
-  if (Number.isFinite(declared) && declared > maxBytes) {
-    // A body left unread holds its connection, mid-response, until garbage collection: start reading
-    // and stop at the first chunk, which ends the stream and with it the request and its connection.
-    return Effect.zipRight(
-      Effect.ignore(Stream.runDrain(Stream.take(response.stream, 1))),
-      Effect.fail(new Failure.ResponseTooLarge({ status: response.status, limitBytes: maxBytes }))
-    )
-  }
-  return response.stream.pipe(
-    Stream.mapError(fromBodyError),
-    Stream.runFoldEffect({ parts: [] as Array<Uint8Array>, size: 0 }, (read, part) => {
-      const size = read.size + part.byteLength
-      if (size > maxBytes) {
-        return Effect.fail(new Failure.ResponseTooLarge({ status: response.status, limitBytes: maxBytes }))
-      }
-      read.parts.push(part)
-      return Effect.succeed({ parts: read.parts, size })
-    }),
-    Effect.map(({ parts, size }) => concat(parts, size))
-  )
-}
-
-const parseJson = (text: string): unknown => {
-  try {
-    return JSON.parse(text) as unknown
-  } catch {
-    return notJsonMarker
-  }
-}
-const notJsonMarker: unique symbol = Symbol("notJson")
-
-/** Maps an error response onto its failure, reading (at most `maxResponseBytes` of) its body. */
-const errorResponse = (
-  response: HttpClientResponse.HttpClientResponse,
-  endpoint: Endpoint,
-  model: string
-): Effect.Effect<never, Failure.Failure> =>
-  Effect.flatMap(
-    Effect.either(readBody(response, endpoint.maxResponseBytes)),
-    (body) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) => {
-        // An error body is evidence, not a contract: decoded leniently, a stray byte keeps its code.
-        const text = body._tag === "Right" ? textDecoder.decode(body.right) : ""
-        const parsed = parseJson(text)
-        return Effect.fail(ProviderError.toFailure({
-          status: response.status,
-          headers: response.headers,
-          body: parsed === notJsonMarker ? text : parsed,
-          model
-        }, now))
-      })
-  )
+export const contractViolation: (error: ParseResult.ParseError) => Failure.ContractViolation =
+  Internal.contractViolation
 
 /** The token counts a response reports, when it reports them. */
 type Usage = { readonly prompt_tokens: number; readonly completion_tokens?: number | undefined } | null | undefined
 
-/** Records a response's token usage as metrics and on the attempt's log line. */
-const recordUsage = (
-  endpoint: Endpoint,
-  model: string,
-  usage: Usage,
-  info: Resilient.AttemptInfo | undefined
-): void => {
-  if (usage === undefined || usage === null) return
-  info?.reportUsage(usage.prompt_tokens + (usage.completion_tokens ?? 0))
-  const metrics = Metrics.forTarget(endpoint.target, model)
-  metrics.tokens("prompt").unsafeUpdate(usage.prompt_tokens, [])
-  info?.annotate("promptTokens", usage.prompt_tokens)
-  if (usage.completion_tokens !== undefined) {
-    metrics.tokens("completion").unsafeUpdate(usage.completion_tokens, [])
-    info?.annotate("completionTokens", usage.completion_tokens)
-  }
-  if (info !== undefined) GenAi.describeUsage(info, usage.prompt_tokens, usage.completion_tokens)
-}
-
-/** Tells the attempt the limits the provider stated in an answer's headers, when it stated any. */
-export const reportLimits = (info: Resilient.AttemptInfo, header: (name: string) => string | null | undefined) => {
-  const limits = RateLimiter.limitsOf(header)
-  if (limits.requestsPerMinute !== undefined || limits.tokensPerMinute !== undefined) info.reportLimits(limits)
-}
-
-/** Where an attempt finds the HTTP client it sends with, and the attempt it is. */
-type Sender<R> = Effect.Effect<readonly [HttpClient.HttpClient, Resilient.AttemptInfo | undefined], never, R>
-
-const senderInContext: Sender<HttpClient.HttpClient> = Effect.zip(
-  HttpClient.HttpClient,
-  FiberRef.get(Resilient.CurrentAttempt)
-)
-
 /**
- * `make`, called once per key and kept in `cache`: for what is made from a value that lives as long
- * as the client (the client, an endpoint, a schema) and is looked up on every call.
+ * One JSON request, with the `HttpClient` in context: a success is the body decoded with `schema`;
+ * a body that is not JSON or breaks the schema is a terminal failure carrying the detail, never
+ * repaired.
  */
-const memo = <K, V>(
-  cache: { get(key: K): V | undefined; set(key: K, value: V): unknown },
-  make: (key: K) => V
-) =>
-(key: K): V => {
-  let value = cache.get(key)
-  if (value === undefined) {
-    value = make(key)
-    cache.set(key, value)
-  }
-  return value
-}
-
-/**
- * A client given as a value: a caller that holds one spares every call the providing of a
- * context, which costs an interruptible region and a restore per call.
- */
-const senderGiven = memo(
-  new WeakMap<HttpClient.HttpClient, Sender<never>>(),
-  (client): Sender<never> => Effect.map(FiberRef.get(Resilient.CurrentAttempt), (info) => [client, info] as const)
-)
-
-/** The request every call to a path of an endpoint starts from, before its body. */
-type Prepared = (endpoint: Endpoint) => (path: string) => HttpClientRequest.HttpClientRequest
-
-/**
- * The requests of the calls that accept `accept`, with URL, key and `Accept` set once per endpoint
- * and path: a call only adds its body, an attempt its idempotency key.
- */
-const preparedAccepting = (accept: string): Prepared =>
-  memo(new WeakMap(), (endpoint: Endpoint) =>
-    memo(new Map(), (path: string) => {
-      const unsigned = HttpClientRequest.post(path).pipe(
-        HttpClientRequest.prependUrl(endpoint.baseUrl.replace(/\/+$/, "")),
-        HttpClientRequest.accept(accept)
-      )
-      return endpoint.apiKey === undefined ? unsigned : HttpClientRequest.bearerToken(unsigned, endpoint.apiKey)
-    }))
-
-/** One decoder per schema: a schema is a module constant, a call is made for every request. */
-const decoderOf: <A, I>(schema: Schema.Schema<A, I>) => (u: unknown) => Effect.Effect<A, ParseResult.ParseError> = memo(
-  new WeakMap(),
-  (schema: Schema.Schema<any, any>) => Schema.decodeUnknown(schema, { errors: "all" })
-)
-
-/** One logical call, which every attempt of it sends again: where, what, and how a value is decoded. */
-interface Call<A> {
-  readonly endpoint: Endpoint
-  readonly path: string
-  readonly body: Record<string, unknown>
-  readonly model: string
-  readonly decode: (u: unknown) => Effect.Effect<A, ParseResult.ParseError>
-  readonly usageOf: (value: A) => Usage
-}
-
-const callOf = <A, I>(
+export const postJson: <A, I>(
   endpoint: Endpoint,
   path: string,
   body: Record<string, unknown>,
   schema: Schema.Schema<A, I>,
   usageOf: (value: A) => Usage
-): Call<A> => ({ endpoint, path, body, model: String(body.model), decode: decoderOf(schema), usageOf })
-
-/**
- * Decodes one parsed JSON value of a success with the call's schema and records its token usage
- * and, for the attempt's `first` value, its id and model: `notJsonMarker` (text that is not JSON,
- * or bytes that are not UTF-8) is the `NotJson` of `notJson()`, JSON that breaks the schema a
- * `ContractViolation`.
- */
-const decodeValue = <A>(
-  call: Call<A>,
-  parsed: unknown,
-  notJson: () => Failure.NotJson,
-  info: Resilient.AttemptInfo | undefined,
-  first: boolean
-): Effect.Effect<A, Failure.Failure> => {
-  if (parsed === notJsonMarker) return Effect.fail(notJson())
-  return call.decode(parsed).pipe(
-    Effect.mapError(contractViolation),
-    Effect.tap((value) => {
-      if (first && info !== undefined) GenAi.describeAnswer(info, value)
-      recordUsage(call.endpoint, call.model, call.usageOf(value), info)
-    })
-  )
-}
-
-/**
- * Sends one attempt of `call` and reads its success with `read`; every other outcome is its failure
- * (no response, an error status with the provider's error decoded), with the API key scrubbed from
- * it. The request is built on the first attempt and sent again by every retry with its attempt's
- * idempotency key, so a retry does not serialize the body again.
- */
-const send = <A, B, R, RR>(
-  sender: Sender<R>,
-  call: Call<A>,
-  prepared: Prepared,
-  read: (
-    call: Call<A>,
-    response: HttpClientResponse.HttpClientResponse,
-    info: Resilient.AttemptInfo | undefined
-  ) => Effect.Effect<B, Failure.Failure, RR>
-): Effect.Effect<B, Failure.Failure, R | RR> => {
-  const { endpoint } = call
-  let built: HttpClientRequest.HttpClientRequest | undefined
-  const attempt = Effect.flatMap(sender, ([client, info]) => {
-    info?.enter("headers")
-    built ??= HttpClientRequest.bodyUnsafeJson(prepared(endpoint)(call.path), call.body)
-    const request = info === undefined
-      ? built
-      : HttpClientRequest.setHeader(built, endpoint.idempotencyHeader, info.requestId)
-    return client.execute(request).pipe(
-      Effect.mapError((error: HttpClientError.HttpClientError) => fromRequestError(error.cause ?? error, endpoint)),
-      Effect.flatMap((response) => {
-        if (info !== undefined) {
-          info.enter("body")
-          // The platform's headers are a record of lower-case names: looked up, not searched.
-          const providerRequestId = response.headers["x-request-id"] ?? response.headers["request-id"]
-          if (providerRequestId !== undefined) info.annotate("providerRequestId", providerRequestId)
-          reportLimits(info, (name) => response.headers[name])
-        }
-        return response.status >= 400
-          ? errorResponse(response, endpoint, call.model)
-          : read(call, response, info)
-      })
-    )
-  })
-  return Effect.mapError(attempt, (failure) => scrubFailure(failure, endpoint.apiKey))
-}
-
-const jsonRequests = preparedAccepting("application/json")
-
-/** A success that is one JSON value: the whole body (at most `maxResponseBytes`), decoded. */
-const readJson = <A>(
-  call: Call<A>,
-  response: HttpClientResponse.HttpClientResponse,
-  info: Resilient.AttemptInfo | undefined
-): Effect.Effect<A, Failure.Failure> =>
-  Effect.flatMap(readBody(response, call.endpoint.maxResponseBytes), (bytes) => {
-    const text = utf8(bytes)
-    const notJson = () =>
-      new Failure.NotJson({
-        status: response.status,
-        contentType: response.headers["content-type"],
-        excerpt: ProviderError.excerpt(text ?? textDecoder.decode(bytes))
-      })
-    return decodeValue(call, text === undefined ? notJsonMarker : parseJson(text), notJson, info, true)
-  })
-
-/**
- * One JSON request: a success is the body decoded with `schema`; a body that is not JSON or breaks
- * the schema is a terminal failure carrying the detail, never repaired.
- */
-export const postJson = <A, I>(
-  endpoint: Endpoint,
-  path: string,
-  body: Record<string, unknown>,
-  schema: Schema.Schema<A, I>,
-  usageOf: (value: A) => Usage
-): Effect.Effect<A, Failure.Failure, HttpClient.HttpClient> =>
-  send(senderInContext, callOf(endpoint, path, body, schema, usageOf), jsonRequests, readJson)
+) => Effect.Effect<A, Failure.Failure, HttpClient.HttpClient> = Internal.postJson
 
 /** `postJson` with the HTTP client given rather than read from the context. */
-export const postJsonWith = <A, I>(
+export const postJsonWith: <A, I>(
   client: HttpClient.HttpClient,
   endpoint: Endpoint,
   path: string,
   body: Record<string, unknown>,
   schema: Schema.Schema<A, I>,
   usageOf: (value: A) => Usage
-): Effect.Effect<A, Failure.Failure> =>
-  send(senderGiven(client), callOf(endpoint, path, body, schema, usageOf), jsonRequests, readJson)
-
-/**
- * The text of a UTF-8 byte stream, whatever the chunk boundaries. Bytes that are not UTF-8 fail the
- * stream with `NotJson`, as they fail a JSON body: repaired into U+FFFD they would reach the caller
- * as the model's words.
- */
-const utf8Text = <E, R>(bytes: Stream.Stream<Uint8Array, E, R>, status: number) =>
-  Stream.suspend(() => {
-    const decoder = new TextDecoder("utf-8", { fatal: true })
-    const decode = (chunk?: Uint8Array) =>
-      Effect.try({
-        try: () => chunk === undefined ? decoder.decode() : decoder.decode(chunk, { stream: true }),
-        catch: () =>
-          new Failure.NotJson({
-            status,
-            contentType: "text/event-stream",
-            excerpt: ProviderError.excerpt(chunk === undefined ? "" : textDecoder.decode(chunk))
-          })
-      })
-    return bytes.pipe(
-      Stream.mapEffect((chunk) => decode(chunk)),
-      Stream.concat(Stream.fromEffect(decode())),
-      Stream.filter((text) => text !== "")
-    )
-  })
+) => Effect.Effect<A, Failure.Failure> = Internal.postJsonWith
 
 /** One server-sent event: its type (`message` unless an `event:` line names another) and its data. */
-export interface ServerSentEvent {
-  readonly event: string
-  readonly data: string
-}
-
-interface PendingEvent {
-  readonly event: string | undefined
-  readonly data: ReadonlyArray<string>
-}
-
-const noEvent: PendingEvent = { event: undefined, data: [] }
-
-/** The value of a field line, without the one space that may follow the colon. */
-const fieldValue = (line: string, name: string): string =>
-  line.slice(line.startsWith(`${name}: `) ? name.length + 2 : name.length + 1)
+export interface ServerSentEvent extends Internal.ServerSentEvent {}
 
 /** Splits a byte stream of server-sent events into events; an event without data is not one. */
-export const serverSentEvents = <E, R>(
+export const serverSentEvents: <E, R>(
   bytes: Stream.Stream<Uint8Array, E, R>,
-  status = 200
-): Stream.Stream<ServerSentEvent, E | Failure.NotJson, R> =>
-  utf8Text(bytes, status).pipe(
-    Stream.splitLines,
-    Stream.mapAccum(noEvent, (pending, line): readonly [PendingEvent, Option.Option<ServerSentEvent>] => {
-      if (line === "") {
-        return [
-          noEvent,
-          pending.data.length === 0
-            ? Option.none()
-            : Option.some({ event: pending.event ?? "message", data: pending.data.join("\n") })
-        ]
-      }
-      if (line.startsWith("data:")) {
-        return [{ ...pending, data: [...pending.data, fieldValue(line, "data")] }, Option.none()]
-      }
-      if (line.startsWith("event:")) {
-        return [{ ...pending, event: fieldValue(line, "event") }, Option.none()]
-      }
-      return [pending, Option.none()]
-    }),
-    Stream.filterMap((event) => event)
-  )
+  status?: number
+) => Stream.Stream<ServerSentEvent, E | Failure.NotJson, R> = Internal.serverSentEvents
 
 /** A stream that has delivered its first chunk: the chunk, and the rest to read. */
-export interface Opened<A> {
-  readonly first: A
-  readonly rest: Stream.Stream<A, Failure.Failure>
-}
-
-const eventStreamRequests = preparedAccepting("text/event-stream")
-
-/**
- * A success that is a stream of server-sent events, each a value, read up to its first chunk. The
- * rest is pulled from the same read, in the caller's `Scope`.
- */
-const readEventStream = (idleTimeout: Duration.Duration) =>
-<A>(
-  call: Call<A>,
-  response: HttpClientResponse.HttpClientResponse,
-  info: Resilient.AttemptInfo | undefined
-): Effect.Effect<Opened<A>, Failure.Failure, Scope.Scope> => {
-  const { endpoint } = call
-  let seen = 0
-  let decoded = 0
-  const chunks: Stream.Stream<A, Failure.Failure> = serverSentEvents(
-    response.stream.pipe(Stream.mapError(fromBodyError)),
-    response.status
-  ).pipe(
-    Stream.takeWhile(({ data }) => data.trim() !== "[DONE]"),
-    Stream.mapEffect(({ data, event }): Effect.Effect<A, Failure.Failure> => {
-      seen += data.length
-      if (seen > endpoint.maxResponseBytes) {
-        return Effect.fail(
-          new Failure.ResponseTooLarge({ status: response.status, limitBytes: endpoint.maxResponseBytes })
-        )
-      }
-      const parsed = parseJson(data)
-      const payload = parsed === notJsonMarker ? data : parsed
-      // The provider failed after accepting the request: the same error as in a status response,
-      // so before the first chunk the policy retries or stops on it as it would on that response.
-      if (ProviderError.isErrorEvent(event, payload)) {
-        return Effect.flatMap(
-          Clock.currentTimeMillis,
-          (now) =>
-            Effect.fail(
-              ProviderError.fromErrorEvent({ headers: response.headers, body: payload, model: call.model }, now)
-            )
-        )
-      }
-      const notJson = () =>
-        new Failure.NotJson({
-          status: response.status,
-          contentType: "text/event-stream",
-          excerpt: ProviderError.excerpt(data)
-        })
-      return decodeValue(call, parsed, notJson, info, decoded++ === 0)
-    }),
-    Stream.timeoutFail(() => new Failure.ReadTimeout({ timeout: idleTimeout, phase: "body" }), idleTimeout)
-  )
-  // Split by hand rather than with `Stream.peel`, which runs the stream on a fiber of its own and
-  // hands every chunk across to the reader: about twice the CPU per stream, and a read ahead.
-  return Effect.flatMap(Stream.toPull(chunks), (next) => {
-    const firstChunk = (): Effect.Effect<Opened<A>, Failure.Failure> =>
-      Effect.matchEffect(next, {
-        onFailure: Option.match({
-          onNone: () =>
-            Effect.fail(
-              new Failure.ContractViolation({
-                issues: [{ path: "", message: "the stream ended before its first chunk" }]
-              })
-            ),
-          onSome: Effect.fail
-        }),
-        onSuccess: (chunk) => {
-          if (Chunk.isEmpty(chunk)) return firstChunk()
-          const [first, ...buffered] = Chunk.toReadonlyArray(chunk)
-          return Effect.succeed({
-            first: first!,
-            rest: Stream.concat(Stream.fromIterable(buffered), Stream.repeatEffectChunkOption(next)).pipe(
-              Stream.mapError((failure) => scrubFailure(failure, endpoint.apiKey))
-            )
-          })
-        }
-      })
-    return firstChunk()
-  })
-}
+export interface Opened<A> extends Internal.Opened<A> {}
 
 /**
  * One streaming request, read up to its first chunk: that is where retrying must stop, since a
@@ -602,17 +80,11 @@ const readEventStream = (idleTimeout: Duration.Duration) =>
  * chunk arrives for `idleTimeout`. An error event in place of a chunk is the failure of the error
  * response it stands for (`ProviderError.fromErrorEvent`): first, it is retried or not as that is.
  */
-export const postStream = <A, I>(
+export const postStream: <A, I>(
   endpoint: Endpoint,
   path: string,
   body: Record<string, unknown>,
   schema: Schema.Schema<A, I>,
   usageOf: (value: A) => Usage,
   idleTimeout: Duration.Duration
-): Effect.Effect<Opened<A>, Failure.Failure, HttpClient.HttpClient | Scope.Scope> =>
-  send(
-    senderInContext,
-    callOf(endpoint, path, body, schema, usageOf),
-    eventStreamRequests,
-    readEventStream(idleTimeout)
-  )
+) => Effect.Effect<Opened<A>, Failure.Failure, HttpClient.HttpClient | Scope.Scope> = Internal.postStream

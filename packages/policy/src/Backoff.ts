@@ -124,6 +124,9 @@ export const delayOf = (decision: ScheduleDecision.ScheduleDecision, now: number
 /** Options of the default backoff. */
 export interface DefaultOptions extends ExponentialOptions, RetryAfterOptions {}
 
-/** Full jitter, with the provider's hint winning: the schedule a policy uses unless told otherwise. */
+/**
+ * Full jitter, with the provider's hint winning: as one schedule (for `Effect.retry`), the delays a
+ * policy gives, whose engine steps full jitter and lets the hint replace its delay.
+ */
 export const fullJitterWithRetryAfter = (options: DefaultOptions): Schedule.Schedule<Duration.Duration> =>
   withRetryAfter(fullJitter(options), options)

@@ -30,6 +30,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { CurrentDeadline } from "./Deadline.js"
 import * as Failure from "./Failure.js"
+import * as FastPath from "./internal/fastPath.js"
 import { wakeOrTimeout } from "./internal/timer.js"
 import * as Checked from "./Settings.js"
 
@@ -367,14 +368,6 @@ export interface Service {
   /** Gives a permit back, with what the attempt said about the target's capacity. */
   readonly release: (outcome: Outcome) => Effect.Effect<void>
   /**
-   * Takes a permit at once, without an effect, when one is free and nobody waits for it; `false`
-   * means: ask `acquire`. A gate that must ask elsewhere (a fleet's) leaves it out. For the hot
-   * path of a call, which runs it where it cannot be interrupted.
-   */
-  readonly tryAcquireNow?: (() => boolean) | undefined
-  /** `release` without an effect, for a permit `tryAcquireNow` or `acquire` gave. */
-  readonly releaseNow?: ((outcome: Outcome) => void) | undefined
-  /**
    * Records what an attempt said about capacity without giving a permit back: for work that holds
    * one permit across several attempts, like a stream retried until its first chunk.
    */
@@ -383,13 +376,6 @@ export interface Service {
   readonly markDegraded: Effect.Effect<void>
   /** Starts the recovery ramp from outside. */
   readonly markRecovered: Effect.Effect<void>
-  /**
-   * What the target's health probe (`HealthProbe`) says: `true` while it finds the provider down, so
-   * a lucky call does not start the recovery ramp, which starts when the probe says the provider is
-   * back (`markRecovered`); `false` gives recovery back to the calls' successes. A gate made
-   * elsewhere may leave it out.
-   */
-  readonly holdRecovery?: ((held: boolean) => Effect.Effect<void>) | undefined
   readonly snapshot: Effect.Effect<Snapshot>
 }
 
@@ -546,7 +532,7 @@ export const make = (
         else afterHealthChange(at)
       }
 
-      const service: Service = {
+      const service: FastPath.With<Service, FastPath.Gate> = {
         acquire: (deadline) =>
           Effect.suspend((): Effect.Effect<void, Failure.Shed | Failure.DeadlineExceeded> => {
             if (tryAcquireNow()) return Effect.void
@@ -556,8 +542,6 @@ export const make = (
             return waitForPermit(deadline)
           }),
         release: (outcome) => Effect.sync(() => releaseNow(outcome)),
-        tryAcquireNow,
-        releaseNow,
         observe: (outcome) =>
           Effect.sync(() => {
             const at = now()
@@ -573,10 +557,6 @@ export const make = (
           limiter.markRecovered(now())
           afterHealthChange(now())
         }),
-        holdRecovery: (held) =>
-          Effect.sync(() => {
-            limiter.recoveryHeld = held
-          }),
         snapshot: Effect.sync(() => {
           const at = now()
           return {
@@ -585,20 +565,22 @@ export const make = (
             waiting: waiters.length,
             health: limiter.health(at)
           }
-        })
+        }),
+        [FastPath.key]: {
+          tryAcquireNow,
+          releaseNow,
+          holdRecovery: (held) =>
+            Effect.sync(() => {
+              limiter.recoveryHeld = held
+            })
+        }
       }
       return service
     }))
 
-/**
- * A gate that never limits and never waits, and tracks nothing: for a test that wants the gate out
- * of the way (`Coordination.layerWith({ gate: ConcurrencyGate.unbounded })`).
- */
-export const unbounded: Service = {
+const unboundedGate: FastPath.With<Service, FastPath.Gate> = {
   acquire: () => Effect.void,
   release: () => Effect.void,
-  tryAcquireNow: () => true,
-  releaseNow: () => {},
   observe: () => Effect.void,
   markDegraded: Effect.void,
   markRecovered: Effect.void,
@@ -607,8 +589,15 @@ export const unbounded: Service = {
     inFlight: 0,
     waiting: 0,
     health: "steady"
-  })
+  }),
+  [FastPath.key]: { tryAcquireNow: () => true, releaseNow: () => {} }
 }
+
+/**
+ * A gate that never limits and never waits, and tracks nothing: for a test that wants the gate out
+ * of the way (`Coordination.layerWith({ gate: ConcurrencyGate.unbounded })`).
+ */
+export const unbounded: Service = unboundedGate
 
 /**
  * Runs `self` holding a permit of `gate`, for work that is gated without being retried. Waiting for

@@ -20,6 +20,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
+import * as CapacityFailures from "./internal/capacityFailures.js"
 import * as Metrics from "./Metrics.js"
 import * as Checked from "./Settings.js"
 
@@ -172,18 +173,7 @@ export class Diagnoser {
   }
 }
 
-/** The failure kinds that say the provider could not take the attempt. */
-const capacityKinds = [
-  "Overloaded",
-  "RateLimited",
-  "ServerError",
-  "ReadTimeout",
-  "ConnectTimeout",
-  "ConnectFailed",
-  "ConnectionReset"
-] as const
-
-/** The call totals of `target` so far, over every model, from its metrics. */
+/** The call totals of `target` so far, over every model: from its metrics, and the toolkit's capacity failures. */
 export const callTotals = (target: string): CallTotals => {
   let attempts = 0
   let troubles = 0
@@ -195,9 +185,10 @@ export const callTotals = (target: string): CallTotals => {
     // managed preset's shed. (A call that failed for capacity and then ran out of time counts twice,
     // which only brings the verdict forward.)
     troubles += count(metrics.shed) + count(metrics.budgetExhausted) + count(metrics.callsFailed("deadline"))
-    for (const kind of capacityKinds) troubles += count(metrics.failures(kind))
   }
-  return { attempts, troubles }
+  // The attempts the provider could not take: the toolkit's failures only, known by identity, so a
+  // caller's own error tagged like one of ours is none.
+  return { attempts, troubles: troubles + CapacityFailures.of(target) }
 }
 
 /**

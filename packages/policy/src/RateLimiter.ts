@@ -28,6 +28,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import * as Failure from "./Failure.js"
+import * as FastPath from "./internal/fastPath.js"
 import * as Checked from "./Settings.js"
 
 /** Which calls yield first under pressure. */
@@ -120,11 +121,6 @@ export interface Service {
    * place back.
    */
   readonly admit: (demand: Demand) => Effect.Effect<Reservation, Failure.RateLimitedLocally>
-  /**
-   * Takes the place at once, without an effect, when no wait is needed; `undefined` means: ask
-   * `admit`. For the hot path of a call. A limiter that must ask elsewhere leaves it out.
-   */
-  readonly admitNow?: ((tokens: number, lane: Lane) => Reservation | undefined) | undefined
   /** The provider's limits, read from an answer's headers: they lower the settings'. */
   readonly learn: (limits: Limits) => Effect.Effect<void>
   readonly snapshot: Effect.Effect<Snapshot>
@@ -358,27 +354,29 @@ export const make = (options: Options, share?: () => number): Effect.Effect<Serv
       )
       const pacedAdmit = (demand: Demand): Effect.Effect<Reservation, Failure.RateLimitedLocally> =>
         Effect.suspend(() => pacer.pacing ? admit(demand) : Effect.succeed(free))
-      const service: Service = {
+      const service: FastPath.With<Service, FastPath.Limiter> = {
         admit: pacedAdmit,
-        admitNow,
         learn: (limits) => Effect.sync(() => pacer.learn(limits)),
-        snapshot: Effect.sync(() => pacer.snapshot(now()))
+        snapshot: Effect.sync(() => pacer.snapshot(now())),
+        [FastPath.key]: { admitNow }
       }
       return service
     }))
 
-/** A limiter that paces nothing: for a test that wants it out of the way. */
-export const unlimited: Service = {
+const unlimitedLimiter: FastPath.With<Service, FastPath.Limiter> = {
   admit: () => Effect.succeed(free),
-  admitNow: () => free,
   learn: () => Effect.void,
   snapshot: Effect.succeed({
     requestsPerMinute: Number.POSITIVE_INFINITY,
     tokensPerMinute: Number.POSITIVE_INFINITY,
     requestsWaitMillis: 0,
     tokensWaitMillis: 0
-  })
+  }),
+  [FastPath.key]: { admitNow: () => free }
 }
+
+/** A limiter that paces nothing: for a test that wants it out of the way. */
+export const unlimited: Service = unlimitedLimiter
 
 /**
  * About four characters a token in English text (fewer in code and other scripts): how an attempt's

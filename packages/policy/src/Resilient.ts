@@ -9,15 +9,16 @@
  * declare const sendChat: (request: string) => Effect.Effect<string, Failure.Failure>
  * declare const findUser: (id: string) => Effect.Effect<{ readonly name: string }, DbError>
  * interface DbError { readonly transient: boolean }
- * declare const request: string, id: string, db: Resilient.Policy
+ * declare const request: string, id: string
  *
- * const policy = yield* Resilient.policy({ target: "mistral", maxAttempts: 3 })
- * const answer = yield* sendChat(request).pipe(Resilient.retry(policy, { timeout: "20 seconds" }))
- * // Any Effect, with its own errors: `classify` judges them, and `CallFailed.last` keeps their type.
- * const user = yield* findUser(id).pipe(Resilient.retry(db, { classify: (e: DbError) => e.transient ? "retryable" : "terminal" }))
+ * const mistral = Resilient.policy({ target: "mistral", maxAttempts: 3 })
+ * const answer = yield* sendChat(request).pipe(Resilient.retry(mistral, { timeout: "20 seconds" }))
+ * // Any Effect, with its own errors: `while` (or `classify`) judges them, and `CallFailed.last` keeps their type.
+ * const user = yield* findUser(id).pipe(Resilient.retry({ target: "users-db", while: (e: DbError) => e.transient }))
  * ```
  *
- * A policy is data, checked once when it is built. A target's budget and gate come from the
+ * A policy is a value, definable anywhere, whose settings are checked once, when it is first used
+ * or yielded (an invalid one is a typed `InvalidSettings`, never a throw). A target's budget and gate come from the
  * `Coordination` in context (this process's memory unless one is provided), made on first use
  * from the policy's `budget` and `gate` settings and shared by every call to the target, with what
  * its calls learn (how long successes take); a test swaps a part with `Coordination.layerWith`. A
@@ -36,42 +37,39 @@
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as FiberRef from "effect/FiberRef"
 import { dual } from "effect/Function"
-import type * as Schedule from "effect/Schedule"
-import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type * as Tracer from "effect/Tracer"
-import * as Backoff from "./Backoff.js"
 import type * as Classifiers from "./Classifier.js"
 import * as ConcurrencyGate from "./ConcurrencyGate.js"
 import * as Coordination from "./Coordination.js"
 import * as Failure from "./Failure.js"
 import * as Attempts from "./internal/attempt.js"
+import * as Policies from "./internal/policy.js"
 import { type Judge, runSequence } from "./internal/sequence.js"
 import { streamSequence } from "./internal/streaming.js"
 import * as RateLimiter from "./RateLimiter.js"
 import * as RetryBudget from "./RetryBudget.js"
 import * as Settings from "./Settings.js"
 
-/** What an attempt knows about itself; transports read it to set timeouts and idempotency keys. */
-export type AttemptInfo = Attempts.AttemptInfo
+/** What an attempt knows about itself: read it (`CurrentAttempt`) to set an idempotency key or a timeout. */
+export type AttemptInfo = Attempts.AttemptView
 
-/** The attempt the current fiber is running, inside a resilient call; `undefined` outside one. */
+/** The attempt the current fiber is running, inside a resilient call; `undefined` outside one. Read-only. */
 export const CurrentAttempt: FiberRef.FiberRef<AttemptInfo | undefined> = Attempts.CurrentAttempt
 
-/** A retry policy: plain data, shared by every call to one target. */
-export interface Policy {
+/** A checked policy's settings, shared by every call to one target. */
+export interface PolicySettings {
   /** Names the target in metrics, logs and failures. */
   readonly target: string
   /** Names the model in metrics and logs. */
   readonly model: string | undefined
   /** Attempts per call, the first included. */
   readonly maxAttempts: number
-  /** Chooses the delay before each retry from the failure; its output is ignored. */
-  readonly schedule: Schedule.Schedule<unknown, Failure.Failure>
+  /** The cap of the random spread added to a provider's hint, drawn from `[0, hint / 2)`. */
+  readonly hintSpread: Duration.Duration
   /** The longest an attempt may run, before the deadline shortens it. */
   readonly attemptTimeout: Duration.Duration
   /**
@@ -96,23 +94,39 @@ export interface Policy {
   readonly classify: ((failure: Failure.Failure) => Classifiers.Verdict) | undefined
 }
 
+/**
+ * A policy, checked or not: an Effect that checks it (`yield* policy` gives the checked policy, or
+ * fails with `InvalidSettings`). Using an unchecked one adds its `E` to the call's errors.
+ */
+export interface PolicyOf<out E> extends Effect.Effect<Policy, E> {
+  readonly [Policies.TypeId]: Policies.Variance<E>
+}
+
+/**
+ * A retry policy. `Policy<InvalidSettings>` is one not yet checked (`Resilient.policy`'s, defined
+ * anywhere, module level included): a call that uses it may fail with `InvalidSettings`, on its first
+ * call if its settings cannot work. `Policy` is a checked one, its settings readable.
+ */
+export type Policy<E = never> = PolicyOf<E> & ([E] extends [never] ? PolicySettings : unknown)
+
+/** What using `P` may fail with before its first attempt: `InvalidSettings` for a policy not yet checked. */
+export type PolicyError<P> = P extends PolicyOf<infer E> ? E : never
+
 /** Settings of a policy; everything but the target has a default. */
 export interface PolicyOptions {
   readonly target: string
   readonly model?: string | undefined
   /** Default 3. */
   readonly maxAttempts?: number | undefined
-  /** Full jitter's first-retry bound. Default 500 ms. Ignored when `schedule` is given. */
+  /** Full jitter's first-retry bound. Default 500 ms. */
   readonly baseDelay?: Duration.DurationInput | undefined
-  /** Full jitter's cap. Default 8 seconds. Ignored when `schedule` is given. */
+  /** Full jitter's cap. Default 8 seconds. */
   readonly maxDelay?: Duration.DurationInput | undefined
   /**
-   * The cap of the random spread added to a provider's hint, which is drawn from `[0, hint / 2)`.
-   * Default 1 second. Ignored when `schedule` is given.
+   * The cap of the random spread added to a provider's hint, which replaces the backoff's delay and
+   * is drawn from `[0, hint / 2)`. Default 1 second.
    */
   readonly hintSpread?: Duration.DurationInput | undefined
-  /** Replaces the default full jitter with the provider's hint winning. */
-  readonly schedule?: Schedule.Schedule<unknown, Failure.Failure> | undefined
   /** Default 60 seconds; set it per model, above the model's p99 under load. */
   readonly attemptTimeout?: Duration.DurationInput | undefined
   /** Default 100 ms; set it near the model's typical latency. */
@@ -134,93 +148,24 @@ export interface PolicyOptions {
   readonly classify?: ((failure: Failure.Failure) => Classifiers.Verdict) | undefined
 }
 
-/** Whether `schedule` is a `Schedule`, so a settings object cannot pass anything else for one. */
-const ScheduleSetting = Schema.declare(
-  (input: unknown): input is Schedule.Schedule<unknown, Failure.Failure> =>
-    typeof input === "object" && input !== null && "step" in input && "initial" in input,
-  { message: () => "must be a Schedule" }
-)
-
-/** The rules of a policy's settings, its defaults included: what `policy` checks. */
-const PolicySettings = Schema.Struct({
-  target: Settings.nonEmpty,
-  model: Settings.optional(Schema.String),
-  maxAttempts: Settings.withDefault(Settings.integerAtLeast(1), 3),
-  baseDelay: Settings.withDefault(Settings.duration, Duration.millis(500)),
-  maxDelay: Settings.withDefault(Settings.duration, Duration.seconds(8)),
-  hintSpread: Settings.withDefault(Settings.duration, Duration.seconds(1)),
-  schedule: Settings.optional(ScheduleSetting),
-  attemptTimeout: Settings.withDefault(Settings.positiveDuration, Duration.seconds(60)),
-  minAttemptTime: Settings.withDefault(Settings.duration, Duration.millis(100)),
-  maxRetryAfter: Settings.withDefault(Settings.duration, Duration.seconds(60)),
-  replaySafe: Settings.withDefault(Settings.flag, false),
-  budget: Settings.withDefault(Schema.Object, {}),
-  gate: Settings.withDefault(Schema.Object, {}),
-  rateLimit: Settings.withDefault(Schema.Object, {}),
-  classify: Settings.optional(
-    Schema.declare(
-      (input: unknown): input is (failure: Failure.Failure) => Classifiers.Verdict => typeof input === "function",
-      {
-        message: () => "must be a function"
-      }
-    )
-  )
-}).pipe(Schema.filter((settings) => [
-  Settings.notLongerThan(["baseDelay"], settings.baseDelay, ["maxDelay"], settings.maxDelay),
-  Settings.shorterThan(["minAttemptTime"], settings.minAttemptTime, ["attemptTimeout"], settings.attemptTimeout),
-  // The budget and gate are made on the target's first call: their settings are checked now.
-  ...Either.match(RetryBudget.settings(settings.budget as RetryBudget.Options), {
-    onLeft: (invalid) => invalid.problems.map((problem) => ({ path: ["budget"], message: problem })),
-    onRight: () => []
-  }),
-  ...Either.match(
-    ConcurrencyGate.settings({ limit: Number.POSITIVE_INFINITY, ...settings.gate, target: settings.target }),
-    {
-      onLeft: (invalid) => invalid.problems.map((problem) => ({ path: ["gate"], message: problem })),
-      onRight: () => []
-    }
-  ),
-  ...Either.match(RateLimiter.settings({ ...settings.rateLimit, target: settings.target }), {
-    onLeft: (invalid) => invalid.problems.map((problem) => ({ path: ["rateLimit"], message: problem })),
-    onRight: () => []
-  })
-]))
-
-const decodePolicy = Settings.validate(PolicySettings, (input) => {
-  const target = (input as { readonly target?: unknown } | undefined)?.target
-  return typeof target === "string" && target !== "" ? `policy for ${target}` : "policy"
-})
-
 /**
- * Builds a policy, filling in defaults. Bad values fail with one `InvalidSettings` naming each,
- * when the program is assembled rather than on the first failure.
+ * A policy of `options`, at once: define it anywhere, module level included. Its settings are
+ * checked once, when it is first used or yielded: bad values are one `InvalidSettings` naming each,
+ * in the error channel of `yield* policy` or of its first call, never a throw.
  *
  * ```ts
- * import { Resilient } from "@resilient-ai/policy"
+ * import { type Failure, Resilient } from "@resilient-ai/policy"
+ * import type { Effect } from "effect"
  *
- * const policy = yield* Resilient.policy({ target: "mistral", maxAttempts: 4, attemptTimeout: "30 seconds" })
+ * declare const sendChat: (request: string) => Effect.Effect<string, Failure.Failure>
+ * declare const request: string
+ *
+ * const mistral = Resilient.policy({ target: "mistral", maxAttempts: 4, attemptTimeout: "30 seconds" })
+ * // At start-up, to fail before the first call: const checked = yield* mistral
+ * const answer = yield* sendChat(request).pipe(Resilient.retry(mistral))
  * ```
  */
-export const policy = (options: PolicyOptions): Effect.Effect<Policy, Settings.InvalidSettings> =>
-  Effect.map(decodePolicy(options), (settings) => ({
-    target: settings.target,
-    model: settings.model,
-    maxAttempts: settings.maxAttempts,
-    schedule: settings.schedule ??
-      Backoff.fullJitterWithRetryAfter({
-        base: settings.baseDelay,
-        cap: settings.maxDelay,
-        spread: settings.hintSpread
-      }),
-    attemptTimeout: settings.attemptTimeout,
-    minAttemptTime: settings.minAttemptTime,
-    maxRetryAfter: settings.maxRetryAfter,
-    replaySafe: settings.replaySafe,
-    budget: settings.budget as RetryBudget.Options,
-    gate: settings.gate as Omit<ConcurrencyGate.Options, "target">,
-    rateLimit: settings.rateLimit as Omit<RateLimiter.Options, "target">,
-    classify: settings.classify
-  }))
+export const policy = (options: PolicyOptions): Policy<Settings.InvalidSettings> => Policies.make(options)
 
 /**
  * What a call's span says of the call. A resilient call is one span, with a child span per attempt,
@@ -282,6 +227,32 @@ export interface ClassifyOptions<E> extends CallOptions {
   readonly classify: (error: E) => Judgement
 }
 
+/** Settings of one call of an Effect that fails with errors of its own, retried `while` they say so. */
+export interface WhileOptions<E> extends CallOptions {
+  /**
+   * Whether an error is worth another attempt, as `Effect.retry`'s `while` says: `true` is
+   * retryable, `false` terminal. The sequence's own failures are judged by the policy.
+   */
+  readonly while: (error: E) => boolean
+}
+
+/**
+ * A policy's settings and a call's, in one object: `Resilient.retry({ target, maxAttempts, timeout })`.
+ * The policy they make is checked on the first call (an invalid setting is its `InvalidSettings`)
+ * and shared by every call written with the same settings.
+ */
+export interface RetryOptions extends Omit<PolicyOptions, "classify">, Omit<CallOptions, "replaySafe"> {}
+
+/** `RetryOptions` for an Effect whose own errors `classify` judges. */
+export interface RetryClassifyOptions<E> extends RetryOptions {
+  readonly classify: (error: E) => Judgement
+}
+
+/** `RetryOptions` for an Effect whose own errors are retried `while` they say so. */
+export interface RetryWhileOptions<E> extends RetryOptions {
+  readonly while: (error: E) => boolean
+}
+
 /** What an attempt may fail with: a failure, or a nested resilient call's aggregate. */
 export type AttemptError = Failure.Failure | Failure.CallFailed<Failure.Failure>
 
@@ -304,17 +275,72 @@ export interface TargetServices extends Coordination.TargetServices {
   readonly attemptRefs?: ReadonlyArray<readonly [FiberRef.FiberRef<any>, unknown]> | undefined
 }
 
-const isEffect = (args: IArguments | ReadonlyArray<unknown>) => Effect.isEffect(args[0])
+/** A call's arguments start with the effect it makes resilient: a policy is an Effect too, told apart by its id. */
+const isDataFirst = (args: IArguments | ReadonlyArray<unknown>) =>
+  Effect.isEffect(args[0]) && !Policies.isPolicy(args[0])
+
+/** The judge a call's options name: `classify`, or `while` read as retryable or terminal. */
+const judgeOf = (
+  options: {
+    readonly classify?: ((error: any) => Judgement) | undefined
+    readonly while?: ((error: any) => boolean) | undefined
+  } | undefined
+): Judge | undefined => {
+  if (options === undefined) return undefined
+  const retryWhile = options.while
+  if (retryWhile !== undefined) return (error) => retryWhile(error) ? "retryable" : "terminal"
+  return options.classify
+}
+
+const policyKeys = new Set<string>([
+  "target",
+  "model",
+  "maxAttempts",
+  "baseDelay",
+  "maxDelay",
+  "hintSpread",
+  "attemptTimeout",
+  "minAttemptTime",
+  "maxRetryAfter",
+  "replaySafe",
+  "budget",
+  "gate",
+  "rateLimit"
+])
+
+// The policies of inline options, by their settings: a call written inline in a function makes its
+// options anew each time, and its policy is checked once, not per call. Bounded, in case a program
+// writes new settings per call.
+const inlinePolicies = new Map<string, Policy<Settings.InvalidSettings>>()
+
+/** The policy part of inline options, and the call's own. */
+const splitInline = (options: RetryOptions): readonly [Policy<Settings.InvalidSettings>, CallOptions] => {
+  const policyOptions: Record<string, unknown> = {}
+  const callOptions: Record<string, unknown> = {}
+  for (const key in options) {
+    const value = (options as unknown as Record<string, unknown>)[key]
+    if (policyKeys.has(key)) policyOptions[key] = value
+    else if (key !== "classify" && key !== "while") callOptions[key] = value
+  }
+  const key = JSON.stringify(policyOptions)
+  let policy = inlinePolicies.get(key)
+  if (policy === undefined) {
+    policy = Policies.make(policyOptions as unknown as PolicyOptions)
+    if (inlinePolicies.size < 256) inlinePolicies.set(key, policy)
+  }
+  return [policy, callOptions as CallOptions]
+}
 
 /**
  * Makes `self`, one attempt, into a resilient call under `policy`: it is retried while its
  * failures are retryable (ambiguous ones only when replay-safe), the attempt ceiling, the retry
- * budget and the deadline allow, with the schedule's delays; every attempt holds a permit of the
- * target's concurrency gate. The budget and gate are the target's in the `Coordination` in
- * context. The error is one `CallFailed` with the reason, the last failure and the history.
+ * budget and the deadline allow, with full jitter's delays or the provider's hint; every attempt
+ * holds a permit of the target's concurrency gate. The budget and gate are the target's in the
+ * `Coordination` in context. The error is one `CallFailed` with the reason, the last failure and
+ * the history, and a policy not yet checked adds its `InvalidSettings`.
  *
- * With `classify`, `self` may fail with any error: `classify` judges it, and `CallFailed.last`
- * keeps its type.
+ * With `classify` (or `while`), `self` may fail with any error: it judges it, and `CallFailed.last`
+ * keeps its type. The policy's settings may also be written inline, with the call's.
  *
  * ```ts
  * import { type Failure, Resilient } from "@resilient-ai/policy"
@@ -327,31 +353,54 @@ const isEffect = (args: IArguments | ReadonlyArray<unknown>) => Effect.isEffect(
  *
  * const answer = yield* sendChat(request).pipe(Resilient.retry(mistral, { timeout: "20 seconds" }))
  * const user = yield* findUser("42").pipe(
- *   Resilient.retry(usersDb, { classify: (error: DbError) => error.code === "deadlock" ? "retryable" : "terminal" })
+ *   Resilient.retry({ target: "users-db", maxAttempts: 4, while: (error: DbError) => error.code === "deadlock" })
  * )
  * ```
  */
 export const retry: {
-  <E>(policy: Policy, options: ClassifyOptions<E>): <A, E2 extends E, R>(
+  <E, P extends PolicyOf<unknown>>(policy: P, options: ClassifyOptions<E> | WhileOptions<E>): <A, E2 extends E, R>(
     self: Effect.Effect<A, E2, R>
-  ) => Effect.Effect<A, Failure.CallFailed<Unwrapped<E2> | Refusal>, R>
-  (policy: Policy, options?: CallOptions): <A, E extends AttemptError, R>(
+  ) => Effect.Effect<A, Failure.CallFailed<Unwrapped<E2> | Refusal> | PolicyError<P>, R>
+  <P extends PolicyOf<unknown>>(policy: P, options?: CallOptions): <A, E extends AttemptError, R>(
     self: Effect.Effect<A, E, R>
-  ) => Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R>
+  ) => Effect.Effect<A, Failure.CallFailed<LastFailure<E>> | PolicyError<P>, R>
+  <E>(options: RetryClassifyOptions<E> | RetryWhileOptions<E>): <A, E2 extends E, R>(
+    self: Effect.Effect<A, E2, R>
+  ) => Effect.Effect<A, Failure.CallFailed<Unwrapped<E2> | Refusal> | Settings.InvalidSettings, R>
+  (options: RetryOptions): <A, E extends AttemptError, R>(
+    self: Effect.Effect<A, E, R>
+  ) => Effect.Effect<A, Failure.CallFailed<LastFailure<E>> | Settings.InvalidSettings, R>
+  <A, E, R, P extends PolicyOf<unknown>>(
+    self: Effect.Effect<A, E, R>,
+    policy: P,
+    options: ClassifyOptions<NoInfer<E>> | WhileOptions<NoInfer<E>>
+  ): Effect.Effect<A, Failure.CallFailed<Unwrapped<E> | Refusal> | PolicyError<P>, R>
+  <A, E extends AttemptError, R, P extends PolicyOf<unknown>>(
+    self: Effect.Effect<A, E, R>,
+    policy: P,
+    options?: CallOptions
+  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>> | PolicyError<P>, R>
   <A, E, R>(
     self: Effect.Effect<A, E, R>,
-    policy: Policy,
-    options: ClassifyOptions<NoInfer<E>>
-  ): Effect.Effect<A, Failure.CallFailed<Unwrapped<E> | Refusal>, R>
+    options: RetryClassifyOptions<NoInfer<E>> | RetryWhileOptions<NoInfer<E>>
+  ): Effect.Effect<A, Failure.CallFailed<Unwrapped<E> | Refusal> | Settings.InvalidSettings, R>
   <A, E extends AttemptError, R>(
     self: Effect.Effect<A, E, R>,
-    policy: Policy,
-    options?: CallOptions
-  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R>
+    options: RetryOptions
+  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>> | Settings.InvalidSettings, R>
 } = dual(
-  isEffect,
-  <A, E, R>(self: Effect.Effect<A, E, R>, policy: Policy, options?: CallOptions & { readonly classify?: Judge }) =>
-    runSequence(self, policy, options, undefined, options?.classify)
+  isDataFirst,
+  <A, E, R>(
+    self: Effect.Effect<A, E, R>,
+    policyOrOptions: PolicyOf<unknown> | RetryOptions,
+    options?: CallOptions & { readonly classify?: Judge; readonly while?: (error: unknown) => boolean }
+  ) => {
+    if (Policies.isPolicy(policyOrOptions)) {
+      return runSequence(self, policyOrOptions, options, undefined, judgeOf(options))
+    }
+    const [policy, callOptions] = splitInline(policyOrOptions)
+    return runSequence(self, policy, callOptions, undefined, judgeOf(policyOrOptions as RetryClassifyOptions<unknown>))
+  }
 )
 
 /**
@@ -359,20 +408,24 @@ export const retry: {
  * context: for a client that holds the state of several targets at once.
  */
 export const retryWith: {
-  (policy: Policy, services: TargetServices, options?: CallOptions): <A, E extends AttemptError, R>(
+  <P extends PolicyOf<unknown>>(policy: P, services: TargetServices, options?: CallOptions): <
+    A,
+    E extends AttemptError,
+    R
+  >(
     self: Effect.Effect<A, E, R>
-  ) => Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R>
-  <A, E extends AttemptError, R>(
+  ) => Effect.Effect<A, Failure.CallFailed<LastFailure<E>> | PolicyError<P>, R>
+  <A, E extends AttemptError, R, P extends PolicyOf<unknown>>(
     self: Effect.Effect<A, E, R>,
-    policy: Policy,
+    policy: P,
     services: TargetServices,
     options?: CallOptions
-  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R>
+  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>> | PolicyError<P>, R>
 } = dual(
-  isEffect,
+  isDataFirst,
   <A, E extends AttemptError, R>(
     self: Effect.Effect<A, E, R>,
-    policy: Policy,
+    policy: PolicyOf<unknown>,
     services: TargetServices,
     options?: CallOptions
   ) => runSequence(self, policy, options, services, undefined)
@@ -392,18 +445,24 @@ export interface Opened<A, E, R> {
  * attempts report what they say about capacity without taking permits of their own), and the
  * deadline bounds the whole stream, not only its first element.
  */
-export const retryStream = <A, E extends AttemptError, R, E2, R2>(
+export const retryStream = <A, E extends AttemptError, R, E2, R2, P extends PolicyOf<unknown>>(
   open: Effect.Effect<Opened<A, E2, R2>, E, R>,
-  policy: Policy,
+  policy: P,
   options?: CallOptions
-): Stream.Stream<A, Failure.CallFailed<LastFailure<E>> | E2 | Failure.DeadlineExceeded, Exclude<R, Scope.Scope> | R2> =>
-  streamSequence(open, policy, options, undefined)
+): Stream.Stream<
+  A,
+  Failure.CallFailed<LastFailure<E>> | E2 | Failure.DeadlineExceeded | PolicyError<P>,
+  Exclude<R, Scope.Scope> | R2
+> => streamSequence(open, policy as PolicyOf<PolicyError<P>>, options, undefined)
 
 /** `retryStream` with the target's state given as a value, as `retryWith` takes it. */
-export const retryStreamWith = <A, E extends AttemptError, R, E2, R2>(
+export const retryStreamWith = <A, E extends AttemptError, R, E2, R2, P extends PolicyOf<unknown>>(
   open: Effect.Effect<Opened<A, E2, R2>, E, R>,
-  policy: Policy,
+  policy: P,
   services: TargetServices,
   options?: CallOptions
-): Stream.Stream<A, Failure.CallFailed<LastFailure<E>> | E2 | Failure.DeadlineExceeded, Exclude<R, Scope.Scope> | R2> =>
-  streamSequence(open, policy, options, services)
+): Stream.Stream<
+  A,
+  Failure.CallFailed<LastFailure<E>> | E2 | Failure.DeadlineExceeded | PolicyError<P>,
+  Exclude<R, Scope.Scope> | R2
+> => streamSequence(open, policy as PolicyOf<PolicyError<P>>, options, services)

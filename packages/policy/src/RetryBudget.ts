@@ -22,7 +22,8 @@
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Schema from "effect/Schema"
+import { BudgetSettings } from "./internal/budgetRules.js"
+import * as FastPath from "./internal/fastPath.js"
 import { SlidingCounts } from "./internal/slidingWindow.js"
 import * as Checked from "./Settings.js"
 
@@ -38,12 +39,7 @@ export interface Snapshot {
   readonly allowance: number
 }
 
-/**
- * Grants or refuses retries. Decisions never fail: a budget that cannot decide must still answer.
- *
- * The two optional hooks let other budget designs run on the same combinator (the storm simulator
- * compares them): some count every call they see, some spend on every failed attempt.
- */
+/** Grants or refuses retries. Decisions never fail: a budget that cannot decide must still answer. */
 export interface Service {
   /**
    * Asks for one retry after `failure` (one of the toolkit's failures, or the caller's own error when
@@ -52,18 +48,12 @@ export interface Service {
   readonly tryAcquire: (failure: unknown) => Effect.Effect<boolean>
   /** Records one successful call (not attempt: a logical call succeeds once), which took `attempts`. */
   readonly recordSuccess: (attempts: number) => Effect.Effect<void>
-  /** `recordSuccess` without an effect, for a budget that keeps its window in this process. */
-  readonly recordSuccessNow?: ((attempts: number) => void) | undefined
-  /** Called once when a logical call starts, before its first attempt. */
-  readonly recordCall?: Effect.Effect<void> | undefined
-  /** Called for every failed attempt, with its number (above 1: a retry that did not pay). */
-  readonly recordFailure?: ((failure: unknown, attempt: number) => Effect.Effect<void>) | undefined
   readonly snapshot: Effect.Effect<Snapshot>
 }
 
 /** Settings of a ratio budget. */
 export interface Options {
-  /** Share of successful calls that retries may add. Default 0.1. */
+  /** Share of successful calls that retries may add, from 0 to 1. Default 0.1. */
   readonly ratio?: number | undefined
   /** The window successes and retries are counted over. Default 60 seconds. */
   readonly window?: Duration.DurationInput | undefined
@@ -87,15 +77,6 @@ export interface Settings {
   readonly buckets: number
   readonly shareWhenRetriesFail: number
 }
-
-/** The rules of a budget's settings, defaults included. */
-const BudgetSettings = Schema.Struct({
-  ratio: Checked.withDefault(Checked.finiteAtLeastZero, 0.1),
-  window: Checked.withDefault(Checked.finitePositiveDuration, Duration.seconds(60)),
-  minPerSecond: Checked.withDefault(Checked.finiteAtLeastZero, 5),
-  buckets: Checked.withDefault(Checked.integerAtLeast(1), 60),
-  shareWhenRetriesFail: Checked.withDefault(Checked.shareOfOne, 1)
-})
 
 const decodeSettings = Checked.decoder(BudgetSettings, () => "retry budget")
 
@@ -209,13 +190,13 @@ export const make = (options?: Options): Effect.Effect<Service, Checked.InvalidS
         ? (_: unknown, attempt: number) =>
           attempt > 1 ? Effect.sync(() => window.recordFailure(clock.unsafeCurrentTimeMillis(), attempt)) : Effect.void
         : undefined
-      return {
+      const service: FastPath.With<Service, FastPath.Budget> = {
         tryAcquire: () => tryAcquire,
         recordSuccess: (attempts) => Effect.sync(() => recordSuccessNow(attempts)),
-        recordFailure,
-        recordSuccessNow,
-        snapshot: Effect.sync(() => window.snapshot(clock.unsafeCurrentTimeMillis()))
+        snapshot: Effect.sync(() => window.snapshot(clock.unsafeCurrentTimeMillis())),
+        [FastPath.key]: { recordSuccessNow, recordFailure }
       }
+      return service
     }))
 
 /** A budget that never grants a retry: for fixed-capacity targets, which shed rather than retry. */
@@ -253,7 +234,9 @@ export interface Recording extends Service {
 export const recording = (budget: Service = unlimited): Effect.Effect<Recording> =>
   Effect.sync(() => {
     const decisions: Array<Decision> = []
-    return {
+    // The inner budget's hooks still hear of calls and failures; its successes go through the record.
+    const inner = FastPath.budget(budget)
+    const recorded: FastPath.With<Recording, FastPath.Budget> = {
       tryAcquire: (failure) =>
         Effect.tap(budget.tryAcquire(failure), (granted) => {
           decisions.push({ _tag: "Retry", failure, granted })
@@ -265,9 +248,9 @@ export const recording = (budget: Service = unlimited): Effect.Effect<Recording>
           }),
           budget.recordSuccess(attempts)
         ),
-      recordCall: budget.recordCall,
-      recordFailure: budget.recordFailure,
       snapshot: budget.snapshot,
-      decisions: Effect.sync(() => [...decisions])
+      decisions: Effect.sync(() => [...decisions]),
+      [FastPath.key]: { recordCall: inner?.recordCall, recordFailure: inner?.recordFailure }
     }
+    return recorded
   })

@@ -13,6 +13,7 @@
  * `RedisConnection`).
  */
 import { type Coordination, RetryBudget, Settings } from "@resilient-ai/policy"
+import { FastPath } from "@resilient-ai/policy/internal"
 import * as Effect from "effect/Effect"
 import type { Redis } from "ioredis"
 import { keyFor } from "./internal/keys.js"
@@ -210,14 +211,16 @@ const makeChecked = (
       if (answer[0] === 1) local.recordRetry(now)
       return answer[0] === 1
     }))
-    return {
+    const service: FastPath.With<RetryBudget.Service, FastPath.Budget> = {
       tryAcquire: () => tryAcquire,
       recordSuccess,
-      // Whether retries pay is this process's to learn, from its own: no need to hear of each failure otherwise.
-      recordFailure: settings.shareWhenRetriesFail < 1
-        ? (_: unknown, attempt: number) =>
-          Effect.sync(() => local.recordFailure(clock.unsafeCurrentTimeMillis(), attempt))
-        : undefined,
+      [FastPath.key]: {
+        // Whether retries pay is this process's to learn, from its own: no need to hear of each failure otherwise.
+        recordFailure: settings.shareWhenRetriesFail < 1
+          ? (_: unknown, attempt: number) =>
+            Effect.sync(() => local.recordFailure(clock.unsafeCurrentTimeMillis(), attempt))
+          : undefined
+      },
       snapshot: connection.decide(
         "budget",
         (voidAfter) =>
@@ -232,5 +235,6 @@ const makeChecked = (
         Effect.sync(() => local.snapshot(clock.unsafeCurrentTimeMillis()))
       )
     }
+    return service
   })
 }

@@ -16,6 +16,7 @@
  * in time, an in-process gate with the same settings decides (see `RedisConnection`).
  */
 import { ConcurrencyGate, type Coordination, Failure, Settings } from "@resilient-ai/policy"
+import { FastPath } from "@resilient-ai/policy/internal"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -378,7 +379,7 @@ const makeChecked = (
       alone: Effect.Effect<void>
     ) => connection.decide("gate", (voidAfter) => call(voidAfter, operation, "", 0, outcome).then(answered), alone)
 
-    const service: ConcurrencyGate.Service = {
+    const service: FastPath.With<ConcurrencyGate.Service, FastPath.Gate> = {
       acquire,
       release: (outcome) =>
         Effect.withFiberRuntime((current) => {
@@ -389,13 +390,6 @@ const makeChecked = (
       observe: (outcome) => decide("observe", outcome, fallback.observe(outcome)),
       markDegraded: decide("degrade", "neutral", fallback.markDegraded),
       markRecovered: decide("recover", "neutral", fallback.markRecovered),
-      holdRecovery: (held) =>
-        Effect.zipRight(
-          Effect.sync(() => {
-            recoveryHeld = held
-          }),
-          fallback.holdRecovery?.(held) ?? Effect.void
-        ),
       snapshot: connection.decide(
         "gate",
         (voidAfter) =>
@@ -408,7 +402,16 @@ const makeChecked = (
             }
           ),
         fallback.snapshot
-      )
+      ),
+      [FastPath.key]: {
+        holdRecovery: (held) =>
+          Effect.zipRight(
+            Effect.sync(() => {
+              recoveryHeld = held
+            }),
+            FastPath.gate(fallback)?.holdRecovery?.(held) ?? Effect.void
+          )
+      }
     }
     return service
   })

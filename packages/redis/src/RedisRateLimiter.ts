@@ -13,6 +13,7 @@
  * Redis. When Redis cannot answer in time, this process paces alone within its share (see `make`).
  */
 import { type Coordination, type Failure, RateLimiter, type Settings } from "@resilient-ai/policy"
+import { FastPath } from "@resilient-ai/policy/internal"
 import * as Effect from "effect/Effect"
 import type { Redis } from "ioredis"
 import { keyFor } from "./internal/keys.js"
@@ -260,10 +261,10 @@ const makeChecked = (
       )
     const admit = RateLimiter.admitting(settings.target, now, decideNow, () => Math.max(now(), batchTurn))
 
-    const service: RateLimiter.Service = {
+    const service: FastPath.With<RateLimiter.Service, FastPath.Limiter> = {
       admit: (demand) => Effect.suspend(() => limits.pacing ? admit(demand) : Effect.succeed(RateLimiter.free)),
       // Only the answer that needs no Redis: a key with no limit known.
-      admitNow: () => limits.pacing ? undefined : RateLimiter.free,
+      [FastPath.key]: { admitNow: () => limits.pacing ? undefined : RateLimiter.free },
       learn: (learned) => Effect.zipRight(Effect.sync(() => limits.learn(learned)), fallback.learn(learned)),
       snapshot: Effect.suspend(() => {
         if (!limits.pacing) return fallback.snapshot

@@ -9,11 +9,11 @@
  * failure: after the trigger is gone, a queue full of abandoned requests keeps every new request
  * waiting past its timeout, and retries keep the queue full.
  */
-import { ProviderError, Transport } from "@resilient-ai/client"
-import { Failure, Resilient } from "@resilient-ai/policy"
+import { ProviderError } from "@resilient-ai/client"
+import { Failure, RateLimiter } from "@resilient-ai/policy"
+import { Attempts } from "@resilient-ai/policy/internal"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
 import type { SimulatedClock } from "./Simulation.js"
 
 /** Something that goes wrong for a while. Times are milliseconds of simulated time. */
@@ -84,6 +84,15 @@ export interface Series {
   readonly load: Array<number>
 }
 
+/**
+ * How the provider answers one attempt: with nothing, or, when the key's limits count it, with what
+ * the client's transport reads from the answer (the key's limits, the usage) as the attempt's report.
+ */
+type Answer = Effect.Effect<
+  void | Attempts.Answered<void>,
+  Failure.Failure | Attempts.Reported<Failure.Failure>
+>
+
 interface Request {
   readonly call: number
   readonly tokens: Tokens | undefined
@@ -91,7 +100,7 @@ interface Request {
   readonly serial: number
   readonly arrivedAt: number
   abandoned: boolean
-  respond: ((effect: Effect.Effect<void, Failure.Failure>) => void) | undefined
+  respond: ((effect: Answer) => void) | undefined
 }
 
 const bump = (series: Array<number>, index: number, by = 1) => {
@@ -177,58 +186,60 @@ export class Provider {
 
   /**
    * One attempt of call `call`: it succeeds after service, or fails the way the provider says. With
-   * `tokens`, the key's limits count it, and the answer tells the attempt (`Resilient.CurrentAttempt`)
-   * its usage and the key's limits, as the client's transport does.
+   * `tokens`, the key's limits count it, and the answer's report says its usage and the key's
+   * limits, as the client's transport reports them.
    */
-  request(call: number, tokens?: Tokens): Effect.Effect<void, Failure.Failure> {
-    return Effect.async<void, Failure.Failure>((resume) => {
-      const at = this.now()
-      bump(this.series.arrivals, this.bucket(at))
-      bump(this.slices, Math.floor(at / 10))
-      const limits = this.limits
-      if (limits !== undefined && tokens !== undefined && !limits.take(at, tokens)) {
-        bump(this.series.refused, this.bucket(at))
-        this.rateLimited++
-        resume(limits.refusal(at, tokens))
-        return
+  request(call: number, tokens?: Tokens): Answer {
+    return Effect.async<void | Attempts.Answered<void>, Failure.Failure | Attempts.Reported<Failure.Failure>>(
+      (resume) => {
+        const at = this.now()
+        bump(this.series.arrivals, this.bucket(at))
+        bump(this.slices, Math.floor(at / 10))
+        const limits = this.limits
+        if (limits !== undefined && tokens !== undefined && !limits.take(at, tokens)) {
+          bump(this.series.refused, this.bucket(at))
+          this.rateLimited++
+          resume(limits.refusal(at, tokens))
+          return
+        }
+        const burst = this.active("RateLimitBurst", at)
+        if (burst !== undefined) {
+          bump(this.series.refused, this.bucket(at))
+          // `Retry-After` in whole seconds, as the header carries it: the time left in the window.
+          const retryAfter = Math.ceil(Math.min(burst.retryAfterMillis, burst.toMillis - at) / 1000) * 1000
+          resume(Effect.fail(new Failure.RateLimited({ status: 429, retryAfter: Duration.millis(retryAfter) })))
+          return
+        }
+        const outage = this.active("Outage", at)
+        if (outage?.mode === "refuse") {
+          bump(this.series.refused, this.bucket(at))
+          resume(Effect.fail(new Failure.Overloaded({ status: 503, detail: "outage" })))
+          return
+        }
+        const request: Request = {
+          call,
+          tokens,
+          serial: this.received++,
+          arrivedAt: at,
+          abandoned: false,
+          respond: resume
+        }
+        if (this.busy < this.capacity(at) && this.head === this.queue.length) {
+          this.start(request)
+        } else if (this.queue.length - this.head < this.options.queueLimit) {
+          this.queue.push(request)
+        } else {
+          bump(this.series.refused, this.bucket(at))
+          resume(Effect.fail(new Failure.Overloaded({ status: 503, detail: "queue full" })))
+          return
+        }
+        // The caller went away: the provider does not know, and serves the request anyway.
+        return Effect.sync(() => {
+          request.abandoned = true
+          request.respond = undefined
+        })
       }
-      const burst = this.active("RateLimitBurst", at)
-      if (burst !== undefined) {
-        bump(this.series.refused, this.bucket(at))
-        // `Retry-After` in whole seconds, as the header carries it: the time left in the window.
-        const retryAfter = Math.ceil(Math.min(burst.retryAfterMillis, burst.toMillis - at) / 1000) * 1000
-        resume(Effect.fail(new Failure.RateLimited({ status: 429, retryAfter: Duration.millis(retryAfter) })))
-        return
-      }
-      const outage = this.active("Outage", at)
-      if (outage?.mode === "refuse") {
-        bump(this.series.refused, this.bucket(at))
-        resume(Effect.fail(new Failure.Overloaded({ status: 503, detail: "outage" })))
-        return
-      }
-      const request: Request = {
-        call,
-        tokens,
-        serial: this.received++,
-        arrivedAt: at,
-        abandoned: false,
-        respond: resume
-      }
-      if (this.busy < this.capacity(at) && this.head === this.queue.length) {
-        this.start(request)
-      } else if (this.queue.length - this.head < this.options.queueLimit) {
-        this.queue.push(request)
-      } else {
-        bump(this.series.refused, this.bucket(at))
-        resume(Effect.fail(new Failure.Overloaded({ status: 503, detail: "queue full" })))
-        return
-      }
-      // The caller went away: the provider does not know, and serves the request anyway.
-      return Effect.sync(() => {
-        request.abandoned = true
-        request.respond = undefined
-      })
-    })
+    )
   }
 
   private start(request: Request): void {
@@ -378,7 +389,7 @@ class KeyLimits {
    * The 429, read by the client's own mapping of an error response: OpenAI's body, the limit headers,
    * and `retry-after` in whole seconds until the request would fit, as Anthropic sends it.
    */
-  refusal(now: number, tokens: Tokens): Effect.Effect<never, Failure.Failure> {
+  refusal(now: number, tokens: Tokens): Effect.Effect<never, Attempts.Reported<Failure.Failure>> {
     const waitRequests = this.requests.untilHolds(1, now)
     const waitTokens = this.tokens.untilHolds(tokens.prompt + tokens.maxTokens, now)
     const kind = waitTokens > waitRequests ? "tokens" : "requests"
@@ -388,23 +399,24 @@ class KeyLimits {
       headers,
       body: { error: { message: `Rate limit reached for ${kind}`, type: kind, code: "rate_limit_exceeded" } }
     }, now)
-    return Effect.zipRight(told(headers), Effect.fail(failure))
+    return Effect.fail(new Attempts.Reported(failure, told(headers)))
   }
 
-  /** Gives back the tokens a served request did not generate; the answer tells the attempt its usage. */
-  settle(now: number, tokens: Tokens): Effect.Effect<void> {
+  /** Gives back the tokens a served request did not generate; the answer reports its usage. */
+  settle(now: number, tokens: Tokens): Effect.Effect<Attempts.Answered<void>> {
     this.tokens.move(tokens.maxTokens - tokens.completion, now)
-    return told(this.headers(now), tokens.prompt + tokens.completion)
+    return Effect.succeed(new Attempts.Answered(undefined, told(this.headers(now), tokens.prompt + tokens.completion)))
   }
 }
 
-/** What the client's transport tells the attempt of an answer: the key's limits, and the usage. */
-const told = (headers: Record<string, string>, used?: number): Effect.Effect<void> =>
-  Effect.map(FiberRef.get(Resilient.CurrentAttempt), (info) => {
-    if (info === undefined) return
-    Transport.reportLimits(info, (name) => headers[name])
-    if (used !== undefined) info.reportUsage(used)
-  })
+/** What the client's transport reads from an answer: the key's limits, and the usage. */
+const told = (headers: Record<string, string>, used?: number): Attempts.Report => {
+  const report = new Attempts.Report()
+  const limits = RateLimiter.limitsOf((name) => headers[name])
+  if (limits.requestsPerMinute !== undefined || limits.tokensPerMinute !== undefined) report.limits = limits
+  report.usage = used
+  return report
+}
 
 /**
  * A number in [0, 1) that depends only on `n`: which calls fail, or how long a call's completion is,

@@ -10,6 +10,7 @@
  * scenario says so, ours also probes the provider's health and records its diagnosis over time.
  */
 import { ConcurrencyGate, Failure, Health, type RateLimiter } from "@resilient-ai/policy"
+import { FastPath } from "@resilient-ai/policy/internal"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -295,8 +296,9 @@ const probing = (
       const totals = Health.callTotals(target)
       const step = diagnoser.observe(at, { up, millis: at - sent }, totals)
       const alone = callsAlone.observe(at, { up: true, millis: at - sent }, totals)
-      if (gate.holdRecovery !== undefined) {
-        yield* gate.holdRecovery(!diagnoser.probeUp || step.diagnosis === "provider-degraded")
+      const holdRecovery = FastPath.gate(gate)?.holdRecovery
+      if (holdRecovery !== undefined) {
+        yield* holdRecovery(!diagnoser.probeUp || step.diagnosis === "provider-degraded")
       }
       if (step.providerBack) yield* gate.markRecovered
       records.push({

@@ -3,7 +3,7 @@
  * exactly as `@resilient-ai/client` ships them, and the policies users would otherwise pick,
  * each built from its public specification.
  *
- * Every policy runs on the same combinator (`Resilient.retryWith`), so what differs is only what
+ * Every policy runs on the same engine (`Resilient.retryWith`'s), so what differs is only what
  * the specification says: its attempt ceiling, its schedule, its budget (none, a token bucket,
  * a quota) and whether it knows about deadlines, hints and capacity. The references have no
  * deadline of their own (the caller gives up at its deadline and interrupts them), no gate, and
@@ -17,9 +17,9 @@ import {
   Coordination,
   Failure,
   RateLimiter,
-  Resilient,
   RetryBudget
 } from "@resilient-ai/policy"
+import { type Attempts, Engine, FastPath, Policies } from "@resilient-ai/policy/internal"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Random from "effect/Random"
@@ -46,9 +46,12 @@ export interface CallShape {
   readonly lane: RateLimiter.Lane
 }
 
-/** A call under a policy: the attempt, the caller's deadline from now, and what it asks of the key. */
+/**
+ * A call under a policy: the attempt (which reports what the provider's answer says, as the client's
+ * transport does), the caller's deadline from now, and what it asks of the key.
+ */
 export type Caller = (
-  attempt: Effect.Effect<void, Failure.Failure>,
+  attempt: Effect.Effect<void | Attempts.Answered<void>, Failure.Failure | Attempts.Reported<Failure.Failure>>,
   deadlineMillis: number,
   call?: CallShape | undefined
 ) => Effect.Effect<void, unknown>
@@ -84,18 +87,21 @@ const reference = (
       const budget = yield* options.budget
       const gate = yield* unboundedGate(name)
       const services = Coordination.targetServices({ budget, gate })
-      const policy = yield* Resilient.policy({
-        target: name,
-        maxAttempts: options.maxAttempts,
-        schedule: options.schedule,
-        attemptTimeout: Duration.millis(setting.attemptTimeoutMillis),
-        minAttemptTime: 0,
-        // No hint is read, so none can be too long.
-        maxRetryAfter: Duration.infinity
-      })
+      // Each reference's own backoff, which reads no hint.
+      const policy = yield* Policies.withSchedule(
+        {
+          target: name,
+          maxAttempts: options.maxAttempts,
+          attemptTimeout: Duration.millis(setting.attemptTimeoutMillis),
+          minAttemptTime: 0,
+          // No hint is read, so none can be too long.
+          maxRetryAfter: Duration.infinity
+        },
+        options.schedule,
+        { readsHints: false }
+      )
       return (attempt, deadlineMillis) =>
-        attempt.pipe(
-          Resilient.retryWith(policy, services, { replaySafe: true }),
+        Engine.run(() => attempt, policy, services, { replaySafe: true }).pipe(
           Effect.timeoutFail({ duration: Duration.millis(deadlineMillis), onTimeout: () => "deadline" as const })
         )
     }))
@@ -134,20 +140,23 @@ export const grpcThrottling = (maxTokens: number, tokenRatio: number): Effect.Ef
     const maxMilli = thousandths(maxTokens)
     const ratioMilli = thousandths(tokenRatio)
     let milli = maxMilli
-    return {
+    const throttle: FastPath.With<RetryBudget.Service, FastPath.Budget> = {
       tryAcquire: () => Effect.sync(() => milli * 2 > maxMilli),
-      // The simulated provider fails only with the toolkit's failures.
-      recordFailure: (failure) =>
-        Effect.map(Classifier.Classifier, ({ classify }) => {
-          const known = failure as Failure.Failure
-          if (classify(known) !== "terminal" || pushedBack(known)) milli = Math.max(0, milli - 1000)
-        }),
+      [FastPath.key]: {
+        // The simulated provider fails only with the toolkit's failures.
+        recordFailure: (failure) =>
+          Effect.map(Classifier.Classifier, ({ classify }) => {
+            const known = failure as Failure.Failure
+            if (classify(known) !== "terminal" || pushedBack(known)) milli = Math.max(0, milli - 1000)
+          })
+      },
       recordSuccess: () =>
         Effect.sync(() => {
           milli = Math.min(maxMilli, milli + ratioMilli)
         }),
       snapshot: Effect.sync(() => ({ successes: 0, retries: 0, paid: 0, allowance: milli / 1000 }))
     }
+    return throttle
   })
 
 /**
@@ -230,8 +239,10 @@ export const finagleBudget = (
     const withdrawal = percentCanRetry === 0 ? 1 : Math.trunc(1000 / percentCanRetry)
     const reserve = minRetriesPerSecond * Math.trunc(ttlMillis / 1000) * withdrawal
     const bucket = leakyBucket(ttlMillis, reserve, () => clock.unsafeCurrentTimeMillis())
-    return {
-      recordCall: Effect.sync(() => bucket.put(deposit)),
+    const budget: FastPath.With<RetryBudget.Service, FastPath.Budget> = {
+      [FastPath.key]: {
+        recordCall: Effect.sync(() => bucket.put(deposit))
+      },
       tryAcquire: () => Effect.sync(() => bucket.tryGet(withdrawal)),
       recordSuccess: () => Effect.void,
       snapshot: Effect.sync(() => {
@@ -244,6 +255,7 @@ export const finagleBudget = (
         }
       })
     }
+    return budget
   })
 
 /**
@@ -388,13 +400,12 @@ const ours = (
       // The target's classifier is in its policy.
       const services = Coordination.targetServices({ budget, gate, limiter })
       return (attempt, deadlineMillis, call) =>
-        attempt.pipe(
-          Resilient.retryWith(policy, services, {
-            replaySafe: true,
-            timeout: Duration.millis(deadlineMillis),
-            tokens: call?.tokens,
-            lane: pacing?.lanes === true ? call?.lane : "interactive"
-          }),
+        Engine.run(() => attempt, policy, services, {
+          replaySafe: true,
+          timeout: Duration.millis(deadlineMillis),
+          tokens: call?.tokens,
+          lane: pacing?.lanes === true ? call?.lane : "interactive"
+        }).pipe(
           Effect.timeoutFail({ duration: Duration.millis(deadlineMillis), onTimeout: () => "deadline" as const })
         )
     }))

@@ -5,6 +5,7 @@
  * passes on to the call's span.
  */
 import type { Resilient } from "@resilient-ai/policy"
+import type { Attempts } from "@resilient-ai/policy/internal"
 
 /** `gen_ai.operation.name`: what a call does. */
 export type Operation = "chat" | "embeddings" | "text_completion"
@@ -87,19 +88,19 @@ export const withRequest = (base: Resilient.CallSpan, request: Asked): Resilient
   }
 }
 
-/** Tells the attempt what a decoded answer (a completion, a stream's first chunk, embeddings) says of itself. */
-export const describeAnswer = (info: Resilient.AttemptInfo, value: unknown): void => {
+/** Puts in the attempt's report what a decoded answer (a completion, a stream's first chunk, embeddings) says of itself. */
+export const describeAnswer = (report: Attempts.Report, value: unknown): void => {
   const answer = value as { readonly id?: unknown; readonly model?: unknown }
-  if (typeof answer.id === "string") info.spanAttribute("gen_ai.response.id", answer.id)
-  if (typeof answer.model === "string") info.spanAttribute("gen_ai.response.model", answer.model)
+  if (typeof answer.id === "string") report.attribute("gen_ai.response.id", answer.id)
+  if (typeof answer.model === "string") report.attribute("gen_ai.response.model", answer.model)
 }
 
-/** Tells the attempt the tokens the answer says it used (`gen_ai.usage.*`). */
+/** Puts in the attempt's report the tokens the answer says it used (`gen_ai.usage.*`). */
 export const describeUsage = (
-  info: Resilient.AttemptInfo,
+  report: Attempts.Report,
   input: number | undefined,
   output: number | undefined
 ): void => {
-  if (input !== undefined) info.spanAttribute("gen_ai.usage.input_tokens", input)
-  if (output !== undefined) info.spanAttribute("gen_ai.usage.output_tokens", output)
+  if (input !== undefined) report.attribute("gen_ai.usage.input_tokens", input)
+  if (output !== undefined) report.attribute("gen_ai.usage.output_tokens", output)
 }

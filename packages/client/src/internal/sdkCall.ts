@@ -4,6 +4,7 @@
  * the failure an error response is, and the notice of an SDK that retries by itself.
  */
 import { Failure, RateLimiter, Resilient, type Settings } from "@resilient-ai/policy"
+import { Attempts, Engine } from "@resilient-ai/policy/internal"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
@@ -13,6 +14,7 @@ import type * as Target from "../Target.js"
 import * as Transport from "../Transport.js"
 import { concat } from "./bytes.js"
 import * as GenAi from "./genAi.js"
+import * as HttpAttempt from "./transport.js"
 import * as Wiring from "./wiring.js"
 
 /** What an adapter holds for its target: its wiring, and what it notices of the SDK above it. */
@@ -113,13 +115,15 @@ export const describe = (
   }
 }
 
-/** The answer's headers arrived: the attempt reads its body now, and logs the provider's id of it. */
-export const entered = (info: Resilient.AttemptInfo | undefined, headers: Headers): void => {
-  if (info === undefined) return
-  info.enter("body")
+/**
+ * The answer's headers arrived: the attempt reads its body now, and its report names the provider's
+ * id of it and the limits it stated.
+ */
+export const entered = (context: Attempts.AttemptContext, report: Attempts.Report, headers: Headers): void => {
+  context.reached("body", report)
   const providerRequestId = ProviderError.requestIdOf(headers)
-  if (providerRequestId !== undefined) info.annotate("providerRequestId", providerRequestId)
-  Transport.reportLimits(info, (name) => headers.get(name))
+  if (providerRequestId !== undefined) report.annotate("providerRequestId", providerRequestId)
+  HttpAttempt.reportLimits(report, (name) => headers.get(name))
 }
 
 /** A provider's answer read whole, so the SDK can be given it as it came. */
@@ -208,12 +212,12 @@ class TooLarge {}
 const usageReadLimit = 1024 * 1024
 
 /**
- * Reads what a whole JSON answer says of itself, telling the attempt: the tokens it used, if it
- * says (OpenAI's and Mistral's `usage`: `total_tokens`, or prompt + completion; Anthropic's and the
- * Responses API's: input + output), which settle its place in the key's pace; its id, model and
+ * Reads what a whole JSON answer says of itself into the attempt's report: the tokens it used, if
+ * it says (OpenAI's and Mistral's `usage`: `total_tokens`, or prompt + completion; Anthropic's and
+ * the Responses API's: input + output), which settle its place in the key's pace; its id, model and
  * usage for its span.
  */
-const readAnswer = (bytes: Uint8Array, info: Resilient.AttemptInfo): void => {
+const readAnswer = (bytes: Uint8Array, report: Attempts.Report): void => {
   if (bytes.byteLength > usageReadLimit) return
   let answer: { readonly usage?: Record<string, unknown> } | null
   try {
@@ -222,20 +226,20 @@ const readAnswer = (bytes: Uint8Array, info: Resilient.AttemptInfo): void => {
     return
   }
   if (answer === null || typeof answer !== "object") return
-  GenAi.describeAnswer(info, answer)
+  GenAi.describeAnswer(report, answer)
   const usage = answer.usage
   const count = (name: string) => typeof usage?.[name] === "number" ? usage[name] : undefined
   const input = count("prompt_tokens") ?? count("input_tokens")
   const output = count("completion_tokens") ?? count("output_tokens")
   const total = count("total_tokens") ?? ((input ?? 0) + (output ?? 0))
   if (usage === undefined || total === 0) return
-  info.reportUsage(total)
-  GenAi.describeUsage(info, input, output)
+  report.usage = total
+  GenAi.describeUsage(report, input, output)
 }
 
 /**
  * What an attempt makes of the provider's answer, in both adapters: a success read whole (at most
- * `limit` bytes), its usage reported to the attempt so its place in the key's pace is settled, or
+ * `limit` bytes), its usage in the attempt's report so its place in the key's pace is settled, or
  * read up to its first chunk when it streams; an error answer kept for the SDK and failed with its
  * failure. An error body that cannot be read is still its status's failure.
  */
@@ -245,14 +249,14 @@ export const settle = (
     readonly streams: boolean
     readonly model: string
     readonly limit: number
-    readonly info: Resilient.AttemptInfo | undefined
+    readonly report: Attempts.Report
   },
   answered: Answered
 ): Effect.Effect<Response, Failure.Failure> => {
   if (response.status < 400) {
     if (call.streams) return firstChunk(response, call.model, answered)
     return Effect.map(readAtMost(response, call.limit), (bytes) => {
-      if (call.info !== undefined) readAnswer(bytes, call.info)
+      readAnswer(bytes, call.report)
       return responseOf(kept(response, bytes))
     })
   }
@@ -416,7 +420,8 @@ export interface Call<A, R> {
   /** `x-stainless-retry-count` and the SDK's own idempotency key, if it sent them. */
   readonly retryCount: string | null | undefined
   readonly sdkKey: string | null | undefined
-  readonly attempt: Effect.Effect<A, Failure.Failure, R>
+  /** One attempt, given its context, its report handed back with its outcome. */
+  readonly attempt: Attempts.Attempt<A, Failure.Failure, R>
 }
 
 /**
@@ -431,14 +436,11 @@ export const resilientCall = <A, R>(
   const body = fingerprint(call.body)
   return Effect.zipRight(
     noticeSdkRetry(adapter, { retryCount: call.retryCount, sdkKey: call.sdkKey, body }),
-    call.attempt.pipe(
-      Resilient.retryWith(adapter.policyFor(call.model), adapter.state, {
-        requestId: call.requestId,
-        replaySafe: replaySafe(call.url),
-        tokens: call.tokens,
-        span: adapter.spanFor(call.url, call.model)
-      }),
-      Effect.tapError(() => noticeFailure(adapter, body))
-    )
+    Engine.run(call.attempt, adapter.policyFor(call.model), adapter.state, {
+      requestId: call.requestId,
+      replaySafe: replaySafe(call.url),
+      tokens: call.tokens,
+      span: adapter.spanFor(call.url, call.model)
+    }).pipe(Effect.tapError(() => noticeFailure(adapter, body)))
   )
 }

@@ -9,6 +9,7 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
 import type * as FiberId from "effect/FiberId"
@@ -18,8 +19,10 @@ import { globalValue } from "effect/GlobalValue"
 import * as LogLevel from "effect/LogLevel"
 import type * as MetricLabel from "effect/MetricLabel"
 import * as Option from "effect/Option"
+import * as Random from "effect/Random"
 import type * as RuntimeFlags from "effect/RuntimeFlags"
-import * as Tracer from "effect/Tracer"
+import type * as Schedule from "effect/Schedule"
+import type * as Tracer from "effect/Tracer"
 import * as Backoff from "../Backoff.js"
 import * as Classifiers from "../Classifier.js"
 import { Classifier } from "../Classifier.js"
@@ -29,18 +32,22 @@ import { CurrentDeadline } from "../Deadline.js"
 import * as Failure from "../Failure.js"
 import type * as Metrics from "../Metrics.js"
 import * as RateLimiter from "../RateLimiter.js"
-import type { CallOptions, Judgement, LastFailure, Policy, TargetServices } from "../Resilient.js"
+import type { CallOptions, Judgement, LastFailure, Policy, PolicyOf, TargetServices } from "../Resilient.js"
 import type * as RetryBudget from "../RetryBudget.js"
 import * as Settings from "../Settings.js"
-import { type AttemptInfo, CurrentAttempt } from "./attempt.js"
+import { Answered, type AttemptContext, CurrentAttempt, type Phase, type Report, Reported } from "./attempt.js"
 import { startBounded, timedOut } from "./boundedRun.js"
+import * as Decision from "./decision.js"
+import * as FastPath from "./fastPath.js"
+import * as Instruments from "./instrumentation.js"
 import type { TypicalLatency } from "./learned.js"
+import * as Policies from "./policy.js"
 import * as Spans from "./spans.js"
 import { kindOf } from "./spans.js"
 
 /**
  * The gates whose permits the enclosing attempts hold: one gate, or several when calls through
- * different gates nest. Internal, so `AttemptInfo` stays what a transport needs.
+ * different gates nest. Internal, so an attempt's view stays what a caller's own effects need.
  */
 type HeldGates = ConcurrencyGate.Service | ReadonlyArray<ConcurrencyGate.Service> | undefined
 
@@ -94,18 +101,16 @@ export const spanStartOf = (policy: Policy, options: CallOptions | undefined): S
   }
 }
 
-/** One attempt, as the transport sees it (`AttemptInfo`) and as it told the sequence about itself. */
-class Attempt implements AttemptInfo {
-  phase: "headers" | "body" | undefined = undefined
-  annotations: Record<string, unknown> | undefined = undefined
-  used: number | undefined = undefined
-  limits: RateLimiter.Limits | undefined = undefined
-  /** The attempt's span, while the call has one. */
+/**
+ * One attempt: the context its transport is given (`AttemptContext`), the view the caller's own
+ * effects read (`CurrentAttempt`), and how far it said it got.
+ */
+class Attempt implements AttemptContext, Instruments.AttemptTrace {
+  phase: Phase | undefined = undefined
+  /** What the attempt had learned when it last said how far it got: what counts if its time runs out. */
+  said: Report | undefined = undefined
   span: Tracer.Span | undefined = undefined
-  /** Whether the attempt has ended: its span ends then, or once its verdict is known. */
-  over = false
   endedAt = noTime
-  /** What the answer said of itself (`spanAttribute`), keys and values in turn: the call's too if it succeeds. */
   described: Array<unknown> | undefined = undefined
 
   constructor(
@@ -127,53 +132,17 @@ class Attempt implements AttemptInfo {
     return this.sequence.replaySafe
   }
 
-  enter(phase: "headers" | "body"): void {
+  reached(phase: Phase, said?: Report): void {
     this.phase = phase
-  }
-
-  annotate(key: string, value: unknown): void {
-    ;(this.annotations ??= {})[key] = value
-  }
-
-  reportUsage(tokens: number): void {
-    this.used = tokens
-  }
-
-  spanAttribute(key: string, value: unknown): void {
-    if (this.span === undefined) return
-    if (!this.over) {
-      this.span.attribute(key, value)
-      ;(this.described ??= []).push(key, value)
-      return
-    }
-    // After the attempt, only the one that succeeded is still read (a stream's later chunks, its
-    // usage): what they say describes the call.
-    const call = this.sequence.span
-    if (call !== undefined && call.status._tag !== "Ended") call.attribute(key, value)
-  }
-
-  /** The attempt ended: its span ends at this time, once the sequence has judged it. */
-  finish(): void {
-    this.over = true
-    const tracing = this.sequence.tracing
-    if (this.span !== undefined && tracing !== undefined) this.endedAt = Spans.nowNanos(tracing)
-  }
-
-  endSpan(exit: Exit.Exit<unknown, unknown>): void {
-    const span = this.span
-    if (span !== undefined && span.status._tag !== "Ended") span.end(this.endedAt, exit)
-  }
-
-  reportLimits(limits: RateLimiter.Limits): void {
-    this.limits = limits
+    if (said !== undefined) this.said = said
   }
 }
 
 /** A judge of the errors an attempt ends with: the policy's classifier, or a call's `classify`. */
 export type Judge = (error: unknown) => Judgement
 
-/** A judgement read: the verdict, the hint in milliseconds, and what the schedule steps on. */
-interface Judged {
+/** A judgement read: the verdict, the hint in milliseconds, and what the backoff steps on. */
+interface JudgementRead {
   readonly verdict: Classifiers.Verdict
   readonly hintMillis: number | undefined
   /**
@@ -184,7 +153,7 @@ interface Judged {
 }
 
 /** A judgement's verdict and hint; without a wait of its own, the hint is the one the failure carries. */
-const readJudgement = (judgement: Judgement, failure: unknown): Judged => {
+const readJudgement = (judgement: Judgement, failure: unknown): JudgementRead => {
   if (typeof judgement === "string" || judgement.retryAfter === undefined) {
     const verdict = typeof judgement === "string" ? judgement : judgement.verdict
     const hint = Failure.retryAfterOf(failure)
@@ -198,6 +167,8 @@ const readJudgement = (judgement: Judgement, failure: unknown): Judged => {
   }
 }
 
+const budgetRefused: Decision.Stop = { _tag: "Stop", reason: "budget", deadlineSkip: false }
+
 /** What an attempt's failure says about the target's capacity: only the toolkit's failures say anything. */
 const outcomeOfError = (error: unknown): ConcurrencyGate.Outcome =>
   Failure.isFailure(error) ? ConcurrencyGate.outcomeOf(error) : "neutral"
@@ -208,12 +179,16 @@ const outcomeOfError = (error: unknown): ConcurrencyGate.Outcome =>
  * goes through `fail` (metrics, the budget's record), then `decide`: the stop rules, the provider's
  * hint, the schedule's delay and the deadline, the budget, the sleep, the next attempt.
  */
-class Sequence<A, E, R> {
+class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
   // Attempts run with the caller's flags, not with those of the region that guards the permit.
   readonly callerFlags: RuntimeFlags.RuntimeFlags
   readonly budget: RetryBudget.Service
   readonly gate: ConcurrencyGate.Service
   readonly limiter: RateLimiter.Service
+  /** What the budget, gate and limiter offer the engine besides their documented methods, if anything. */
+  readonly budgetFast: FastPath.Budget | undefined
+  readonly gateFast: FastPath.Gate | undefined
+  readonly limiterFast: FastPath.Limiter | undefined
   /** What each attempt reserves of the key's tokens per minute, and which lane it waits in. */
   readonly tokens: number
   readonly lane: RateLimiter.Lane
@@ -241,17 +216,25 @@ class Sequence<A, E, R> {
    */
   readonly minAttemptMillis: number
   readonly maxRetryAfterMillis: number
+  readonly hintSpreadMillis: number
+  readonly readsHints: boolean
+  /** Proposes the delay before each retry; a hint read replaces it. */
+  readonly backoff: Schedule.Schedule<unknown, Failure.Failure>
+  backoffState: unknown
   requestId: string | undefined
   history: Array<Failure.AttemptRecord> | undefined = undefined
-  scheduleState: unknown
   lastFailure: LastFailure<E> | undefined = undefined
   /** Where the call's spans are made; `undefined` while nobody would see them. */
   readonly tracing: Spans.Tracing | undefined
   /** The call's span: ended by `runSequence` unless its caller made it. */
   readonly span: Tracer.Span | undefined
 
+  /** The attempt as a plain effect, or as a function of its context. */
+  readonly self: Effect.Effect<A, E, R> | undefined
+  readonly attemptOf: AttemptOf<A, E, R> | undefined
+
   constructor(
-    readonly self: Effect.Effect<A, E, R>,
+    attempt: Effect.Effect<A, E, R> | AttemptOf<A, E, R>,
     readonly policy: Policy,
     options: CallOptions | undefined,
     services: TargetServices,
@@ -260,10 +243,20 @@ class Sequence<A, E, R> {
     callerFlags: RuntimeFlags.RuntimeFlags,
     given: GivenSpan | undefined
   ) {
+    if (Effect.isEffect(attempt)) {
+      this.self = attempt
+      this.attemptOf = undefined
+    } else {
+      this.self = undefined
+      this.attemptOf = attempt
+    }
     this.callerFlags = callerFlags
     this.budget = services.budget
     this.gate = services.gate
     this.limiter = services.limiter
+    this.budgetFast = FastPath.budget(services.budget)
+    this.gateFast = FastPath.gate(services.gate)
+    this.limiterFast = FastPath.limiter(services.limiter)
     this.tokens = options?.tokens ?? 0
     this.lane = options?.lane ?? "interactive"
     this.classifyFailure = policy.classify ?? Context.get(fiber.currentContext as Context.Context<never>, Classifier)
@@ -299,10 +292,14 @@ class Sequence<A, E, R> {
     this.replaySafe = options?.replaySafe ?? policy.replaySafe
     // Generated on first use: a first-try success that nobody logs or reads never needs one.
     this.requestId = options?.requestId ?? outer?.requestId
-    this.attemptTimeoutMillis = Duration.toMillis(policy.attemptTimeout)
-    this.minAttemptMillis = Math.max(Duration.toMillis(policy.minAttemptTime), this.latency.millis)
-    this.maxRetryAfterMillis = Duration.toMillis(policy.maxRetryAfter)
-    this.scheduleState = policy.schedule.initial
+    const engine = Policies.engineOf(policy)
+    this.attemptTimeoutMillis = engine.attemptTimeoutMillis
+    this.minAttemptMillis = Math.max(engine.minAttemptMillis, this.latency.millis)
+    this.maxRetryAfterMillis = engine.maxRetryAfterMillis
+    this.hintSpreadMillis = engine.hintSpreadMillis
+    this.readsHints = engine.readsHints
+    this.backoff = engine.backoff
+    this.backoffState = engine.backoff.initial
     if (given !== undefined) {
       this.tracing = given.tracing
       this.span = given.span
@@ -312,19 +309,15 @@ class Sequence<A, E, R> {
         ? undefined
         : Spans.startCallSpan(this.tracing, fiber, spanStartOf(policy, options))
     }
-    if (this.span !== undefined) {
-      this.span.attribute("resilient_ai.target", policy.target)
-      // One attempt, retrying left to the enclosing call.
-      if (this.nested) this.span.attribute("resilient_ai.nested", true)
-    }
+    Instruments.callStarted(this)
   }
 
   start(): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
     if (this.nested) {
-      this.count(this.metrics.nestedSingleAttempts)
+      Instruments.nestedCall(this)
       return this.attemptFrom(1, 0)
     }
-    const recordCall = this.budget.recordCall
+    const recordCall = this.budgetFast?.recordCall
     return recordCall === undefined ? this.attemptFrom(1, 0) : Effect.zipRight(recordCall, this.attemptFrom(1, 0))
   }
 
@@ -338,69 +331,30 @@ class Sequence<A, E, R> {
    * at the deadline would otherwise be granted, spent and then wasted.
    */
   leavesRoom(now: number, delay: number): boolean {
-    const left = this.deadline - (now + delay)
-    return left > 0 && left >= this.minAttemptMillis
-  }
-
-  count(metric: { unsafeUpdate: (input: number, tags: ReadonlyArray<MetricLabel.MetricLabel>) => void }, value = 1) {
-    metric.unsafeUpdate(value, this.metricLabels)
-  }
-
-  log(level: LogLevel.LogLevel, message: string, annotations: Record<string, unknown>): Effect.Effect<void> {
-    return LogLevel.lessThan(level, this.minimumLogLevel)
-      ? Effect.void
-      : Effect.annotateLogs(
-        Effect.logWithLevel(level, message),
-        definedOnly({
-          requestId: this.requestIdNow(),
-          target: this.policy.target,
-          model: this.policy.model,
-          ...annotations
-        })
-      )
+    return Decision.leavesRoom(this, now, delay)
   }
 
   stop(reason: Failure.StopReason, last: LastFailure<E>): Effect.Effect<never, Failure.CallFailed<LastFailure<E>>> {
-    if (!this.nested) this.count(this.metrics.callsFailed(reason))
-    if (this.span !== undefined) {
-      this.span.attribute("resilient_ai.stop_reason", reason)
-      this.span.attribute("error.type", kindOf(last))
-    }
+    Instruments.stopped(this, reason, last)
     return Effect.fail(
       new Failure.CallFailed({ reason, last, attempts: this.history ?? [], target: this.policy.target })
     )
   }
 
   skipForDeadline(phase: Failure.DeadlinePhase) {
-    this.count(this.metrics.deadlineSkips)
+    Instruments.deadlineSkipped(this)
     return this.stop("deadline", this.lastFailure ?? new Failure.DeadlineExceeded({ deadline: this.deadline, phase }))
   }
 
-  succeed(attempt: Attempt, value: A, took: number): Effect.Effect<A> {
+  succeed(attempt: Attempt, value: A, took: number, report: Report | undefined): Effect.Effect<A> {
     this.latency.record(took)
-    const described = attempt.described
-    if (described !== undefined && this.span !== undefined) {
-      for (let index = 0; index < described.length; index += 2) {
-        this.span.attribute(described[index] as string, described[index + 1])
-      }
-    }
-    const done = LogLevel.lessThan(LogLevel.Debug, this.minimumLogLevel)
-      ? Effect.succeed(value)
-      : Effect.as(
-        this.log(LogLevel.Debug, "attempt succeeded", {
-          attempt: attempt.attempt,
-          durationMs: took,
-          ...attempt.annotations
-        }),
-        value
-      )
+    const logged = Instruments.succeeded(this, attempt, attempt.attempt, took, report?.annotations)
+    const done = logged === undefined ? Effect.succeed(value) : Effect.as(logged, value)
     if (this.nested) return done
-    this.count(this.metrics.successes)
-    this.count(this.metrics.attemptsPerSuccess, attempt.attempt)
-    if (attempt.attempt > 1) this.count(this.metrics.retriesSucceeded)
     const budget = this.budget
-    if (budget.recordSuccessNow === undefined) return Effect.zipRight(budget.recordSuccess(attempt.attempt), done)
-    budget.recordSuccessNow(attempt.attempt)
+    const recordSuccessNow = this.budgetFast?.recordSuccessNow
+    if (recordSuccessNow === undefined) return Effect.zipRight(budget.recordSuccess(attempt.attempt), done)
+    recordSuccessNow(attempt.attempt)
     return done
   }
 
@@ -413,8 +367,8 @@ class Sequence<A, E, R> {
   ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
     const failure = failed.failure
     this.lastFailure = failure as LastFailure<E>
-    if (!this.nested) this.count(this.metrics.failures(kindOf(failure)))
-    const recordFailure = this.budget.recordFailure
+    Instruments.failed(this, failure)
+    const recordFailure = this.budgetFast?.recordFailure
     if (!this.nested && recordFailure !== undefined) {
       return Effect.zipRight(
         recordFailure(failure, attempt.attempt),
@@ -425,53 +379,9 @@ class Sequence<A, E, R> {
   }
 
   /** The failure's verdict and hint: a nested call that already retried has only stopping left. */
-  judgementOf({ failure, own, settled }: AttemptFailure): Judged {
+  judgementOf({ failure, own, settled }: AttemptFailure): JudgementRead {
     if (settled) return { verdict: "terminal", hintMillis: undefined, scheduleInput: failure }
     return readJudgement(own ? this.classifyFailure(failure as Failure.Failure) : this.judge(failure), failure)
-  }
-
-  /** The rules that end a sequence whatever the clock says, in order; `undefined`: go on. */
-  stopRule(failure: unknown, verdict: Classifiers.Verdict, attempt: number): Failure.StopReason | undefined {
-    if (this.nested) return "deferred"
-    if (Failure.isFailure(failure) && failure._tag === "DeadlineExceeded") return "deadline"
-    if (verdict === "terminal") return Failure.isFailure(failure) && failure._tag === "Shed" ? "shed" : "terminal"
-    if (verdict === "ambiguous" && !this.replaySafe) return "not-replay-safe"
-    if (attempt >= this.maxAttempts) return "attempts"
-    return undefined
-  }
-
-  /**
-   * The provider's hint against the policy's ceiling and the time left: a wait the call cannot afford
-   * says this target cannot serve it in time, while the time left may well be enough for another
-   * target: that is a failover (`retry-after-too-long`), not a deadline.
-   */
-  hintRule(hintMillis: number | undefined): Failure.StopReason | "skip" | undefined {
-    if (hintMillis === undefined) return undefined
-    if (hintMillis > this.maxRetryAfterMillis) return "retry-after-too-long"
-    const now = this.clock.unsafeCurrentTimeMillis()
-    if (this.leavesRoom(now, hintMillis)) return undefined
-    return this.leavesRoom(now, 0) ? "retry-after-too-long" : "skip"
-  }
-
-  /**
-   * The schedule's delay before the next attempt, fitted to the deadline: `undefined` when the
-   * schedule is done, `"skip"` when no sleep leaves the attempt its time. The provider's wait fits
-   * but what the schedule added to it does not: the addition gives way, down to the last moment that
-   * still leaves an attempt its time.
-   */
-  nextDelay(scheduleInput: unknown, hintMillis: number | undefined): Effect.Effect<number | "skip" | undefined> {
-    const clock = this.clock
-    return Effect.map(
-      this.policy.schedule.step(clock.unsafeCurrentTimeMillis(), scheduleInput as Failure.Failure, this.scheduleState),
-      (step) => {
-        const now = clock.unsafeCurrentTimeMillis()
-        this.scheduleState = step[0]
-        const delay = Backoff.delayOf(step[2], now)
-        if (delay === undefined || this.leavesRoom(now, delay)) return delay
-        if (hintMillis === undefined || !this.leavesRoom(now, hintMillis)) return "skip"
-        return Math.max(hintMillis, Math.ceil(this.deadline - now - this.minAttemptMillis) - 1)
-      }
-    )
   }
 
   decide(
@@ -493,14 +403,7 @@ class Sequence<A, E, R> {
       delayBefore: Duration.millis(delayBefore)
     })
     const { hintMillis, scheduleInput, verdict } = this.judgementOf(failed)
-    const span = attempt.span
-    if (span !== undefined) {
-      span.attribute("error.type", kind)
-      span.attribute("resilient_ai.verdict", verdict)
-      if (status !== undefined) span.attribute("http.response.status_code", status)
-      if (hintMillis !== undefined) span.attribute("resilient_ai.retry_after_seconds", hintMillis / 1000)
-      attempt.endSpan(Exit.fail(failure))
-    }
+    Instruments.judged(attempt, kind, status, verdict, hintMillis, Exit.fail(failure))
     const logged = {
       attempt: number,
       durationMs: took,
@@ -508,42 +411,49 @@ class Sequence<A, E, R> {
       status,
       verdict,
       retryAfterMs: hintMillis,
-      ...attempt.annotations
+      ...failed.report?.annotations
     }
-    const stopHere = (reason: Failure.StopReason) => {
-      if (reason === "deferred") {
-        return Effect.zipRight(
-          this.log(LogLevel.Info, "attempt failed; retrying is left to the enclosing resilient call", {
-            ...logged,
-            stop: reason
-          }),
-          this.stop(reason, last)
-        )
-      }
-      return Effect.zipRight(
-        this.log(LogLevel.Warning, "attempt failed, stopping", { ...logged, stop: reason }),
-        this.stop(reason, last)
-      )
+    const judged: Decision.Judged = {
+      attempt: number,
+      verdict,
+      hintMillis,
+      deadlineExceeded: Failure.isFailure(failure) && failure._tag === "DeadlineExceeded",
+      shed: Failure.isFailure(failure) && failure._tag === "Shed"
     }
-    const skipHere = () => {
-      this.count(this.metrics.deadlineSkips)
-      return stopHere("deadline")
+    const stopHere = (stop: Decision.Stop) => {
+      if (stop.deadlineSkip) Instruments.deadlineSkipped(this)
+      return Effect.zipRight(Instruments.stopLogged(this, stop.reason, logged), this.stop(stop.reason, last))
     }
-
-    const stopped = this.stopRule(failure, verdict, number) ?? this.hintRule(hintMillis)
-    if (stopped === "skip") return skipHere()
-    if (stopped !== undefined) return stopHere(stopped)
-    return Effect.flatMap(this.nextDelay(scheduleInput, hintMillis), (delay) => {
-      if (delay === undefined) return stopHere("attempts")
-      if (delay === "skip") return skipHere()
+    const decided = (decision: Decision.Decision) => {
+      if (decision._tag === "Stop") return stopHere(decision)
+      // The budget is asked for retries only, never for a sequence that stops anyway.
       return Effect.flatMap(this.budget.tryAcquire(failure), (granted) => {
         if (!granted) {
-          this.count(this.metrics.budgetExhausted)
-          return stopHere("budget")
+          Instruments.budgetRefused(this)
+          return stopHere(budgetRefused)
         }
-        return this.sleepThenRetry(number + 1, delay, logged)
+        return this.sleepThenRetry(number + 1, decision.delay, logged)
       })
-    })
+    }
+
+    const clock = this.clock
+    const stopped = Decision.beforeBackoff(this, judged, clock.unsafeCurrentTimeMillis())
+    if (stopped !== undefined) return stopHere(stopped)
+    return Effect.flatMap(
+      this.backoff.step(clock.unsafeCurrentTimeMillis(), scheduleInput as Failure.Failure, this.backoffState),
+      (step) => {
+        const now = clock.unsafeCurrentTimeMillis()
+        this.backoffState = step[0]
+        const proposed = Backoff.delayOf(step[2], now) ?? "done"
+        if (proposed === "done" || !Decision.drawsSpread(this, judged)) {
+          return decided(Decision.afterBackoff(this, judged, now, proposed, undefined))
+        }
+        return Effect.flatMap(
+          Random.next,
+          (fraction) => decided(Decision.afterBackoff(this, judged, now, proposed, fraction))
+        )
+      }
+    )
   }
 
   /** Sleeps the granted delay, then starts attempt `next`. */
@@ -552,11 +462,10 @@ class Sequence<A, E, R> {
     delay: number,
     logged: Record<string, unknown>
   ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
-    this.count(this.metrics.retries)
-    return this.log(LogLevel.Info, "attempt failed, retrying", { ...logged, retryInMs: Math.round(delay) }).pipe(
+    return Instruments.retrying(this, logged, delay).pipe(
       Effect.zipRight(Effect.sleep(Duration.millis(delay))),
       Effect.zipRight(Effect.suspend(() => {
-        this.count(this.metrics.retryDelay, delay / 1000)
+        Instruments.slept(this, delay)
         return this.attemptFrom(next, delay)
       }))
     )
@@ -566,69 +475,83 @@ class Sequence<A, E, R> {
   releasing<X, Y, Z>(outcome: ConcurrencyGate.Outcome, next: Effect.Effect<X, Y, Z>): Effect.Effect<X, Y, Z> {
     if (!this.gated) return next
     const gate = this.gate
-    if (gate.releaseNow === undefined) return Effect.zipRight(gate.release(outcome), next)
-    gate.releaseNow(outcome)
+    const releaseNow = this.gateFast?.releaseNow
+    if (releaseNow === undefined) return Effect.zipRight(gate.release(outcome), next)
+    releaseNow(outcome)
     return next
   }
 
+  /**
+   * The attempt ended with `exit`: its value or failure is unwrapped from what it reported
+   * (`Answered`, `Reported`), its place in the key's pace settled, its permit given back, then the
+   * call succeeds or decides what comes next.
+   */
   settle(
     restore: Restore,
     attempt: Attempt,
-    exit: Exit.Exit<A, E>,
+    exit: Exit.Exit<unknown, unknown>,
     took: number,
     delayBefore: number
   ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
-    attempt.finish()
-    if (attempt.reservation !== RateLimiter.free || attempt.limits !== undefined) {
-      const failure = Exit.isFailure(exit) ? Option.getOrUndefined(Cause.failureOption(exit.cause)) : undefined
-      return Effect.zipRight(
-        this.paced(attempt, failure === undefined ? undefined : unwrap(failure).failure),
-        this.settleGated(restore, attempt, exit, took, delayBefore)
-      )
-    }
-    return this.settleGated(restore, attempt, exit, took, delayBefore)
-  }
-
-  /**
-   * Settles the attempt's place in the key's pace, and teaches the limiter the provider's limits: an
-   * attempt whose failure says it never reached the provider gives its place back; one the provider
-   * reported usage for is settled with it; any other keeps what it reserved, as the provider counted
-   * it when it arrived.
-   */
-  paced(attempt: Attempt, failure: unknown): Effect.Effect<void> {
-    const { limits, reservation, used } = attempt
-    const settled = reservation === RateLimiter.free
-      ? Effect.void
-      : Failure.isFailure(failure) && Classifiers.neverReached(failure)
-      ? reservation.giveBack
-      : used === undefined
-      ? Effect.void
-      : reservation.settle(used)
-    return limits === undefined ? settled : Effect.zipRight(this.limiter.learn(limits), settled)
-  }
-
-  settleGated(
-    restore: Restore,
-    attempt: Attempt,
-    exit: Exit.Exit<A, E>,
-    took: number,
-    delayBefore: number
-  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
+    Instruments.attemptEnded(this, attempt)
     if (Exit.isSuccess(exit)) {
-      attempt.endSpan(exit)
-      return this.releasing("success", this.succeed(attempt, exit.value, took))
+      const answer = exit.value
+      const report = answer instanceof Answered ? answer.report : undefined
+      const value = (report === undefined ? answer : (answer as Answered<unknown>).value) as A
+      Instruments.attemptTold(attempt, report)
+      Instruments.endAttemptSpan(attempt, exit)
+      return this.paced(
+        attempt.reservation,
+        report,
+        undefined,
+        this.releasing("success", this.succeed(attempt, value, took, report))
+      )
     }
     const failure = Cause.failureOption(exit.cause)
     // Defects and interruptions are not failures of the call: they propagate untouched.
     if (Cause.isDie(exit.cause) || Cause.isInterrupted(exit.cause) || Option.isNone(failure)) {
-      attempt.endSpan(exit)
-      return this.releasing("neutral", Effect.failCause(Cause.stripFailures(exit.cause)))
+      Instruments.endAttemptSpan(attempt, exit)
+      const reported = Option.isSome(failure) && failure.value instanceof Reported ? failure.value.report : undefined
+      return this.paced(
+        attempt.reservation,
+        reported,
+        undefined,
+        this.releasing("neutral", Effect.failCause(Cause.stripFailures(exit.cause)))
+      )
     }
     const unwrapped = unwrap(failure.value)
-    return this.releasing(
-      outcomeOfError(unwrapped.failure),
-      restore(this.fail(attempt, unwrapped, took, delayBefore))
+    Instruments.attemptTold(attempt, unwrapped.report)
+    return this.paced(
+      attempt.reservation,
+      unwrapped.report,
+      unwrapped.failure,
+      this.releasing(outcomeOfError(unwrapped.failure), restore(this.fail(attempt, unwrapped, took, delayBefore)))
     )
+  }
+
+  /**
+   * Settles the attempt's place in the key's pace, and teaches the limiter the provider's limits,
+   * then goes on with `next`: an attempt whose failure says it never reached the provider gives its
+   * place back; one the provider reported usage for is settled with it; any other keeps what it
+   * reserved, as the provider counted it when it arrived.
+   */
+  paced<X, Y, Z>(
+    reservation: RateLimiter.Reservation,
+    report: Report | undefined,
+    failure: unknown,
+    next: Effect.Effect<X, Y, Z>
+  ): Effect.Effect<X, Y, Z> {
+    const limits = report?.limits
+    if (reservation === RateLimiter.free && limits === undefined) return next
+    const used = report?.usage
+    const settled = reservation === RateLimiter.free
+      ? next
+      : Failure.isFailure(failure) && Classifiers.neverReached(failure)
+      ? Effect.zipRight(reservation.giveBack, next)
+      : used === undefined
+      ? next
+      : Effect.zipRight(reservation.settle(used), next)
+    return limits === undefined ? settled : Effect.zipRight(this.limiter.learn(limits), settled)
   }
 
   /**
@@ -653,15 +576,14 @@ class Sequence<A, E, R> {
       const boundByDeadline = remaining <= this.attemptTimeoutMillis
       const timeoutMillis = boundByDeadline ? remaining : this.attemptTimeoutMillis
       const attempt = new Attempt(this, number, started + timeoutMillis, reservation)
-      let context = current.currentContext as Context.Context<R>
-      if (this.tracing !== undefined && this.span !== undefined) {
-        const span = attempt.span = Spans.startAttemptSpan(this.tracing, current, this.span)
-        span.attribute("resilient_ai.attempt", number)
-        this.span.attribute("resilient_ai.attempts", number)
-        if (number > 1) span.attribute("resilient_ai.retry.delay_seconds", delayBefore / 1000)
-        // The attempt's own spans (the HTTP client's) are the attempt span's children.
-        context = Context.add(context, Tracer.ParentSpan, span)
-      }
+      const context = Instruments.attemptStarting(
+        this,
+        attempt,
+        current,
+        number,
+        delayBefore,
+        current.currentContext as Context.Context<R>
+      )
       const id = current.id()
       const entries: [RefEntry, ...Array<RefEntry>] = [
         [CurrentAttempt, [[id, attempt]]],
@@ -675,32 +597,37 @@ class Sequence<A, E, R> {
         for (const [ref, value] of attemptRefs) entries.push([ref, [[id, value]]])
       }
       const fiberRefs = FiberRefs.updateManyAs(current.getFiberRefs(), { entries })
-      if (!this.nested) this.count(this.metrics.attempts)
-      const run = startBounded(this.self, current, context, this.callerFlags, fiberRefs, timeoutMillis, clock)
+      const effect = this.attemptOf === undefined ? this.self! : this.attemptOf(attempt)
+      const run = startBounded(effect, current, context, this.callerFlags, fiberRefs, timeoutMillis, clock)
       if (run._tag === "Finished") {
         return this.settle(restore, attempt, run.exit, clock.unsafeCurrentTimeMillis() - started, delayBefore)
       }
       // Interrupted while awaiting it: the attempt is stopped, then its permit given back.
       return Effect.flatMap(
         restore(run.await(Effect.suspend(() => {
-          attempt.finish()
-          attempt.endSpan(Exit.interrupt(id))
+          Instruments.attemptEnded(this, attempt)
+          Instruments.endAttemptSpan(attempt, Exit.interrupt(id))
           return this.releasing("neutral", Effect.void)
         }))),
         (result) => {
           const took = clock.unsafeCurrentTimeMillis() - started
           if (result !== timedOut) return this.settle(restore, attempt, result, took, delayBefore)
-          attempt.finish()
+          Instruments.attemptEnded(this, attempt)
           const failure = boundByDeadline
             ? new Failure.DeadlineExceeded({ deadline, phase: "attempt" })
             : new Failure.ReadTimeout({ timeout: Duration.millis(timeoutMillis), phase: attempt.phase ?? "attempt" })
+          // What it said before its time ran out still counts: the limits it heard, its request id.
+          const said = attempt.said
+          Instruments.attemptTold(attempt, said)
           // The gate reads this failure as it reads any other: a `ReadTimeout` is a capacity
           // signal, a deadline that cut the attempt short is not.
-          return Effect.zipRight(
-            this.paced(attempt, failure),
+          return this.paced(
+            attempt.reservation,
+            said,
+            failure,
             this.releasing(
               ConcurrencyGate.outcomeOf(failure),
-              restore(this.fail(attempt, { failure, settled: false, own: true }, took, delayBefore))
+              restore(this.fail(attempt, { failure, settled: false, own: true, report: said }, took, delayBefore))
             )
           )
         }
@@ -711,7 +638,7 @@ class Sequence<A, E, R> {
   refused(refusal: Failure.Shed | Failure.DeadlineExceeded) {
     this.lastFailure = refusal
     if (refusal._tag === "DeadlineExceeded") return this.skipForDeadline("queue")
-    this.count(this.metrics.shed)
+    Instruments.shed(this)
     return this.stop("shed", refusal)
   }
 
@@ -727,7 +654,7 @@ class Sequence<A, E, R> {
     // between taking a place, starting the attempt's fiber and awaiting it, nothing can be lost. A
     // place and a permit free at once are taken without an effect.
     return Effect.uninterruptibleMask((restore) => {
-      const placed = this.limiter.admitNow?.(this.tokens, this.lane)
+      const placed = this.limiterFast?.admitNow?.(this.tokens, this.lane)
       if (placed !== undefined) return this.gatedAttempt(restore, number, delayBefore, placed)
       // Its turn must leave the attempt its time before the deadline.
       const demand = { tokens: this.tokens, lane: this.lane, deadline: this.deadline - this.minAttemptMillis }
@@ -735,8 +662,7 @@ class Sequence<A, E, R> {
       return Effect.matchEffect(restore(this.limiter.admit(demand)), {
         onFailure: (refusal) => this.pacedOut(refusal),
         onSuccess: (reservation) => {
-          const waited = this.clock.unsafeCurrentTimeMillis() - asked
-          if (waited > 0) this.count(this.metrics.pacedWait, waited / 1000)
+          Instruments.pacedWait(this, this.clock.unsafeCurrentTimeMillis() - asked)
           return this.gatedAttempt(restore, number, delayBefore, reservation)
         }
       })
@@ -750,7 +676,7 @@ class Sequence<A, E, R> {
     delayBefore: number,
     reservation: RateLimiter.Reservation
   ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
-    if (!this.gated || this.gate.tryAcquireNow?.() === true) {
+    if (!this.gated || this.gateFast?.tryAcquireNow?.() === true) {
       return this.runAttempt(restore, number, delayBefore, reservation)
     }
     const waited = restore(this.gate.acquire(this.deadline))
@@ -789,13 +715,35 @@ const started = <A, E, R>(sequence: Sequence<A, E, R>, given: GivenSpan | undefi
   )
 }
 
-export const runSequence = <A, E, R>(
-  self: Effect.Effect<A, E, R>,
-  policy: Policy,
+/** An attempt given its context: its value and failure may come with its report. */
+export type AttemptOf<A, E, R> = (context: AttemptContext) => Effect.Effect<A | Answered<A>, E | Reported<E>, R>
+
+/**
+ * Runs a call under `policy`: a policy not yet checked is checked first (once per policy object),
+ * and one whose settings cannot work fails the call with its `InvalidSettings`.
+ */
+export const runSequence = <A, E, R, PE>(
+  self: Effect.Effect<A, E, R> | AttemptOf<A, E, R>,
+  policy: PolicyOf<PE>,
   options: CallOptions | undefined,
   given: TargetServices | undefined,
   judge: Judge | undefined,
   givenSpan?: GivenSpan | undefined
+): Effect.Effect<A, Failure.CallFailed<LastFailure<E>> | PE, R> => {
+  if (!Policies.isChecked(policy)) {
+    const checked = Policies.check(policy)
+    if (Either.isLeft(checked)) return Effect.fail(checked.left as PE)
+  }
+  return runChecked(self, policy as unknown as Policy, options, given, judge, givenSpan)
+}
+
+const runChecked = <A, E, R>(
+  self: Effect.Effect<A, E, R> | AttemptOf<A, E, R>,
+  policy: Policy,
+  options: CallOptions | undefined,
+  given: TargetServices | undefined,
+  judge: Judge | undefined,
+  givenSpan: GivenSpan | undefined
 ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> => {
   const maxAttempts = options?.maxAttempts
   if (maxAttempts !== undefined && !(Number.isInteger(maxAttempts) && maxAttempts >= 1)) {
@@ -813,31 +761,32 @@ export const runSequence = <A, E, R>(
     // The target's first call: its budget and gate are made, from settings `policy` already checked.
     return Effect.flatMap(
       Effect.orDie(coordinationOf(fiber).stateOf(policy)),
-      (made) => runSequence(self, policy, options, made, judge, givenSpan)
+      (made) => runChecked(self, policy, options, made, judge, givenSpan)
     )
   })
 }
 
-const definedOnly = (annotations: Record<string, unknown>): Record<string, unknown> => {
-  const defined: Record<string, unknown> = {}
-  for (const key in annotations) {
-    if (annotations[key] !== undefined) defined[key] = annotations[key]
-  }
-  return defined
-}
-
 /**
  * An attempt's failure; whether it was already retried (by a nested call) so only stopping is left;
- * and whether the sequence made it (a timeout), so the policy judges it rather than a call's `classify`.
+ * whether the sequence made it (a timeout), so the policy judges it rather than a call's `classify`;
+ * and what the attempt reported with it.
  */
 interface AttemptFailure {
   readonly failure: unknown
   readonly settled: boolean
   readonly own: boolean
+  readonly report: Report | undefined
 }
 
-/** A nested call's aggregate is unwrapped to its last failure; unless it deferred, it already retried. */
-const unwrap = (error: unknown): AttemptFailure =>
-  error instanceof Failure.CallFailed
-    ? { failure: error.last, settled: error.reason !== "deferred", own: Failure.isFailure(error.last) }
-    : { failure: error, settled: false, own: false }
+/**
+ * A failure reported with what its attempt said is unwrapped to the failure; a nested call's
+ * aggregate to its last failure: unless it deferred, it already retried.
+ */
+const unwrap = (error: unknown): AttemptFailure => {
+  const report = error instanceof Reported ? error.report : undefined
+  const failure = report === undefined ? error : (error as Reported<unknown>).failure
+  // By its type id, as every failure of ours: an aggregate made by another copy of the package is one too.
+  return Failure.isCallFailed(failure)
+    ? { failure: failure.last, settled: failure.reason !== "deferred", own: Failure.isFailure(failure.last), report }
+    : { failure, settled: false, own: false, report }
+}

@@ -12,25 +12,29 @@ import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import type * as Tracer from "effect/Tracer"
 import * as ConcurrencyGate from "../ConcurrencyGate.js"
 import * as Coordination from "../Coordination.js"
 import { CurrentDeadline, within } from "../Deadline.js"
 import * as Failure from "../Failure.js"
-import type { AttemptError, CallOptions, LastFailure, Opened, Policy, TargetServices } from "../Resilient.js"
-import { type GivenSpan, runSequence, spanStartOf } from "./sequence.js"
+import type { AttemptError, CallOptions, LastFailure, Opened, Policy, PolicyOf, TargetServices } from "../Resilient.js"
+import { Answered } from "./attempt.js"
+import * as FastPath from "./fastPath.js"
+import * as Instruments from "./instrumentation.js"
+import * as Policies from "./policy.js"
+import { type AttemptOf, type GivenSpan, runSequence, spanStartOf } from "./sequence.js"
 import * as Spans from "./spans.js"
 
 /**
  * A gate that takes no permits but passes what attempts say about capacity to `gate`: for a stream,
  * which holds one permit of its own across all its attempts.
  */
-const observing = (gate: ConcurrencyGate.Service): ConcurrencyGate.Service => ({
+const observing = (gate: ConcurrencyGate.Service): FastPath.With<ConcurrencyGate.Service, FastPath.Gate> => ({
   ...gate,
   acquire: () => Effect.void,
   release: gate.observe,
   // The gate's own shortcuts would take and give back real permits.
-  tryAcquireNow: () => true,
-  releaseNow: undefined
+  [FastPath.key]: { tryAcquireNow: () => true }
 })
 
 /** The failure of a stream that could not take a permit, counted as `retry` counts a refused call. */
@@ -88,17 +92,72 @@ const streamSpan = (
     )
   })
 
-export const streamSequence = <A, E extends AttemptError, R, E2, R2>(
-  open: Effect.Effect<Opened<A, E2, R2>, E, R>,
-  policy: Policy,
+/** What an attempt of a transport's stream opens: its later chunks may come with their reports. */
+export interface OpenedReporting<A, E, R> {
+  readonly first: A
+  readonly rest: Stream.Stream<A | Answered<A>, E, R>
+}
+
+/**
+ * A stream whose attempts are functions of their context (a transport's): a later chunk may come
+ * with what it reported (its usage, at the end), which describes the call's span.
+ */
+export const streamAttempts = <A, E extends AttemptError, R, E2, R2, PE>(
+  open: AttemptOf<OpenedReporting<A, E2, R2>, E, R>,
+  policy: PolicyOf<PE>,
   options: CallOptions | undefined,
   given: TargetServices | undefined
 ): Stream.Stream<
   A,
-  Failure.CallFailed<LastFailure<E>> | E2 | Failure.DeadlineExceeded,
+  Failure.CallFailed<LastFailure<E>> | E2 | Failure.DeadlineExceeded | PE,
+  Exclude<R, Scope.Scope> | R2
+> =>
+  streamOf(
+    (context) => inScopeOfItsOwn(open(context)),
+    (rest, span) =>
+      Stream.map(rest, (chunk): A => {
+        if (!(chunk instanceof Answered)) return chunk
+        Instruments.laterChunkTold(span, chunk.report.attributes)
+        return chunk.value as A
+      }),
+    policy,
+    options,
+    given
+  )
+
+export const streamSequence = <A, E extends AttemptError, R, E2, R2, PE>(
+  open: Effect.Effect<Opened<A, E2, R2>, E, R>,
+  policy: PolicyOf<PE>,
+  options: CallOptions | undefined,
+  given: TargetServices | undefined
+): Stream.Stream<
+  A,
+  Failure.CallFailed<LastFailure<E>> | E2 | Failure.DeadlineExceeded | PE,
+  Exclude<R, Scope.Scope> | R2
+> => streamOf(inScopeOfItsOwn(open), (rest) => rest, policy, options, given)
+
+/** What an attempt opens: the stream's first element, and the rest, read as `B`s. */
+interface OpenedAs<A, B, E, R> {
+  readonly first: A
+  readonly rest: Stream.Stream<B, E, R>
+}
+
+const streamOf = <A, B, E extends AttemptError, R, E2, R2, PE>(
+  open: Effect.Effect<OpenedAs<A, B, E2, R2>, E, R> | AttemptOf<OpenedAs<A, B, E2, R2>, E, R>,
+  restOf: (rest: Stream.Stream<B, E2, R2>, span: Tracer.Span | undefined) => Stream.Stream<A, E2, R2>,
+  unchecked: PolicyOf<PE>,
+  options: CallOptions | undefined,
+  given: TargetServices | undefined
+): Stream.Stream<
+  A,
+  Failure.CallFailed<LastFailure<E>> | E2 | Failure.DeadlineExceeded | PE,
   Exclude<R, Scope.Scope> | R2
 > => {
   const opened = Effect.gen(function*() {
+    // A policy not yet checked is checked first: one whose settings cannot work fails the stream.
+    const policy: Policy = Policies.isChecked(unchecked)
+      ? unchecked as unknown as Policy
+      : yield* Effect.mapError(Policies.check(unchecked), (invalid) => invalid as PE)
     const services = given ??
       (yield* Effect.orDie(
         Effect.flatMap(Coordination.Coordination, (coordination) => coordination.stateOf(policy))
@@ -112,14 +171,14 @@ export const streamSequence = <A, E extends AttemptError, R, E2, R2>(
     )
     if (permit._tag === "Left") return yield* refusedStream(services, policy, permit.left, callSpan)
     const { first, rest } = yield* runSequence(
-      inScopeOfItsOwn(open),
+      open,
       policy,
       options,
       { ...services, gate: observing(gate) },
       undefined,
       callSpan
     )
-    const whole = Stream.concat(Stream.succeed(first), rest)
+    const whole = Stream.concat(Stream.succeed(first), restOf(rest, callSpan?.span))
     if (!Number.isFinite(deadline)) return whole
     // The deadline bounds the whole stream, not only the wait for its first element.
     const passed = Effect.flatMap(Clock.currentTimeMillis, (now) =>
