@@ -1,5 +1,5 @@
 /**
- * The README's client example, kept here so the type-checker proves it still compiles: one
+ * docs/calling-a-model.md's client example, kept here so the type-checker proves it still compiles: one
  * managed target read from `MISTRAL_*` environment variables, one resilient chat call.
  *
  * Run it against the real API with `MISTRAL_BASE_URL=https://api.mistral.ai/v1

@@ -1,5 +1,5 @@
 /**
- * The README's example, kept here so the type-checker proves it still compiles.
+ * docs/policy.md's example, kept here so the type-checker proves it still compiles.
  * (`sendChat` is declared, not implemented: the client package provides the real one.)
  */
 import { Deadline, Failure, Resilient } from "@resilient-ai/policy"

@@ -4,7 +4,7 @@
  * once, leaves no fiber running and no socket open, and starts no other attempt.
  *
  * Each case is run twice: by `Fiber.interrupt` of the caller's fiber, and by aborting the
- * `AbortSignal` given to `Effect.runPromise`, as the README promises. What is checked, and how:
+ * `AbortSignal` given to `Effect.runPromise`, as docs/policy.md promises. What is checked, and how:
  *
  * - No fiber left running: the call runs under `Supervisor.track`. The attempt runs in a fiber that
  *   is not the caller's child (the policy starts it as a root, so `Fiber.children` cannot see it),
@@ -382,7 +382,7 @@ const unresponsivePeer = Effect.acquireRelease(
  */
 const connectTimeoutMillis = 1_000
 
-/** The HTTP client on a dispatcher with a connect timeout, built as the README says an application does. */
+/** The HTTP client on a dispatcher with a connect timeout, built as docs/calling-a-model.md says an application does. */
 const HttpWithConnectTimeout = NodeHttpClient.layerUndiciWithoutDispatcher.pipe(
   Layer.provide(
     Layer.scoped(

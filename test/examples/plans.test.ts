@@ -7,13 +7,13 @@ const folder = new URL("../../examples/plans/", import.meta.url)
 const plans = readdirSync(folder).filter((name) => name.endsWith(".json")).sort()
 
 describe("examples/plans", () => {
-  it("holds the plans the README names", () => {
+  it("holds the plans docs/testing.md names", () => {
     assert.deepStrictEqual(plans, ["flaky-network.json", "overloaded.json", "rate-limited.json", "saturated-pool.json"])
   })
 
-  it("the README shows overloaded.json as it is", () => {
-    const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8")
-    assert.include(readme, "```json\n" + readFileSync(new URL("overloaded.json", folder), "utf8"))
+  it("docs/testing.md shows overloaded.json as it is", () => {
+    const guide = readFileSync(new URL("../../docs/testing.md", import.meta.url), "utf8")
+    assert.include(guide, "```json\n" + readFileSync(new URL("overloaded.json", folder), "utf8"))
   })
 
   for (const name of plans) {

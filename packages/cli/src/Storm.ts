@@ -1,7 +1,7 @@
 /**
  * `resilient-ai storm`: runs the storm simulator's scenarios under every policy, prints a table
  * per scenario with the goals it must show, and writes a report folder: `report.md`, an SVG chart
- * per scenario, and `figures.json` with every figure, so the README quotes numbers the command
+ * per scenario, and `figures.json` with every figure, so docs/storms.md quotes numbers the command
  * produced.
  */
 import * as FileSystem from "@effect/platform/FileSystem"

@@ -57,7 +57,7 @@ export interface Section {
   readonly timeline?: Table | undefined
   readonly goals: ReadonlyArray<Goal>
   readonly chart: Chart
-  /** Figures by policy, for the README and tests. */
+  /** Figures by policy, for docs/storms.md and tests. */
   readonly figures: Readonly<Record<string, Readonly<Record<string, number | null>>>>
   readonly notes: ReadonlyArray<string>
   readonly wallMillis: number
