@@ -8,7 +8,7 @@
  * count, CPU time and event-loop time (for the check that it is not the bottleneck), and exits when
  * the channel closes, so it never outlives the bench, however the bench ends.
  */
-import * as FaultServer from "@resilient-ai/testing/FaultServer"
+import { FaultServerBody } from "@resilient-ai/testing/internal"
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import { performance } from "node:perf_hooks"
@@ -38,10 +38,10 @@ export type ServerMessage =
 const answer = "Hello! How can I help you today?"
 const chatPath = "/v1/chat/completions"
 
-const completion = Buffer.from(JSON.stringify(FaultServer.openAiChatCompletion(
+const completion = Buffer.from(JSON.stringify(FaultServerBody.openAiChatCompletion(
   { id: "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG", created: 1764460800, model: "gpt-4o-mini-2024-07-18" },
   answer,
-  FaultServer.usage(11, 9),
+  FaultServerBody.usage(11, 9),
   "fp_e2e0bench"
 )))
 const completionHeaders = {

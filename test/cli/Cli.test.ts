@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Load } from "@resilient-ai/cli"
+import { Load } from "@resilient-ai/cli/internal"
 import { FaultServer } from "@resilient-ai/testing"
 import { Effect } from "effect"
 import { createServer, type Server } from "node:net"

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Demo, Load, Summary } from "@resilient-ai/cli"
+import { Demo, Load, Summary } from "@resilient-ai/cli/internal"
 import { ModelClient } from "@resilient-ai/client"
 import { Metrics } from "@resilient-ai/policy"
 import { FaultServer } from "@resilient-ai/testing"

@@ -1,7 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Failover, ModelClient, Target } from "@resilient-ai/client"
 import { Failure, Metrics } from "@resilient-ai/policy"
-import { FaultServer, type Fixtures } from "@resilient-ai/testing"
+import { FaultServer } from "@resilient-ai/testing"
+import type { Fixtures } from "@resilient-ai/testing/internal"
 import { Chunk, ConfigProvider, Duration, Effect, Exit, Fiber, Layer, Logger, LogLevel, Stream } from "effect"
 import {
   apiKey,

@@ -33,7 +33,8 @@ describe("what importing a package loads", () => {
   it("the fault server and the storm's index load no Vega; drawing a chart does", async () => {
     const { stdout } = await runWithoutVega(`
       await import("@resilient-ai/testing")
-      const { StormRender, StormReport } = await import("@resilient-ai/storm")
+      const { StormReport } = await import("@resilient-ai/storm")
+      const { StormRender } = await import("@resilient-ai/storm/internal")
       console.log(StormReport.scenarioIds.join(" "))
       const chart = { x: "seconds", panels: [{ title: "goodput", points: [{ x: 0, y: 1, policy: "ours" }] }] }
       await StormRender.svg(chart, "one point").then(() => console.log("drawn"), (error) => console.log(error.message))

@@ -15,8 +15,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Failure, type RetryBudget } from "@resilient-ai/policy"
 import { FastPath } from "@resilient-ai/policy/internal"
-import * as Simulation from "@resilient-ai/storm/Simulation"
-import * as StormPolicies from "@resilient-ai/storm/StormPolicies"
+import { Simulation, StormPolicies } from "@resilient-ai/storm/internal"
 import { Effect, Exit, TestClock } from "effect"
 
 const overloaded = new Failure.Overloaded({ status: 503 })

@@ -8,9 +8,9 @@ import {
   Storm,
   StormPolicies,
   StormRender,
-  StormReport,
-  StormScenarios
-} from "@resilient-ai/storm"
+  StormScenarios,
+  StormSections
+} from "@resilient-ai/storm/internal"
 import { Clock, Duration, Effect, Exit, Fiber, Random } from "effect"
 import * as OffThread from "./offThread.js"
 
@@ -531,7 +531,7 @@ describe("storm scenarios, small", { timeout: 300_000 }, () => {
 
 describe("StormRender", () => {
   it("renders tables and an SVG chart", async () => {
-    const section = StormReport.s3(1, 50)
+    const section = StormSections.s3(1, 50)
     assert.deepStrictEqual(section.table.columns, [
       "policy",
       "attempts",

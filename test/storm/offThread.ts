@@ -6,7 +6,8 @@
  * with a young generation large enough that the garbage collector, much of a run's time at Node's
  * default, scavenges less often (the file took a sixth less CPU).
  */
-import type { Storm, StormPolicies, StormReport, StormScenarios } from "@resilient-ai/storm"
+import type { StormReport } from "@resilient-ai/storm"
+import type { Storm, StormPolicies, StormScenarios } from "@resilient-ai/storm/internal"
 import { Worker } from "node:worker_threads"
 import { bundled } from "../built.js"
 
@@ -105,7 +106,7 @@ export const runs = (
     seed: options.seed ?? 1
   }) as Promise<ReadonlyArray<Storm.Run>>
 
-/** A report section (`StormReport.s4` and the like) with `contenders`, in the thread. */
+/** A report section (`StormSections.s4` and the like) with `contenders`, in the thread. */
 export const section = (
   id: SectionId,
   seed: number,

@@ -4,7 +4,7 @@
  * contender hold functions no message can carry, and answers with the results as plain data: each
  * run's contender as its name, description and whether it is ours.
  */
-import { Storm, StormPolicies, StormReport, StormScenarios } from "@resilient-ai/storm"
+import { Storm, StormPolicies, StormScenarios, StormSections } from "@resilient-ai/storm/internal"
 import { parentPort } from "node:worker_threads"
 import type { Request, Response } from "./offThread.js"
 
@@ -40,7 +40,7 @@ const answer = (request: Request): Response["value"] => {
       return request.contenders.map((name) => plainRun(Storm.run(scenario, contender(name), request.seed)))
     }
     case "section":
-      return StormReport[request.section](request.seed, request.scale, request.contenders?.map(contender))
+      return StormSections[request.section](request.seed, request.scale, request.contenders?.map(contender))
   }
 }
 

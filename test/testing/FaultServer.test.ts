@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { FaultPlan, FaultServer, Fixtures } from "@resilient-ai/testing"
+import { FaultPlan, FaultServer } from "@resilient-ai/testing"
+import { FaultServerBody, Fixtures } from "@resilient-ai/testing/internal"
 import { Effect, Either, Exit, Fiber, Scope } from "effect"
 import * as Net from "node:net"
 import { performance } from "node:perf_hooks"
@@ -117,8 +118,8 @@ describe("FaultServer Ok", () => {
       assert.deepStrictEqual(body, {
         object: "list",
         data: [
-          { object: "embedding", index: 0, embedding: FaultServer.embedding("first text") },
-          { object: "embedding", index: 1, embedding: FaultServer.embedding("second") }
+          { object: "embedding", index: 0, embedding: FaultServerBody.embedding("first text") },
+          { object: "embedding", index: 1, embedding: FaultServerBody.embedding("second") }
         ],
         model: "mistral-embed",
         usage: { prompt_tokens: 5, total_tokens: 5 }
@@ -127,24 +128,24 @@ describe("FaultServer Ok", () => {
       assert.strictEqual(vector.length, 8)
       assert.closeTo(Math.hypot(...vector), 1, 1e-6)
       assert.notDeepEqual(body.data[0].embedding, body.data[1].embedding)
-      assert.deepStrictEqual(FaultServer.embedding("first text"), FaultServer.embedding("first text"))
+      assert.deepStrictEqual(FaultServerBody.embedding("first text"), FaultServerBody.embedding("first text"))
     }))
 
   it.scopedLive("honours dimensions and answers base64 little-endian float32 for encoding_format base64", () =>
     Effect.gen(function*() {
       const server = yield* FaultServer.make()
       const sized = yield* json(yield* post(server, "/embeddings", { model: "e", input: "abc", dimensions: 3 }))
-      assert.deepStrictEqual(sized.data[0].embedding, FaultServer.embedding("abc", 3))
+      assert.deepStrictEqual(sized.data[0].embedding, FaultServerBody.embedding("abc", 3))
       assert.strictEqual(sized.data[0].embedding.length, 3)
       const encoded = yield* json(
         yield* post(server, "/embeddings", { model: "e", input: "abc", encoding_format: "base64" })
       )
       const base64: string = encoded.data[0].embedding
-      assert.strictEqual(base64, FaultServer.toBase64(FaultServer.embedding("abc")))
+      assert.strictEqual(base64, FaultServerBody.toBase64(FaultServerBody.embedding("abc")))
       const bytes = Buffer.from(base64, "base64")
       assert.strictEqual(bytes.length, 32)
       const decoded = Array.from({ length: 8 }, (_, i) => bytes.readFloatLE(i * 4))
-      assert.deepStrictEqual(decoded, FaultServer.embedding("abc"))
+      assert.deepStrictEqual(decoded, FaultServerBody.embedding("abc"))
     }))
 
   it.scopedLive("treats an array of token ids as one input", () =>

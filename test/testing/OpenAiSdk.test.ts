@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { FaultServer } from "@resilient-ai/testing"
+import { FaultServerBody } from "@resilient-ai/testing/internal"
 import { Effect } from "effect"
 import OpenAI from "openai"
 
@@ -68,13 +69,13 @@ describe("the official OpenAI SDK against the fault server", () => {
         "embedding",
         1
       ]])
-      assert.deepStrictEqual(response.data[0]!.embedding, FaultServer.embedding("alpha"))
-      assert.deepStrictEqual(response.data[1]!.embedding, FaultServer.embedding("beta gamma"))
+      assert.deepStrictEqual(response.data[0]!.embedding, FaultServerBody.embedding("alpha"))
+      assert.deepStrictEqual(response.data[1]!.embedding, FaultServerBody.embedding("beta gamma"))
       assert.deepStrictEqual(response.usage, { prompt_tokens: 5, total_tokens: 5 })
       const floats = yield* Effect.promise(() =>
         client.embeddings.create({ model: "e", input: "alpha", encoding_format: "float", dimensions: 4 })
       )
-      assert.deepStrictEqual(floats.data[0]!.embedding, FaultServer.embedding("alpha", 4))
+      assert.deepStrictEqual(floats.data[0]!.embedding, FaultServerBody.embedding("alpha", 4))
       const bodies = (yield* server.arrivals).map((arrival) => arrival.body)
       assert.deepStrictEqual(bodies, [
         { model: "text-embedding-3-small", input: ["alpha", "beta gamma"], encoding_format: "base64" },

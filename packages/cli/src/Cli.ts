@@ -15,8 +15,7 @@
  * does anything unexpected. Ctrl-C interrupts any command (closing servers and connections) and
  * exits with 130; `load` first prints what it did so far.
  *
- * From code: `run` runs a command line as the bin does, `exitCode` is the code it exits with, and
- * `command` is the command itself, for a program of one's own.
+ * From code: `run` runs a command line as the bin does, and `exitCode` is the code it exits with.
  */
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
@@ -466,7 +465,7 @@ const stormCommand = Command.make(
 )
 
 /** `resilient-ai` with its subcommands. */
-export const command = Command.make("resilient-ai", {}, () =>
+const command = Command.make("resilient-ai", {}, () =>
   Console.log(
     "resilient-ai: try `resilient-ai demo`, or `resilient-ai --help` for load, faults and storm."
   )).pipe(

@@ -13,7 +13,7 @@
  * call is sent.
  *
  * ```ts
- * import { Load } from "@resilient-ai/cli"
+ * import { Load } from "@resilient-ai/cli/internal"
  * import { ModelClient, type Target } from "@resilient-ai/client"
  *
  * declare const target: Target.Target

@@ -6,7 +6,8 @@
  */
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
-import { StormRender, StormReport } from "@resilient-ai/storm"
+import { StormReport } from "@resilient-ai/storm"
+import { StormRender } from "@resilient-ai/storm/internal"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 

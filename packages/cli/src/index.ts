@@ -1,9 +1,5 @@
 /**
- * `@resilient-ai/cli`: the `resilient-ai` command, and the pieces it is made of for use from code:
- * a load runner that reports the failure path, its rendering, and the demo.
+ * `@resilient-ai/cli`: the `resilient-ai` command. From code, `Cli.run` runs a command line as the
+ * bin does, and `Cli.exitCode` is the code it exits with.
  */
 export * as Cli from "./Cli.js"
-export * as Demo from "./Demo.js"
-export * as Load from "./Load.js"
-export * as Storm from "./Storm.js"
-export * as Summary from "./Summary.js"

@@ -11,8 +11,8 @@ import type { Chart, Section, Table } from "./StormReport.js"
 
 /**
  * Vega and Vega-Lite, loaded by the first chart drawn, not by importing this module: they take
- * nearly as long to load as the whole simulator, and the package's index, which a caller that
- * wants only the figures imports, re-exports this module.
+ * nearly as long to load as the whole simulator, and the package's internal entry, which a caller
+ * that wants only the figures imports, re-exports this module.
  */
 const vegaModules = () => Promise.all([import("vega"), import("vega-lite")])
 

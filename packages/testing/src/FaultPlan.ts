@@ -70,7 +70,7 @@ export const HtmlError = Schema.TaggedStruct("HtmlError", {
   status: Schema.optional(Schema.Int.pipe(Schema.between(400, 599)))
 })
 
-/** A recorded response from `Fixtures`, served verbatim. */
+/** A recorded provider response, one for every row of the classification table, served verbatim. */
 export const Fixture = Schema.TaggedStruct("Fixture", {
   name: Schema.Literal(...fixtureNames)
 })
@@ -143,9 +143,6 @@ export const Fault = Schema.Union(
 
 /** One thing the server can do to a request. */
 export type Fault = typeof Fault.Type
-
-/** The kind of a fault, as arrivals record it. */
-export type FaultTag = Fault["_tag"]
 
 /**
  * A fault applied by time since the server started (or since the last `setPlan`): a request arriving

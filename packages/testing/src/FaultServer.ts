@@ -47,7 +47,7 @@ export interface Arrival {
   /** The parsed JSON body, or the raw text when it was not JSON. */
   readonly body: unknown
   /** What was served; `Status` also for 404, 405, 400 and capacity refusals. */
-  readonly fault: FaultPlan.FaultTag
+  readonly fault: FaultPlan.Fault["_tag"]
   /** The client closed the connection before the response was complete. */
   readonly aborted: boolean
 }
@@ -80,17 +80,8 @@ export interface Service {
 /** A stall of this many milliseconds or more never ends. */
 export const never = 1e9
 
-// What the generated bodies contain, for a test to compare with what it read, and the OpenAI
-// completion the recorded fixture and the e2e bench's server answer with.
-export {
-  type Completion,
-  embedding,
-  openAiChatCompletion,
-  replyText,
-  toBase64,
-  type Usage,
-  usage
-} from "./internal/faultServerBody.js"
+// What every generated reply says, for a test to compare with what its client read.
+export { replyText } from "./internal/faultServerBody.js"
 
 /** A response before it is written: JSON is one part, a stream one part per event. */
 interface Reply {

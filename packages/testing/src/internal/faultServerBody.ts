@@ -6,8 +6,8 @@
  * are in `responsesBody`, Anthropic's messages in `messagesBody`.
  *
  * Pure functions of plain values, apart from any server, so the recorded `Fixtures` use the same
- * formatting as the server. `FaultServer` re-exports what its users read: the generated reply and
- * embeddings, and the OpenAI completion the e2e bench's server answers with.
+ * formatting as the server. `FaultServer` re-exports the generated reply, which its users read; the
+ * tests and the e2e bench's server reach the rest through the package's internal entry.
  */
 import { Buffer } from "node:buffer"
 import * as Http from "node:http"
