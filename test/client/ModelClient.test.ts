@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Failover, ModelClient, Target } from "@resilient-ai/client"
-import { Failure, Metrics } from "@resilient-ai/policy"
+import { Failure } from "@resilient-ai/policy"
+import { Failures, Meters } from "@resilient-ai/policy/internal"
 import { FaultServer, type Fixtures } from "@resilient-ai/testing"
 import { Chunk, ConfigProvider, Duration, Effect, Exit, Fiber, Layer, Logger, LogLevel, Stream } from "effect"
 import {
@@ -69,7 +70,7 @@ describe("ModelClient against the fault server", () => {
         assert.strictEqual(failure.reason, "retry-after-too-long")
         assert.deepStrictEqual(failure.last._tag, "RateLimited")
         // retry-after-ms (2000) is read over retry-after (2 s): both say the same here.
-        assert.strictEqual(Duration.toMillis(Failure.retryAfterOf(failure.last)!), 2_000)
+        assert.strictEqual(Duration.toMillis(Failures.retryAfterOf(failure.last)!), 2_000)
         assert.strictEqual((yield* server.arrivals).length, 1)
       }).pipe(Effect.provide(HttpLive)))
   })
@@ -85,7 +86,7 @@ describe("ModelClient against the fault server", () => {
         const [arrival] = yield* server.arrivals
         assert.strictEqual(arrival!.headers.authorization, `Bearer ${apiKey}`)
         assert.deepStrictEqual(arrival!.body, { messages: hello.messages, model: "test-model" })
-        const tokens = Metrics.forTarget(client.target.name, "test-model").tokens
+        const tokens = Meters.forTarget(client.target.name, "test-model").tokens
         assert.strictEqual(tokens("prompt").unsafeValue([]).count, completion.usage.prompt_tokens)
         assert.strictEqual(tokens("completion").unsafeValue([]).count, completion.usage.completion_tokens)
       }).pipe(Effect.provide(HttpLive)))
@@ -140,7 +141,7 @@ describe("ModelClient against the fault server", () => {
           // sooner. (The exact delay is `Resilient.test.ts`'s to check, under the test clock.)
           const [first, second] = yield* server.arrivals
           assert.isAtLeast(second!.at - first!.at, 200, `HTTP ${fault.status}`)
-          assert.deepStrictEqual(Failure.retryAfterOf(failure.last), Duration.millis(200))
+          assert.deepStrictEqual(Failures.retryAfterOf(failure.last), Duration.millis(200))
         }
       }).pipe(Effect.provide(HttpLive)))
 
@@ -163,7 +164,7 @@ describe("ModelClient against the fault server", () => {
             (url) => managedAt(url, { maxAttempts: 2, hintSpread: 0 })
           )
           const failure = failureOf(yield* Effect.exit(client.chat(hello)))
-          assert.deepStrictEqual(Failure.retryAfterOf(failure.last), Duration.millis(300))
+          assert.deepStrictEqual(Failures.retryAfterOf(failure.last), Duration.millis(300))
           const [first, second] = yield* server.arrivals
           assert.isAtLeast(second!.at - first!.at, 300, JSON.stringify(headers))
         }
@@ -310,7 +311,7 @@ describe("ModelClient against the fault server", () => {
         const chunks = yield* Stream.runCollect(client.chatStream(hello))
         const text = Chunk.toReadonlyArray(chunks).map((chunk) => chunk.choices[0]?.delta.content ?? "").join("")
         assert.strictEqual(text, FaultServer.replyText)
-        const prompt = Metrics.forTarget(client.target.name, "test-model").tokens("prompt").unsafeValue([]).count
+        const prompt = Meters.forTarget(client.target.name, "test-model").tokens("prompt").unsafeValue([]).count
         assert.isAbove(prompt, 0)
       }).pipe(Effect.provide(HttpLive)))
 

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Failover, Target } from "@resilient-ai/client"
 import { Failure, Resilient } from "@resilient-ai/policy"
+import { Failures } from "@resilient-ai/policy/internal"
 import { Duration, Effect, Redacted } from "effect"
 import { invalidSettings } from "../policy/support.js"
 import { checked } from "./support.js"
@@ -137,7 +138,7 @@ describe("Failover.shouldFailOver", () => {
     new Failure.CallFailed({ reason, last: new Failure.ServerError({ status: 500 }), attempts: [], target: "a" })
 
   it("passes on a call the target could not serve, never one the request or the clock doomed", () => {
-    const verdicts = Failure.stopReasons.map((reason) => [reason, Failover.shouldFailOver(ended(reason))])
+    const verdicts = Failures.stopReasons.map((reason) => [reason, Failover.shouldFailOver(ended(reason))])
     assert.deepStrictEqual(Object.fromEntries(verdicts), {
       terminal: false,
       "not-replay-safe": false,

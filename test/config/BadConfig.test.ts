@@ -86,7 +86,7 @@ const negativeRule = "must not be negative"
 
 /**
  * The bad values of a duration setting, the same for every component that reads one (each reads
- * it with `Settings.duration`): text that is no duration, a negative one, and, when `zeroRule` is
+ * it with `Checked.duration`): text that is no duration, a negative one, and, when `zeroRule` is
  * given, zero.
  */
 const badDurations = (variable: string, zeroRule?: string): ReadonlyArray<Case> => [

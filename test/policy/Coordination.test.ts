@@ -80,15 +80,15 @@ const recordingMakers = () => {
   return {
     given,
     makers: {
-      budget: (options: Coordination.BudgetOptions) => {
+      budget: (options: Parameters<Coordination.Makers["budget"]>[0]) => {
         given.push({ part: "budget", ...options })
         return RetryBudget.make(options)
       },
-      gate: (options: Coordination.GateOptions) => {
+      gate: (options: Parameters<Coordination.Makers["gate"]>[0]) => {
         given.push({ part: "gate", ...options })
         return ConcurrencyGate.make(options)
       },
-      rateLimiter: (options: Coordination.RateLimiterOptions) => {
+      rateLimiter: (options: Parameters<NonNullable<Coordination.Makers["rateLimiter"]>>[0]) => {
         given.push({ part: "rateLimiter", ...options })
         return RateLimiter.make(options)
       }

@@ -6,6 +6,7 @@
  */
 import { Target } from "@resilient-ai/client"
 import { type Failure, Resilient, type Settings } from "@resilient-ai/policy"
+import { Retries } from "@resilient-ai/policy/internal"
 import { Data, Effect, Redacted } from "effect"
 import { describe, expectTypeOf, it } from "vitest"
 
@@ -21,7 +22,7 @@ const target = Effect.runSync(
 /** Defined at module level, without `yield*`: not checked yet. */
 const usersDb = Resilient.policy({ target: "users-db", maxAttempts: 4 })
 
-type Refused = Resilient.Refusal
+type Refused = Retries.Refusal
 
 describe("the types of a resilient call", () => {
   it("an unchecked policy is Policy<InvalidSettings>; a checked one is Policy, its settings readable", () => {

@@ -7,7 +7,7 @@
  * a new field never breaks a running service; a field the caller relies on that is missing or of
  * the wrong type is a `ContractViolation`.
  */
-import { RateLimiter } from "@resilient-ai/policy"
+import { Limiters } from "@resilient-ai/policy/internal"
 import * as Schema from "effect/Schema"
 
 /** Why the model stopped: the common values, and any other string a provider adds (Mistral's `model_length`). */
@@ -128,7 +128,7 @@ export const tokensOf = (request: ChatRequest): number => {
     const content = (message as { readonly content?: unknown }).content
     characters += typeof content === "string" ? content.length : content == null ? 0 : JSON.stringify(content).length
   }
-  return Math.ceil(characters / RateLimiter.charactersPerToken) + 4 * request.messages.length +
+  return Math.ceil(characters / Limiters.charactersPerToken) + 4 * request.messages.length +
     (request.max_tokens ?? 0)
 }
 

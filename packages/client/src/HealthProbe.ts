@@ -21,7 +21,7 @@
 import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import { type ConcurrencyGate, Health, Settings } from "@resilient-ai/policy"
-import { FastPath } from "@resilient-ai/policy/internal"
+import { Checked, Diagnoses, FastPath } from "@resilient-ai/policy/internal"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -54,11 +54,11 @@ export interface Service {
 }
 
 const ProbeSettings = Schema.Struct({
-  interval: Settings.withDefault(Settings.finitePositiveDuration, Duration.seconds(10)),
-  timeout: Settings.optional(Settings.finitePositiveDuration)
+  interval: Checked.withDefault(Checked.finitePositiveDuration, Duration.seconds(10)),
+  timeout: Checked.optional(Checked.finitePositiveDuration)
 })
 
-const decodeSettings = Settings.decoder(ProbeSettings, () => "health probe")
+const decodeSettings = Checked.decoder(ProbeSettings, () => "health probe")
 
 /**
  * Whether an answer says the provider is up. Any answer is, except those that say it cannot serve:
@@ -73,7 +73,7 @@ const probeOnce = (
   endpoint: Transport.Endpoint,
   path: string,
   timeout: Duration.Duration
-): Effect.Effect<Health.ProbeResult> =>
+): Effect.Effect<Diagnoses.ProbeResult> =>
   Effect.gen(function*() {
     const unsigned = HttpClientRequest.get(`${endpoint.baseUrl.replace(/\/+$/, "")}${path}`).pipe(
       HttpClientRequest.acceptJson
@@ -109,21 +109,21 @@ export const run = (
       interval: options.interval ?? target.probeInterval,
       timeout: options.timeout
     })
-    const diagnosisSettings = yield* Health.settings(options.diagnosis)
+    const diagnosisSettings = yield* Diagnoses.settings(options.diagnosis)
     const path = options.path ?? target.probePath ?? "/models"
     const timeout = Duration.min(checked.timeout ?? Duration.seconds(5), checked.interval)
     // Without the tracer's propagation: the probe's trace context is not the provider's business.
     const http = (yield* HttpClient.HttpClient).pipe(HttpClient.withTracerPropagation(false))
     const { endpoint, state: { gate } } = yield* Wiring.wire(target)
-    const diagnoser = new Health.Diagnoser(diagnosisSettings)
+    const diagnoser = new Diagnoses.Diagnoser(diagnosisSettings)
 
     const step = Effect.gen(function*() {
       const probe = yield* probeOnce(http, endpoint, path, timeout)
       const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
-      const result = diagnoser.observe(now, probe, Health.callTotals(target.name))
+      const result = diagnoser.observe(now, probe, Diagnoses.callTotals(target.name))
       yield* holdRecovery(gate, !probe.up || result.diagnosis === "provider-degraded")
       if (result.providerBack) yield* gate.markRecovered
-      yield* Health.report(target.name, result, probe, diagnoser.trouble())
+      yield* Diagnoses.report(target.name, result, probe, diagnoser.trouble())
     })
 
     yield* Effect.addFinalizer(() => holdRecovery(gate, false))

@@ -24,7 +24,7 @@
  */
 import * as HttpClient from "@effect/platform/HttpClient"
 import { type Failure, Resilient, type Settings } from "@resilient-ai/policy"
-import { Engine } from "@resilient-ai/policy/internal"
+import { Engine, Retries } from "@resilient-ai/policy/internal"
 import type * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
@@ -77,8 +77,8 @@ const makeWith = (wiring: Wiring.Wiring): Effect.Effect<Service, never, HttpClie
     const http = Context.get(context, HttpClient.HttpClient)
     // Each call's span, named and attributed after OpenTelemetry's GenAI conventions, made once per model.
     const server = GenAi.serverOf(target.baseUrl)
-    const spansOf = (make: (model: string) => Resilient.CallSpan) => {
-      const made = new Map<string, Resilient.CallSpan>()
+    const spansOf = (make: (model: string) => Retries.CallSpan) => {
+      const made = new Map<string, Retries.CallSpan>()
       return (model: string) => {
         let span = made.get(model)
         if (span === undefined) made.set(model, span = make(model))

@@ -16,6 +16,7 @@
  * ```
  */
 import { Coordination, Settings } from "@resilient-ai/policy"
+import { Checked, Coordinations } from "@resilient-ai/policy/internal"
 import type * as ConfigError from "effect/ConfigError"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -33,7 +34,7 @@ export interface Options {
   readonly pollInterval?: Duration.DurationInput | undefined
 }
 
-const decodeOptions = Settings.validate(RedisGate.LeaseSettings, () => "redis coordination")
+const decodeOptions = Checked.validate(RedisGate.LeaseSettings, () => "redis coordination")
 
 /**
  * A coordination whose budgets, gates and rate limiters are on the connection in context, each kept
@@ -42,7 +43,7 @@ const decodeOptions = Settings.validate(RedisGate.LeaseSettings, () => "redis co
  */
 export const make = (
   options: Options = {}
-): Effect.Effect<Coordination.Service, Settings.InvalidSettings, RedisConnection.RedisConnection> =>
+): Effect.Effect<Coordinations.Service, Settings.InvalidSettings, RedisConnection.RedisConnection> =>
   Effect.flatMap(
     Effect.zip(decodeOptions(options), Effect.context<RedisConnection.RedisConnection>()),
     ([leases, context]) =>

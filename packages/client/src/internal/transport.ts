@@ -8,8 +8,8 @@ import * as HttpClient from "@effect/platform/HttpClient"
 import type * as HttpClientError from "@effect/platform/HttpClientError"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
-import { Failure, Metrics, RateLimiter, Resilient } from "@resilient-ai/policy"
-import { Attempts } from "@resilient-ai/policy/internal"
+import { Failure, Resilient } from "@resilient-ai/policy"
+import { Attempts, Limiters, Meters } from "@resilient-ai/policy/internal"
 import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
@@ -230,7 +230,7 @@ type Usage = { readonly prompt_tokens: number; readonly completion_tokens?: numb
 const recordUsage = (endpoint: Endpoint, model: string, usage: Usage, report: Attempts.Report): void => {
   if (usage === undefined || usage === null) return
   report.usage = usage.prompt_tokens + (usage.completion_tokens ?? 0)
-  const metrics = Metrics.forTarget(endpoint.target, model)
+  const metrics = Meters.forTarget(endpoint.target, model)
   metrics.tokens("prompt").unsafeUpdate(usage.prompt_tokens, [])
   report.annotate("promptTokens", usage.prompt_tokens)
   if (usage.completion_tokens !== undefined) {
@@ -242,7 +242,7 @@ const recordUsage = (endpoint: Endpoint, model: string, usage: Usage, report: At
 
 /** Puts the limits the provider stated in an answer's headers in the attempt's report, when it stated any. */
 export const reportLimits = (report: Attempts.Report, header: (name: string) => string | null | undefined) => {
-  const limits = RateLimiter.limitsOf(header)
+  const limits = Limiters.limitsOf(header)
   if (limits.requestsPerMinute !== undefined || limits.tokensPerMinute !== undefined) report.limits = limits
 }
 

@@ -3,7 +3,7 @@
  * handles of its metrics. Part of the target's state (`Coordination.TargetServices`), so every
  * caller of a target, whatever policy object it holds, learns into one place.
  */
-import * as Metrics from "../Metrics.js"
+import * as Metrics from "./metrics.js"
 
 /**
  * How long a model's successful attempts take lately: a moving average, so a slow model gets a
