@@ -20,10 +20,14 @@ const settle = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     return yield* Fiber.await(fiber)
   })
 
+/** The state of `target` (called without an API key) in the `Coordination` in context, once made. */
+const stateOf = (target: string) =>
+  Effect.map(Coordination.Coordination, (coordination) => coordination.targets.get(target)?.get(undefined))
+
 /** The health of `target`'s gate, read through the `Coordination` in context. */
 const healthOf = (target: string) =>
   Effect.gen(function*() {
-    const state = (yield* Coordination.Coordination).targets.get(target)?.get(undefined)
+    const state = yield* stateOf(target)
     assert.isDefined(state, "the target's state was made")
     return (yield* state!.gate.snapshot).health
   })
@@ -36,9 +40,9 @@ const diagnosedAround = <A, E, R>(target: string, calls: Effect.Effect<A, E, R>)
   Effect.gen(function*() {
     const diagnoser = new Diagnoses.Diagnoser(Either.getOrThrow(Diagnoses.settings({})))
     const up = { up: true, millis: 20 }
-    diagnoser.observe(0, up, Diagnoses.callTotals(target))
+    diagnoser.observe(0, up, Diagnoses.callTotals(target, yield* stateOf(target)))
     const result = yield* calls
-    const step = diagnoser.observe(10_000, up, Diagnoses.callTotals(target))
+    const step = diagnoser.observe(10_000, up, Diagnoses.callTotals(target, yield* stateOf(target)))
     return { result, diagnosis: step.diagnosis, trouble: diagnoser.trouble() }
   })
 

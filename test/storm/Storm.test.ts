@@ -426,9 +426,9 @@ describe("storm scenarios, small", { timeout: 300_000 }, () => {
       await new Promise((resolve) => setImmediate(resolve))
       return Storm.run(scenario, StormPolicies.oursManaged, 1)
     }
-    const before = Diagnoses.callTotals("ours-managed")
+    const before = Diagnoses.callTotals("ours-managed", undefined)
     const first = await here()
-    const after = Diagnoses.callTotals("ours-managed")
+    const after = Diagnoses.callTotals("ours-managed", undefined)
     const second = await here()
     // Every attempt the metrics counted reached the provider, and nothing else counted for the target.
     assert.strictEqual(after.attempts - before.attempts, first.attempts)

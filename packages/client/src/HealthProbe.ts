@@ -114,13 +114,14 @@ export const run = (
     const timeout = Duration.min(checked.timeout ?? Duration.seconds(5), checked.interval)
     // Without the tracer's propagation: the probe's trace context is not the provider's business.
     const http = (yield* HttpClient.HttpClient).pipe(HttpClient.withTracerPropagation(false))
-    const { endpoint, state: { gate } } = yield* Wiring.wire(target)
+    const { endpoint, state } = yield* Wiring.wire(target)
+    const { gate } = state
     const diagnoser = new Diagnoses.Diagnoser(diagnosisSettings)
 
     const step = Effect.gen(function*() {
       const probe = yield* probeOnce(http, endpoint, path, timeout)
       const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
-      const result = diagnoser.observe(now, probe, Diagnoses.callTotals(target.name))
+      const result = diagnoser.observe(now, probe, Diagnoses.callTotals(target.name, state))
       yield* holdRecovery(gate, !probe.up || result.diagnosis === "provider-degraded")
       if (result.providerBack) yield* gate.markRecovered
       yield* Diagnoses.report(target.name, result, probe, diagnoser.trouble())

@@ -10,7 +10,7 @@
  * scenario says so, ours also probes the provider's health and records its diagnosis over time.
  */
 import { ConcurrencyGate, Health, type RateLimiter } from "@resilient-ai/policy"
-import { Diagnoses, Failures, FastPath } from "@resilient-ai/policy/internal"
+import { type Coordinations, Diagnoses, Failures, FastPath } from "@resilient-ai/policy/internal"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -144,12 +144,14 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
     const clock = yield* Simulation.CurrentClock
     const provider = new SimulatedProvider.Provider(clock, scenario.provider)
     let gate: ConcurrencyGate.Service = ConcurrencyGate.unbounded
+    let state: Coordinations.TargetServices | undefined
     const caller = yield* contender.make({
       attemptTimeoutMillis: scenario.attemptTimeoutMillis,
       providerSlots: scenario.provider.slots,
       rateLimit: scenario.provider.rateLimit,
-      watchGate: (watched) => {
-        gate = watched
+      watchTarget: (watched) => {
+        state = watched
+        gate = watched.gate
       }
     })
     const limit: Array<number> = []
@@ -160,7 +162,7 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
     let probes: Array<ProbeRecord> | undefined
     if (probe !== undefined) {
       probes = []
-      yield* Effect.forkDaemon(probing(probe, provider, gate, contender.name, probes))
+      yield* Effect.forkDaemon(probing(probe, provider, gate, state, contender.name, probes))
     }
     let nextCall = 0
     const start = (service?: Service) =>
@@ -271,13 +273,15 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
 
 /**
  * The probe's fiber: a probe every `intervalMillis` from the start, each given `timeoutMillis`; the
- * diagnosis reads the target's call totals from its metrics (`Diagnoses.callTotals`), which only this
- * run updates while it runs (a simulation runs synchronously), so their differences are this run's.
+ * diagnosis reads the target's call totals from its metrics and its `state` (`Diagnoses.callTotals`),
+ * which only this run updates while it runs (a simulation runs synchronously), so their differences
+ * are this run's.
  */
 const probing = (
   probe: Probe,
   provider: SimulatedProvider.Provider,
   gate: ConcurrencyGate.Service,
+  state: Coordinations.TargetServices | undefined,
   target: string,
   records: Array<ProbeRecord>
 ): Effect.Effect<void> =>
@@ -293,7 +297,7 @@ const probing = (
         Effect.match({ onFailure: () => false, onSuccess: () => true })
       )
       const at = yield* Clock.currentTimeMillis
-      const totals = Diagnoses.callTotals(target)
+      const totals = Diagnoses.callTotals(target, state)
       const step = diagnoser.observe(at, { up, millis: at - sent }, totals)
       const alone = callsAlone.observe(at, { up: true, millis: at - sent }, totals)
       const holdRecovery = FastPath.gate(gate)?.holdRecovery

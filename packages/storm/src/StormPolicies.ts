@@ -26,8 +26,11 @@ export interface Setting {
   readonly attemptTimeoutMillis: number
   /** The provider's slots: what a fixed-capacity pool's operator configures its gate to. */
   readonly providerSlots: number
-  /** Told the gate a policy limits its calls with, so the run can chart its limit. */
-  readonly watchGate?: ((gate: ConcurrencyGate.Service) => void) | undefined
+  /**
+   * Told the state of the target a policy calls, so the run can chart its gate's limit and its
+   * health probe can read what the calls learned.
+   */
+  readonly watchTarget?: ((state: Coordinations.TargetServices) => void) | undefined
   /** The API key's limits (S6): what an operator who knows them configures. */
   readonly rateLimit?: RateLimiter.Limits | undefined
 }
@@ -386,11 +389,11 @@ const ours = (
         mode: Target.gateMode(target),
         ...gateOverrides
       })
-      setting.watchGate?.(gate)
       const policy = Target.policyFor(target)
       const limiter = pacing === undefined ? undefined : yield* RateLimiter.make({ ...policy.rateLimit, target: name })
       // The target's classifier is in its policy.
       const services = Coordinations.targetServices({ budget, gate, limiter })
+      setting.watchTarget?.(services)
       return (attempt, deadlineMillis, call) =>
         Engine.run(() => attempt, policy, services, {
           replaySafe: true,

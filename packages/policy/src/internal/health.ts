@@ -8,7 +8,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import type { Diagnosis, Options } from "../Health.js"
-import * as CapacityFailures from "./capacityFailures.js"
+import type { TargetServices } from "./coordination.js"
 import * as Metrics from "./metrics.js"
 import * as Checked from "./settings.js"
 
@@ -146,8 +146,11 @@ export class Diagnoser {
   }
 }
 
-/** The call totals of `target` so far, over every model: from its metrics, and the toolkit's capacity failures. */
-export const callTotals = (target: string): CallTotals => {
+/**
+ * The call totals of `target` so far, over every model: from its metrics, and the toolkit's capacity
+ * failures counted in its `state` (none before the state is made).
+ */
+export const callTotals = (target: string, state: Pick<TargetServices, "learned"> | undefined): CallTotals => {
   let attempts = 0
   let troubles = 0
   for (const metrics of Metrics.allForTarget(target)) {
@@ -161,7 +164,7 @@ export const callTotals = (target: string): CallTotals => {
   }
   // The attempts the provider could not take: the toolkit's failures only, known by identity, so a
   // caller's own error tagged like one of ours is none.
-  return { attempts, troubles: troubles + CapacityFailures.of(target) }
+  return { attempts, troubles: troubles + (state?.learned.capacityFailures ?? 0) }
 }
 
 /**

@@ -39,7 +39,7 @@ import * as Failure from "./failures.js"
 import * as FastPath from "./fastPath.js"
 import * as ConcurrencyGate from "./gate.js"
 import * as Instruments from "./instrumentation.js"
-import type { TypicalLatency } from "./learned.js"
+import type { Learned, TypicalLatency } from "./learned.js"
 import type * as Metrics from "./metrics.js"
 import * as Policies from "./policy.js"
 import type { PolicyOf } from "./policy.js"
@@ -203,6 +203,7 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
   readonly clock: Clock.Clock
   readonly metricLabels: ReadonlyArray<MetricLabel.MetricLabel>
   readonly minimumLogLevel: LogLevel.LogLevel
+  readonly learned: Learned
   readonly latency: TypicalLatency
   readonly metrics: Metrics.TargetMetrics
   readonly deadline: number
@@ -270,6 +271,7 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
     this.metricLabels = fiber.getFiberRef(FiberRef.currentMetricLabels)
     this.minimumLogLevel = fiber.getFiberRef(FiberRef.currentMinimumLogLevel)
     const outer = fiber.getFiberRef(CurrentAttempt)
+    this.learned = services.learned
     const model = services.learned.of(policy.target, policy.model)
     this.latency = model.latency
     this.metrics = model.metrics
