@@ -31,25 +31,24 @@ import * as Exit from "effect/Exit"
 import * as FiberId from "effect/FiberId"
 import * as Layer from "effect/Layer"
 import * as ConcurrencyGate from "./ConcurrencyGate.js"
-import { type Service, type TargetOptions, type TargetServices, targetServices } from "./internal/coordination.js"
+import {
+  type ForKey,
+  type Service,
+  type TargetOptions,
+  type TargetServices,
+  targetServices
+} from "./internal/coordination.js"
 import { keyFingerprint } from "./internal/keyFingerprint.js"
 import * as RateLimiter from "./RateLimiter.js"
 import * as RetryBudget from "./RetryBudget.js"
 import type { InvalidSettings } from "./Settings.js"
 
 /**
- * A part's options for one target called with one API key: the target's name, and the key's
- * fingerprint (the first 16 hexadecimal digits of its text's SHA-256), never the key; none without a
- * key. A provider's limits are per key, so each key of a target has parts of its own.
- */
-export type ForKey<Options> = Options & {
-  readonly target: string
-  readonly keyFingerprint?: string | undefined
-}
-
-/**
  * How a coordination makes a target's parts, for a coordination of your own (as `RedisCoordination`
- * makes Redis's). Bad options fail with `InvalidSettings` naming them, as `RetryBudget.make` does.
+ * makes Redis's). Each maker is given the part's options for one target and API key: the target's
+ * name, and the key's fingerprint (the first 16 hexadecimal digits of its text's SHA-256), never the
+ * key; none without a key. A provider's limits are per key, so each key of a target has parts of its
+ * own. Bad options fail with `InvalidSettings` naming them, as `RetryBudget.make` does.
  */
 export interface Makers {
   readonly budget: (options: ForKey<RetryBudget.Options>) => Effect.Effect<RetryBudget.Service, InvalidSettings>

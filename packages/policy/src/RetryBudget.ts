@@ -14,8 +14,8 @@
  * retries that succeeded, down to that share of itself; independent failures, which a retry fixes,
  * keep all of it.
  *
- * The budget is a service so the same policy runs per process (`make`) or per fleet (`RedisBudget`
- * in `@resilient-ai/redis`), whichever the `Coordination` in context makes; `disabled` is for
+ * The budget is a service so the same policy runs per process (`make`) or per fleet (on Redis, with
+ * `RedisCoordination` in `@resilient-ai/redis`), whichever the `Coordination` in context makes; `disabled` is for
  * fixed-capacity targets, which should shed instead of retrying, and `unlimited` and `recording`
  * are for tests.
  */

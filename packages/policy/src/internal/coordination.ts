@@ -14,6 +14,15 @@ import { Learned } from "./learned.js"
 
 export * from "../Coordination.js"
 
+/**
+ * A part's options for one target called with one API key (what `Makers` are given): the target's
+ * name, and the key's fingerprint, never the key; none without a key.
+ */
+export type ForKey<Options> = Options & {
+  readonly target: string
+  readonly keyFingerprint?: string | undefined
+}
+
 /** What a target's budget and gate are made from, on first use. */
 export interface TargetOptions {
   readonly target: string
