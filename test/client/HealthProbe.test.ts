@@ -6,6 +6,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { HealthProbe, ModelClient, type Target } from "@resilient-ai/client"
+import { isUp } from "@resilient-ai/client/internal"
 import { Coordination, type Health } from "@resilient-ai/policy"
 import { Meters } from "@resilient-ai/policy/internal"
 import { FaultServer } from "@resilient-ai/testing"
@@ -139,7 +140,7 @@ describe("HealthProbe, against the fault server", () => {
   it.scoped("a probe answered 404 or 401 is up: a path the provider lacks is not an outage", () =>
     Effect.gen(function*() {
       assert.deepStrictEqual(
-        [200, 401, 404, 408, 429, 500, 503].map(HealthProbe.isUp),
+        [200, 401, 404, 408, 429, 500, 503].map(isUp),
         [true, true, true, false, false, false, false]
       )
       const server = yield* FaultServer.make({})

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Failover, ModelClient, Target } from "@resilient-ai/client"
+import { Targets } from "@resilient-ai/client/internal"
 import { Failure } from "@resilient-ai/policy"
 import { Failures, Meters } from "@resilient-ai/policy/internal"
 import { FaultServer, type Fixtures } from "@resilient-ai/testing"
@@ -474,12 +475,12 @@ describe("ModelClient against the fault server", () => {
         assert.strictEqual(target.concurrency, 16)
         assert.strictEqual(target.budget.ratio, 0.2)
         assert.strictEqual(target.budget.minPerSecond, 5)
-        assert.strictEqual(Duration.toMillis(Target.policyFor(target).attemptTimeout), 20_000)
-        assert.strictEqual(Duration.toMillis(Target.policyFor(target, "mistral-large-latest").attemptTimeout), 90_000)
-        assert.strictEqual(Duration.toMillis(Target.policyFor(target, "mistral-tiny").attemptTimeout), 5_000)
-        assert.strictEqual(Target.policyFor(target, "mistral-large-latest").maxAttempts, 4)
+        assert.strictEqual(Duration.toMillis(Targets.policyFor(target).attemptTimeout), 20_000)
+        assert.strictEqual(Duration.toMillis(Targets.policyFor(target, "mistral-large-latest").attemptTimeout), 90_000)
+        assert.strictEqual(Duration.toMillis(Targets.policyFor(target, "mistral-tiny").attemptTimeout), 5_000)
+        assert.strictEqual(Targets.policyFor(target, "mistral-large-latest").maxAttempts, 4)
         // Every setting of the policy is the target's, and a variable's.
-        const policy = Target.policyFor(target, "mistral-tiny")
+        const policy = Targets.policyFor(target, "mistral-tiny")
         assert.strictEqual(Duration.toMillis(policy.maxRetryAfter), 10_000)
         assert.strictEqual(Duration.toMillis(policy.minAttemptTime), 250)
         assert.isTrue(policy.replaySafe)

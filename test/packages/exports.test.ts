@@ -47,7 +47,10 @@ describe("the packages' exports maps", () => {
       // Internal helpers that used to be public modules.
       "@resilient-ai/cli/Flags",
       "@resilient-ai/cli/Progress",
-      "@resilient-ai/testing/FaultServerBody"
+      "@resilient-ai/testing/FaultServerBody",
+      "@resilient-ai/policy/RetryHint",
+      "@resilient-ai/client/Transport",
+      "@resilient-ai/client/ProviderError"
     ]
     for (const specifier of internal) {
       assert.strictEqual(resolves(specifier), "ERR_PACKAGE_PATH_NOT_EXPORTED", specifier)

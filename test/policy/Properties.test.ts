@@ -6,7 +6,7 @@
  * the kinds of cases it saw, so a generator that drifts into trivial cases fails instead of passing.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Target } from "@resilient-ai/client"
+import { Targets } from "@resilient-ai/client/internal"
 import { Backoff, Classifier, Failure, Resilient, RetryBudget } from "@resilient-ai/policy"
 import { Backoffs, Budgets, Failures, RetryHint } from "@resilient-ai/policy/internal"
 import {
@@ -580,7 +580,7 @@ describe("Properties: classification", () => {
         // A person reads the message when the call fails; it must exist for any fields.
         assert.isString(failure.message)
 
-        const selfHosted = Target.selfHostedClassifier.classify(failure)
+        const selfHosted = Targets.selfHostedClassifier.classify(failure)
         assert.include(verdicts, selfHosted)
         // A busy pool is never asked to replay, and retries only what the default table retries too.
         assert.notStrictEqual(selfHosted, "ambiguous")

@@ -3,7 +3,8 @@
  * at a low fixed rate, outside the retry budget, the gate and the rate limiter, and with the calls'
  * metrics diagnoses the target (`Health`): `provider-degraded` when the probe fails too,
  * `self-inflicted` when the probe is fine while our calls fail for capacity, are shed or exhaust the
- * budget, `healthy` otherwise.
+ * budget, `healthy` otherwise. Any answer says the provider is up except a 5xx, a 408 or a 429 (a
+ * 401 or a 404 still comes from a provider that serves).
  *
  * The diagnosis tells the two incidents apart that the client's own graphs cannot, and it steers the
  * gate: while the probe finds the provider down, a lucky call does not start the recovery ramp; the
@@ -29,9 +30,10 @@ import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
+import { isUp } from "./internal/probe.js"
+import type * as Transport from "./internal/transport.js"
 import * as Wiring from "./internal/wiring.js"
 import type * as Target from "./Target.js"
-import type * as Transport from "./Transport.js"
 
 /** Settings of a probe; the target's `probeInterval` and `probePath` are the defaults. */
 export interface Options {
@@ -59,13 +61,6 @@ const ProbeSettings = Schema.Struct({
 })
 
 const decodeSettings = Checked.decoder(ProbeSettings, () => "health probe")
-
-/**
- * Whether an answer says the provider is up. Any answer is, except those that say it cannot serve:
- * a 5xx, a 408 or a 429. A 401 or a 404 still comes from a provider that serves (a probe path the
- * provider lacks must not read as an outage).
- */
-export const isUp = (status: number): boolean => status < 500 && status !== 408 && status !== 429
 
 /** One probe: up or down, and how long it took, on the Effect clock. Never fails. */
 const probeOnce = (

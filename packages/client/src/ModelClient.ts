@@ -35,6 +35,7 @@ import * as ChatCompletion from "./ChatCompletion.js"
 import * as Embeddings from "./Embeddings.js"
 import * as HealthProbe from "./HealthProbe.js"
 import * as GenAi from "./internal/genAi.js"
+import * as Requests from "./internal/requests.js"
 import * as HttpAttempt from "./internal/transport.js"
 import * as Wiring from "./internal/wiring.js"
 import type * as Target from "./Target.js"
@@ -95,13 +96,13 @@ const makeWith = (wiring: Wiring.Wiring): Effect.Effect<Service, never, HttpClie
           http,
           endpoint,
           "/chat/completions",
-          ChatCompletion.body(request, model, false),
+          Requests.chatBody(request, model, false),
           ChatCompletion.ChatCompletion,
           (completion) => completion.usage
         ),
         policyFor(model),
         state,
-        { tokens: ChatCompletion.tokensOf(request), ...options, span: GenAi.withRequest(chatSpan(model), request) }
+        { tokens: Requests.chatTokens(request), ...options, span: GenAi.withRequest(chatSpan(model), request) }
       )
     }
 
@@ -112,13 +113,13 @@ const makeWith = (wiring: Wiring.Wiring): Effect.Effect<Service, never, HttpClie
           http,
           endpoint,
           "/embeddings",
-          Embeddings.body(request, model),
+          Requests.embeddingsBody(request, model),
           Embeddings.Embeddings,
           (result) => result.usage
         ),
         policyFor(model),
         state,
-        { replaySafe: true, tokens: Embeddings.tokensOf(request), ...options, span: embeddingsSpan(model) }
+        { replaySafe: true, tokens: Requests.embeddingsTokens(request), ...options, span: embeddingsSpan(model) }
       )
     }
 
@@ -128,13 +129,13 @@ const makeWith = (wiring: Wiring.Wiring): Effect.Effect<Service, never, HttpClie
       const post = HttpAttempt.streamAttempt(
         endpoint,
         "/chat/completions",
-        ChatCompletion.body(request, model, true),
+        Requests.chatBody(request, model, true),
         ChatCompletion.ChatCompletionChunk,
         (chunk) => chunk.usage,
         policy.attemptTimeout
       )
       return Engine.stream(post, policy, state, {
-        tokens: ChatCompletion.tokensOf(request),
+        tokens: Requests.chatTokens(request),
         ...options,
         span: GenAi.withRequest(chatSpan(model), request)
       })

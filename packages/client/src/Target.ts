@@ -11,13 +11,12 @@
  * `config` reads a target from environment variables under a prefix and validates it when the
  * layer is built, so a misconfigured deployment fails before any socket opens.
  */
-import { Classifier, Resilient, Settings } from "@resilient-ai/policy"
-import { BudgetRules, Checked, Classifiers, Policies } from "@resilient-ai/policy/internal"
+import type { Resilient, Settings } from "@resilient-ai/policy"
+import { BudgetRules, Checked, Policies } from "@resilient-ai/policy/internal"
 import type * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 
@@ -405,47 +404,6 @@ export const managed = (options: Options): Effect.Effect<Target, Settings.Invali
 /** A fixed-capacity, self-hosted target; bad settings fail with one `InvalidSettings` naming each. */
 export const selfHosted = (options: Options): Effect.Effect<Target, Settings.InvalidSettings> =>
   selfHostedDecoder(options)
-
-/**
- * The policy of requests for `model` (the target's own model unless named), decoded by the Schema
- * `Resilient.policy` decodes with: the target's settings were checked by the same field rules, so
- * only a rule that drifted apart could refuse them, and that is a defect.
- */
-export const policyFor = (target: Target, model: string = target.model): Resilient.Policy => {
-  const attemptTimeout = target.attemptTimeoutByModel[model] ?? target.attemptTimeout
-  const decoded = Policies.decode({
-    target: target.name,
-    model,
-    maxAttempts: target.maxAttempts,
-    baseDelay: target.baseDelay,
-    maxDelay: target.maxDelay,
-    hintSpread: target.hintSpread,
-    maxRetryAfter: target.maxRetryAfter,
-    replaySafe: target.replaySafe,
-    attemptTimeout,
-    // From the model's own timeout: a model allowed 90 ms must not need 100 ms left to start.
-    minAttemptTime: target.minAttemptTime ??
-      Duration.min(Duration.millis(100), Duration.divide(attemptTimeout, 2).pipe(Option.getOrThrow)),
-    budget: target.budget,
-    gate: { limit: target.concurrency, mode: gateMode(target) },
-    rateLimit: { requestsPerMinute: target.requestsPerMinute, tokensPerMinute: target.tokensPerMinute },
-    classify: classifierFor(target).classify
-  })
-  return Either.getOrThrowWith(
-    decoded,
-    (invalid) => new Error(`a checked target made a bad policy: ${invalid.message}`)
-  )
-}
-
-/** How a full gate behaves: managed targets queue (bounded by the deadline), self-hosted ones shed. */
-export const gateMode = (target: Target): "queue" | "shed" => target.kind === "managed" ? "queue" : "shed"
-
-/** A self-hosted pool's classifier: `Classifier.classifyFixedCapacity`. */
-export const selfHostedClassifier: Classifiers.Service = { classify: Classifier.classifyFixedCapacity }
-
-/** The classifier a target's calls use. */
-const classifierFor = (target: Target): Classifiers.Service =>
-  target.kind === "managed" ? { classify: Classifier.classifyDefault } : selfHostedClassifier
 
 /**
  * A target read from environment variables under `prefix` (with the default `ConfigProvider`):

@@ -9,7 +9,7 @@
  * failure: after the trigger is gone, a queue full of abandoned requests keeps every new request
  * waiting past its timeout, and retries keep the queue full.
  */
-import { ProviderError } from "@resilient-ai/client"
+import { ProviderError } from "@resilient-ai/client/internal"
 import { Failure } from "@resilient-ai/policy"
 import { Attempts, Limiters } from "@resilient-ai/policy/internal"
 import * as Duration from "effect/Duration"

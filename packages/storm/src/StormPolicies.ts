@@ -10,6 +10,7 @@
  * replay timeouts; they do not read `Retry-After`.
  */
 import { Target } from "@resilient-ai/client"
+import { Targets } from "@resilient-ai/client/internal"
 import { Backoff, Classifier, ConcurrencyGate, Failure, RateLimiter, RetryBudget } from "@resilient-ai/policy"
 import { type Attempts, Backoffs, Coordinations, Engine, FastPath, Policies } from "@resilient-ai/policy/internal"
 import * as Duration from "effect/Duration"
@@ -386,10 +387,10 @@ const ours = (
       const gate = yield* ConcurrencyGate.make({
         target: name,
         limit: target.concurrency,
-        mode: Target.gateMode(target),
+        mode: Targets.gateMode(target),
         ...gateOverrides
       })
-      const policy = Target.policyFor(target)
+      const policy = Targets.policyFor(target)
       const limiter = pacing === undefined ? undefined : yield* RateLimiter.make({ ...policy.rateLimit, target: name })
       // The target's classifier is in its policy.
       const services = Coordinations.targetServices({ budget, gate, limiter })

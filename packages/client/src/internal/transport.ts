@@ -2,7 +2,8 @@
  * The transport's machinery: one HTTP attempt against a model API, every outcome mapped onto the
  * policy's failures. The engine runs its attempts as functions of their context, which hand back
  * what the answer said (usage, limits, the provider's request id, the span's attributes) with the
- * value or the failure; `Transport` is the public face of the same requests.
+ * value or the failure. A `ModelClient`'s calls are sent through it; the SDK adapters and the health
+ * probe use its parts.
  */
 import * as HttpClient from "@effect/platform/HttpClient"
 import type * as HttpClientError from "@effect/platform/HttpClientError"
@@ -21,9 +22,9 @@ import type * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import * as ProviderError from "../ProviderError.js"
 import { concat } from "./bytes.js"
 import * as GenAi from "./genAi.js"
+import * as ProviderError from "./providerError.js"
 import { scrubFailure } from "./secrets.js"
 
 /** Where and how to send: the parts of a target the transport needs. */

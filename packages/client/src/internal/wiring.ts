@@ -6,8 +6,8 @@ import * as HttpClient from "@effect/platform/HttpClient"
 import { Coordination, type Resilient, type Settings } from "@resilient-ai/policy"
 import { Coordinations } from "@resilient-ai/policy/internal"
 import * as Effect from "effect/Effect"
-import * as Target from "../Target.js"
-import type * as Transport from "../Transport.js"
+import * as Target from "./target.js"
+import type * as Transport from "./transport.js"
 
 /** A target, wired. */
 export interface Wiring {
