@@ -50,7 +50,10 @@ describe("the packages' exports maps", () => {
       "@resilient-ai/testing/FaultServerBody",
       "@resilient-ai/policy/RetryHint",
       "@resilient-ai/client/Transport",
-      "@resilient-ai/client/ProviderError"
+      "@resilient-ai/client/ProviderError",
+      "@resilient-ai/redis/RedisBudget",
+      "@resilient-ai/redis/RedisGate",
+      "@resilient-ai/redis/RedisRateLimiter"
     ]
     for (const specifier of internal) {
       assert.strictEqual(resolves(specifier), "ERR_PACKAGE_PATH_NOT_EXPORTED", specifier)

@@ -129,7 +129,7 @@ export const rampLimit = (settings: Settings, steps: number, steady: number = se
 
 /**
  * The learned limit after an overload: ×`backoffRatio`, rounded down, at least one less and at
- * least `minLimit`. `RedisGate`'s script computes the same.
+ * least `minLimit`. The fleet gate's script on Redis computes the same.
  */
 export const backoffLimit = (settings: Settings, learned: number): number =>
   Math.max(settings.minLimit, Math.min(learned - 1, Math.floor(learned * settings.backoffRatio)))

@@ -16,9 +16,9 @@ import { type Failure, RateLimiter, type Settings } from "@resilient-ai/policy"
 import { type Coordinations, FastPath, Limiters } from "@resilient-ai/policy/internal"
 import * as Effect from "effect/Effect"
 import type { Redis } from "ioredis"
-import { keyFor } from "./internal/keys.js"
-import { isVoid, memberTtlMillis, never, register, type Void } from "./internal/script.js"
-import { RedisConnection } from "./RedisConnection.js"
+import { RedisConnection } from "../RedisConnection.js"
+import { keyFor } from "./keys.js"
+import { isVoid, memberTtlMillis, never, register, type Void } from "./script.js"
 
 /**
  * After the shared prologue (`internal/script.ts`): keys[1] the pace's hash, whose fields

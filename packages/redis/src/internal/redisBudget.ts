@@ -16,9 +16,9 @@ import { RetryBudget, Settings } from "@resilient-ai/policy"
 import { Budgets, type Coordinations, FastPath } from "@resilient-ai/policy/internal"
 import * as Effect from "effect/Effect"
 import type { Redis } from "ioredis"
-import { keyFor } from "./internal/keys.js"
-import { answered, isVoid, memberTtlMillis, never, register, type Void } from "./internal/script.js"
-import { RedisConnection } from "./RedisConnection.js"
+import { RedisConnection } from "../RedisConnection.js"
+import { keyFor } from "./keys.js"
+import { answered, isVoid, memberTtlMillis, never, register, type Void } from "./script.js"
 
 /**
  * After the shared prologue (`internal/script.ts`): keys[1] the window's hash. args: operation

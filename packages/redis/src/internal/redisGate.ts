@@ -23,9 +23,9 @@ import * as Either from "effect/Either"
 import * as Random from "effect/Random"
 import * as Schema from "effect/Schema"
 import type { Redis } from "ioredis"
-import { keyFor } from "./internal/keys.js"
-import { answered, isVoid, memberTtlMillis, never, register, type Void } from "./internal/script.js"
-import { RedisConnection } from "./RedisConnection.js"
+import { RedisConnection } from "../RedisConnection.js"
+import { keyFor } from "./keys.js"
+import { answered, isVoid, memberTtlMillis, never, register, type Void } from "./script.js"
 
 /**
  * After the shared prologue (`internal/script.ts`): keys[1] the leases (sorted set, score =
