@@ -5,13 +5,14 @@
  * Run with `pnpm bench` (node runs it with `--expose-gc`).
  */
 import { Failure, RetryBudget } from "@resilient-ai/policy"
+import { Budgets } from "@resilient-ai/policy/internal"
 import { Effect } from "effect"
 
 const gc = (globalThis as { gc?: () => void }).gc
 if (gc === undefined) throw new Error("run with --expose-gc")
 
 /** A decision every microsecond of simulated time: 1 success and 1 retry request per 10 calls. */
-const decide = (window: RetryBudget.Window, count: number, startMillis = 0) => {
+const decide = (window: Budgets.Window, count: number, startMillis = 0) => {
   let granted = 0
   for (let i = 0; i < count; i++) {
     const now = startMillis + i / 1000
@@ -30,7 +31,7 @@ const heapAfter = (count: number) => {
   for (let trial = 0; trial < 5; trial++) {
     gc()
     const before = process.memoryUsage().heapUsed
-    const window = new RetryBudget.Window(RetryBudget.defaults)
+    const window = new Budgets.Window(Budgets.defaults)
     decide(window, count)
     gc()
     samples.push(process.memoryUsage().heapUsed - before)
@@ -42,7 +43,7 @@ const heapAfter = (count: number) => {
 }
 
 const decisions = 5_000_000
-const window = new RetryBudget.Window(RetryBudget.defaults)
+const window = new Budgets.Window(Budgets.defaults)
 decide(window, 100_000)
 const started = performance.now()
 decide(window, decisions, 100)
@@ -73,5 +74,5 @@ console.log(`heap retained after 10,000,000 decisions: ${(larger / 1024).toFixed
 console.log(
   `difference 1,000 → 1,000,000: ${
     ((large - small) / 1024).toFixed(1)
-  } KiB (the window keeps ${RetryBudget.defaults.buckets} buckets whatever the traffic)`
+  } KiB (the window keeps ${Budgets.defaults.buckets} buckets whatever the traffic)`
 )

@@ -6,7 +6,8 @@
  * it says so and measures nothing. Run with `pnpm bench`.
  */
 import { ConcurrencyGate, Failure, RetryBudget } from "@resilient-ai/policy"
-import { RedisBudget, RedisConnection, RedisGate } from "@resilient-ai/redis"
+import { RedisConnection } from "@resilient-ai/redis"
+import { RedisBudget, RedisGate } from "@resilient-ai/redis/internal"
 import { Effect, Layer, Redacted } from "effect"
 import { ping, redisServerBinary, startRedisServer } from "../test/redis/server.js"
 

@@ -30,7 +30,7 @@ import { NodeHttpClient } from "@effect/platform-node"
 import { Agent } from "@effect/platform-node/Undici"
 import { assert, describe, it } from "@effect/vitest"
 import { ModelClient, type Target } from "@resilient-ai/client"
-import { Metrics } from "@resilient-ai/policy"
+import { Meters } from "@resilient-ai/policy/internal"
 import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
 import { Cause, Effect, Exit, Fiber, FiberId, Layer, Logger, LogLevel, Runtime, Stream, Supervisor } from "effect"
 import * as DiagnosticsChannel from "node:diagnostics_channel"
@@ -143,7 +143,7 @@ const interruptNow = (
 interface Context {
   readonly server: FaultServer.Service
   readonly observed: Observed
-  readonly metrics: Metrics.TargetMetrics
+  readonly metrics: Meters.TargetMetrics
   /** What a streaming call has delivered to its caller. */
   readonly received: ReadonlyArray<unknown>
   /** The call's log lines so far. */
@@ -258,7 +258,7 @@ const interrupting = (scenario: Case, trigger: Trigger) =>
     const observed = yield* observe(server.port)
     // One permit: if the interrupted call kept it, the call after it could not run.
     const target = managedAt(server.url, { concurrency: 1, attemptTimeout, ...scenario.target })
-    const metrics = Metrics.forTarget(target.name, target.model)
+    const metrics = Meters.forTarget(target.name, target.model)
     const attempts = () => metrics.attempts.unsafeValue([]).count
     const slept = () => metrics.retryDelay.unsafeValue([]).count
     const supervisor = yield* Supervisor.track
@@ -404,7 +404,7 @@ const interruptingConnect = (trigger: Trigger) =>
       connectTimeout: `${connectTimeoutMillis} millis`,
       attemptTimeout
     })
-    const metrics = Metrics.forTarget(target.name, target.model)
+    const metrics = Meters.forTarget(target.name, target.model)
     const supervisor = yield* Supervisor.track
     const lines: Array<string> = []
 

@@ -6,7 +6,9 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { HealthProbe, ModelClient, type Target } from "@resilient-ai/client"
-import { Coordination, type Health, Metrics } from "@resilient-ai/policy"
+import { isUp } from "@resilient-ai/client/internal"
+import { Coordination, type Health } from "@resilient-ai/policy"
+import { Meters } from "@resilient-ai/policy/internal"
 import { FaultServer } from "@resilient-ai/testing"
 import { Effect, Exit, Fiber, Layer, Logger, Scope, TestClock } from "effect"
 import { hello, HttpLive, managedAt, stateOf } from "./support.js"
@@ -40,7 +42,7 @@ const gateOf = (target: Target.Target) =>
   )
 
 const diagnosisGauge = (target: Target.Target, state: Health.Diagnosis) =>
-  Metrics.healthOf(target.name).diagnosis(state).unsafeValue([]).value
+  Meters.healthOf(target.name).diagnosis(state).unsafeValue([]).value
 
 /** The log lines of the probe, as messages with their annotations. */
 const recordedLogs = () => {
@@ -76,7 +78,7 @@ describe("HealthProbe, against the fault server", () => {
       yield* until(Effect.map(probe.diagnosis, (now) => now === "provider-degraded"), "provider-degraded")
       assert.strictEqual(diagnosisGauge(target, "provider-degraded"), 1)
       assert.strictEqual(diagnosisGauge(target, "healthy"), 0)
-      assert.strictEqual(Metrics.healthOf(target.name).probeUp.unsafeValue([]).value, 0)
+      assert.strictEqual(Meters.healthOf(target.name).probeUp.unsafeValue([]).value, 0)
 
       // A lucky call while the probe still fails: the gate stays degraded.
       yield* server.setPlan({ steps: [{ _tag: "Ok" }], otherwise: down })
@@ -138,7 +140,7 @@ describe("HealthProbe, against the fault server", () => {
   it.scoped("a probe answered 404 or 401 is up: a path the provider lacks is not an outage", () =>
     Effect.gen(function*() {
       assert.deepStrictEqual(
-        [200, 401, 404, 408, 429, 500, 503].map(HealthProbe.isUp),
+        [200, 401, 404, 408, 429, 500, 503].map(isUp),
         [true, true, true, false, false, false, false]
       )
       const server = yield* FaultServer.make({})

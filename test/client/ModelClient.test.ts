@@ -1,6 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Failover, ModelClient, Target } from "@resilient-ai/client"
-import { Failure, Metrics } from "@resilient-ai/policy"
+import { Targets } from "@resilient-ai/client/internal"
+import { Failure } from "@resilient-ai/policy"
+import { Failures, Meters } from "@resilient-ai/policy/internal"
 import { FaultServer } from "@resilient-ai/testing"
 import type { Fixtures } from "@resilient-ai/testing/internal"
 import { Chunk, ConfigProvider, Duration, Effect, Exit, Fiber, Layer, Logger, LogLevel, Stream } from "effect"
@@ -70,7 +72,7 @@ describe("ModelClient against the fault server", () => {
         assert.strictEqual(failure.reason, "retry-after-too-long")
         assert.deepStrictEqual(failure.last._tag, "RateLimited")
         // retry-after-ms (2000) is read over retry-after (2 s): both say the same here.
-        assert.strictEqual(Duration.toMillis(Failure.retryAfterOf(failure.last)!), 2_000)
+        assert.strictEqual(Duration.toMillis(Failures.retryAfterOf(failure.last)!), 2_000)
         assert.strictEqual((yield* server.arrivals).length, 1)
       }).pipe(Effect.provide(HttpLive)))
   })
@@ -86,7 +88,7 @@ describe("ModelClient against the fault server", () => {
         const [arrival] = yield* server.arrivals
         assert.strictEqual(arrival!.headers.authorization, `Bearer ${apiKey}`)
         assert.deepStrictEqual(arrival!.body, { messages: hello.messages, model: "test-model" })
-        const tokens = Metrics.forTarget(client.target.name, "test-model").tokens
+        const tokens = Meters.forTarget(client.target.name, "test-model").tokens
         assert.strictEqual(tokens("prompt").unsafeValue([]).count, completion.usage.prompt_tokens)
         assert.strictEqual(tokens("completion").unsafeValue([]).count, completion.usage.completion_tokens)
       }).pipe(Effect.provide(HttpLive)))
@@ -141,7 +143,7 @@ describe("ModelClient against the fault server", () => {
           // sooner. (The exact delay is `Resilient.test.ts`'s to check, under the test clock.)
           const [first, second] = yield* server.arrivals
           assert.isAtLeast(second!.at - first!.at, 200, `HTTP ${fault.status}`)
-          assert.deepStrictEqual(Failure.retryAfterOf(failure.last), Duration.millis(200))
+          assert.deepStrictEqual(Failures.retryAfterOf(failure.last), Duration.millis(200))
         }
       }).pipe(Effect.provide(HttpLive)))
 
@@ -164,7 +166,7 @@ describe("ModelClient against the fault server", () => {
             (url) => managedAt(url, { maxAttempts: 2, hintSpread: 0 })
           )
           const failure = failureOf(yield* Effect.exit(client.chat(hello)))
-          assert.deepStrictEqual(Failure.retryAfterOf(failure.last), Duration.millis(300))
+          assert.deepStrictEqual(Failures.retryAfterOf(failure.last), Duration.millis(300))
           const [first, second] = yield* server.arrivals
           assert.isAtLeast(second!.at - first!.at, 300, JSON.stringify(headers))
         }
@@ -311,7 +313,7 @@ describe("ModelClient against the fault server", () => {
         const chunks = yield* Stream.runCollect(client.chatStream(hello))
         const text = Chunk.toReadonlyArray(chunks).map((chunk) => chunk.choices[0]?.delta.content ?? "").join("")
         assert.strictEqual(text, FaultServer.replyText)
-        const prompt = Metrics.forTarget(client.target.name, "test-model").tokens("prompt").unsafeValue([]).count
+        const prompt = Meters.forTarget(client.target.name, "test-model").tokens("prompt").unsafeValue([]).count
         assert.isAbove(prompt, 0)
       }).pipe(Effect.provide(HttpLive)))
 
@@ -474,12 +476,12 @@ describe("ModelClient against the fault server", () => {
         assert.strictEqual(target.concurrency, 16)
         assert.strictEqual(target.budget.ratio, 0.2)
         assert.strictEqual(target.budget.minPerSecond, 5)
-        assert.strictEqual(Duration.toMillis(Target.policyFor(target).attemptTimeout), 20_000)
-        assert.strictEqual(Duration.toMillis(Target.policyFor(target, "mistral-large-latest").attemptTimeout), 90_000)
-        assert.strictEqual(Duration.toMillis(Target.policyFor(target, "mistral-tiny").attemptTimeout), 5_000)
-        assert.strictEqual(Target.policyFor(target, "mistral-large-latest").maxAttempts, 4)
+        assert.strictEqual(Duration.toMillis(Targets.policyFor(target).attemptTimeout), 20_000)
+        assert.strictEqual(Duration.toMillis(Targets.policyFor(target, "mistral-large-latest").attemptTimeout), 90_000)
+        assert.strictEqual(Duration.toMillis(Targets.policyFor(target, "mistral-tiny").attemptTimeout), 5_000)
+        assert.strictEqual(Targets.policyFor(target, "mistral-large-latest").maxAttempts, 4)
         // Every setting of the policy is the target's, and a variable's.
-        const policy = Target.policyFor(target, "mistral-tiny")
+        const policy = Targets.policyFor(target, "mistral-tiny")
         assert.strictEqual(Duration.toMillis(policy.maxRetryAfter), 10_000)
         assert.strictEqual(Duration.toMillis(policy.minAttemptTime), 250)
         assert.isTrue(policy.replaySafe)

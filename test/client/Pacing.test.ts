@@ -5,7 +5,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { ModelClient } from "@resilient-ai/client"
-import { Coordination, Failure, Metrics } from "@resilient-ai/policy"
+import { Coordination, Failure } from "@resilient-ai/policy"
+import { Meters } from "@resilient-ai/policy/internal"
 import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
 import { Effect, Fiber, TestClock } from "effect"
 import { untilSleeping } from "./sdkSupport.js"
@@ -45,7 +46,7 @@ describe("a target's pace, against the fault server", () => {
       yield* TestClock.adjust(1_000)
       yield* Fiber.join(third)
       assert.strictEqual((yield* server.arrivals).length, 3)
-      const waited = Metrics.forTarget(target.name, "test-model").pacedWait.unsafeValue([])
+      const waited = Meters.forTarget(target.name, "test-model").pacedWait.unsafeValue([])
       assert.deepStrictEqual([waited.count, waited.sum], [1, 1])
     }).pipe(Effect.provide(HttpLive), Effect.provide(Coordination.layerMemory)))
 

@@ -1,6 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Failover, Target } from "@resilient-ai/client"
+import { Targets } from "@resilient-ai/client/internal"
 import { Failure, Resilient } from "@resilient-ai/policy"
+import { Failures } from "@resilient-ai/policy/internal"
 import { Duration, Effect, Redacted } from "effect"
 import { invalidSettings } from "../policy/support.js"
 import { checked } from "./support.js"
@@ -14,19 +16,19 @@ describe("Target", () => {
     assert.strictEqual(target.maxAttempts, 3)
     assert.deepStrictEqual(target.budget, { ratio: 0.2, minPerSecond: 5, shareWhenRetriesFail: 0.05 })
     assert.strictEqual(target.concurrency, 64)
-    assert.strictEqual(Target.gateMode(target), "queue")
+    assert.strictEqual(Targets.gateMode(target), "queue")
     assert.strictEqual(Duration.toMillis(target.attemptTimeout), 60_000)
   })
 
   it("self-hosted targets default to a near-zero budget and a gate that sheds", () => {
     const target = checked(Target.selfHosted(base))
     assert.deepStrictEqual(target.budget, { ratio: 0.01, minPerSecond: 0.2, shareWhenRetriesFail: 1 })
-    assert.strictEqual(Target.gateMode(target), "shed")
+    assert.strictEqual(Targets.gateMode(target), "shed")
     assert.isUndefined(target.apiKey)
   })
 
   it("a self-hosted pool retries only what never reached it", () => {
-    const { classify } = Target.selfHostedClassifier
+    const { classify } = Targets.selfHostedClassifier
     assert.strictEqual(classify(new Failure.ConnectFailed({ detail: "ECONNREFUSED" })), "retryable")
     assert.strictEqual(classify(new Failure.ConnectTimeout({ timeout: Duration.seconds(3) })), "retryable")
     assert.strictEqual(classify(new Failure.ConnectionReset({ afterSend: false })), "retryable")
@@ -62,7 +64,7 @@ describe("Target", () => {
   })
 
   it("carries every setting of a policy to the policy of each model", () => {
-    const defaults = Target.policyFor(checked(Target.managed({ ...base, apiKey: Redacted.make("k") })))
+    const defaults = Targets.policyFor(checked(Target.managed({ ...base, apiKey: Redacted.make("k") })))
     assert.strictEqual(Duration.toMillis(defaults.maxRetryAfter), 60_000)
     assert.strictEqual(Duration.toMillis(defaults.minAttemptTime), 100)
     assert.isFalse(defaults.replaySafe)
@@ -76,7 +78,7 @@ describe("Target", () => {
       propagateTrace: true
     }))
     for (const model of [undefined, "fast"]) {
-      const policy = Target.policyFor(target, model)
+      const policy = Targets.policyFor(target, model)
       assert.strictEqual(Duration.toMillis(policy.maxRetryAfter), 5_000)
       assert.strictEqual(Duration.toMillis(policy.minAttemptTime), 120)
       assert.isTrue(policy.replaySafe)
@@ -105,9 +107,9 @@ describe("Target", () => {
       attemptTimeout: "20 seconds",
       attemptTimeoutByModel: { "mistral-large-latest": "90 seconds" }
     }))
-    assert.strictEqual(Duration.toMillis(Target.policyFor(target).attemptTimeout), 20_000)
-    assert.strictEqual(Duration.toMillis(Target.policyFor(target, "mistral-large-latest").attemptTimeout), 90_000)
-    assert.strictEqual(Target.policyFor(target, "mistral-large-latest").model, "mistral-large-latest")
+    assert.strictEqual(Duration.toMillis(Targets.policyFor(target).attemptTimeout), 20_000)
+    assert.strictEqual(Duration.toMillis(Targets.policyFor(target, "mistral-large-latest").attemptTimeout), 90_000)
+    assert.strictEqual(Targets.policyFor(target, "mistral-large-latest").model, "mistral-large-latest")
   })
 })
 
@@ -127,7 +129,7 @@ describe("one rule for a budget's ratio, whichever door it comes through", () =>
       const policy = Effect.runSync(Resilient.policy({ target: "t", budget: { ratio } }))
       assert.strictEqual(policy.budget.ratio, ratio)
       const target = checked(Target.managed({ ...base, apiKey: Redacted.make("k"), budget: { ratio } }))
-      assert.strictEqual(Target.policyFor(target).budget.ratio, ratio)
+      assert.strictEqual(Targets.policyFor(target).budget.ratio, ratio)
     }
   })
 })
@@ -137,7 +139,7 @@ describe("Failover.shouldFailOver", () => {
     new Failure.CallFailed({ reason, last: new Failure.ServerError({ status: 500 }), attempts: [], target: "a" })
 
   it("passes on a call the target could not serve, never one the request or the clock doomed", () => {
-    const verdicts = Failure.stopReasons.map((reason) => [reason, Failover.shouldFailOver(ended(reason))])
+    const verdicts = Failures.stopReasons.map((reason) => [reason, Failover.shouldFailOver(ended(reason))])
     assert.deepStrictEqual(Object.fromEntries(verdicts), {
       terminal: false,
       "not-replay-safe": false,

@@ -1,6 +1,7 @@
 import { HttpClient, type HttpClientRequest, HttpClientResponse } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
-import { ChatCompletion, Embeddings, ProviderError, Transport } from "@resilient-ai/client"
+import { ChatCompletion } from "@resilient-ai/client"
+import { ProviderError, Requests, Transport } from "@resilient-ai/client/internal"
 import { Failure } from "@resilient-ai/policy"
 import { Chunk, Duration, Effect, Redacted, Schema, Stream } from "effect"
 
@@ -195,7 +196,7 @@ describe("Transport.serverSentEvents", () => {
 describe("request bodies", () => {
   it("chat takes the target's model unless the request names one, and streams ask for usage", () => {
     assert.deepStrictEqual(
-      ChatCompletion.body(
+      Requests.chatBody(
         { messages: [{ role: "user", content: "hi" }], temperature: 0.2, max_tokens: undefined },
         "m",
         false
@@ -203,13 +204,13 @@ describe("request bodies", () => {
       { messages: [{ role: "user", content: "hi" }], temperature: 0.2, model: "m" }
     )
     assert.deepStrictEqual(
-      ChatCompletion.body({ messages: [], model: "other", extra: { safe_prompt: true } }, "m", true),
+      Requests.chatBody({ messages: [], model: "other", extra: { safe_prompt: true } }, "m", true),
       { messages: [], safe_prompt: true, model: "other", stream: true, stream_options: { include_usage: true } }
     )
   })
 
   it("embeddings ask for floats", () => {
-    assert.deepStrictEqual(Embeddings.body({ input: ["a"], dimensions: 8 }, "e"), {
+    assert.deepStrictEqual(Requests.embeddingsBody({ input: ["a"], dimensions: 8 }, "e"), {
       input: ["a"],
       dimensions: 8,
       encoding_format: "float",

@@ -4,7 +4,8 @@
  * server, the SDK's rejection as a value, waiting for the backoff's sleep, the SDK-retry counter.
  */
 import { assert } from "@effect/vitest"
-import { ResilientFetch, Target } from "@resilient-ai/client"
+import { Target } from "@resilient-ai/client"
+import { sdkRetries } from "@resilient-ai/client/internal"
 import type { FaultServer } from "@resilient-ai/testing"
 import { Chunk, Effect, Metric, Redacted, TestClock } from "effect"
 import { canary } from "../canary.js"
@@ -47,7 +48,7 @@ export const untilSleeping = (millis: number): Effect.Effect<void> =>
 
 /** How many requests an SDK sent as its own retry to `target`, as the adapter counted them. */
 export const sdkRetriesOf = (target: Target.Target): Effect.Effect<number> =>
-  Effect.map(Metric.value(ResilientFetch.sdkRetries.pipe(Metric.tagged("target", target.name))), (state) => state.count)
+  Effect.map(Metric.value(sdkRetries.pipe(Metric.tagged("target", target.name))), (state) => state.count)
 
 /** Asserts that every request of one call carried the same idempotency key, and that it carried one. */
 export const assertOneIdempotencyKey = (arrivals: ReadonlyArray<FaultServer.Arrival>): void => {

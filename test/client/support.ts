@@ -5,7 +5,7 @@
 import { NodeHttpClient } from "@effect/platform-node"
 import { ModelClient, Target } from "@resilient-ai/client"
 import { Coordination, type Settings } from "@resilient-ai/policy"
-import { keyFingerprint } from "@resilient-ai/policy/internal"
+import { Coordinations, keyFingerprint } from "@resilient-ai/policy/internal"
 import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
 import { Effect, Layer, Logger, Redacted } from "effect"
 import { canary } from "../canary.js"
@@ -60,7 +60,7 @@ export const selfHostedAt = (url: string, options: Partial<Target.Options> = {})
  * The state the `Coordination` in context keeps for `target`, under its name and its key's
  * fingerprint, once a client of it made it.
  */
-export const stateOf = (target: Target.Target): Effect.Effect<Coordination.TargetServices | undefined> =>
+export const stateOf = (target: Target.Target): Effect.Effect<Coordinations.TargetServices | undefined> =>
   Effect.map(
     Coordination.Coordination,
     (coordination) => coordination.targets.get(target.name)?.get(keyFingerprint(target.apiKey))

@@ -6,7 +6,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ModelClient, Target } from "@resilient-ai/client"
 import { ConcurrencyGate, Coordination, Resilient, RetryBudget, Settings } from "@resilient-ai/policy"
-import { RedisBudget, RedisConnection, RedisCoordination, RedisGate } from "@resilient-ai/redis"
+import { RedisConnection, RedisCoordination } from "@resilient-ai/redis"
+import { RedisBudget, RedisGate } from "@resilient-ai/redis/internal"
 import { FaultServer } from "@resilient-ai/testing"
 import { Cause, ConfigError, ConfigProvider, Duration, Effect, Exit, Layer, Option, Redacted } from "effect"
 import type { Scope } from "effect"
@@ -86,7 +87,7 @@ const negativeRule = "must not be negative"
 
 /**
  * The bad values of a duration setting, the same for every component that reads one (each reads
- * it with `Settings.duration`): text that is no duration, a negative one, and, when `zeroRule` is
+ * it with `Checked.duration`): text that is no duration, a negative one, and, when `zeroRule` is
  * given, zero.
  */
 const badDurations = (variable: string, zeroRule?: string): ReadonlyArray<Case> => [

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Prometheus, Telemetry } from "@resilient-ai/otel"
-import { Metrics } from "@resilient-ai/policy"
+import { Meters } from "@resilient-ai/policy/internal"
 import { Effect, Exit, Layer, Metric, Scope } from "effect"
 import * as Http from "node:http"
 import { freePort } from "./support.js"
@@ -17,7 +17,7 @@ const linesOf = (text: string, target: string) => text.split("\n").filter((line)
 /** Records a small failure path on `target`: 3 attempts, a contract failure, a terminal stop, two sleeps. */
 const record = (target: string) =>
   Effect.gen(function*() {
-    const metrics = Metrics.forTarget(target, "m")
+    const metrics = Meters.forTarget(target, "m")
     yield* Metric.incrementBy(metrics.attempts, 3)
     yield* Metric.increment(metrics.failures("ContractViolation"))
     yield* Metric.increment(metrics.callsFailed("terminal"))
@@ -97,7 +97,7 @@ describe("Prometheus exposition", () => {
       const target = freshTarget()
       yield* record(target)
       const first = yield* Prometheus.make().pipe(Effect.provide(ResourceLive))
-      yield* Metric.increment(Metrics.forTarget(target, "m").attempts)
+      yield* Metric.increment(Meters.forTarget(target, "m").attempts)
       const second = yield* Prometheus.make().pipe(Effect.provide(ResourceLive))
       const line = `resilient_ai_attempts_total{target="${target}",model="m"} 4`
       assert.include(yield* first.text, line)

@@ -6,7 +6,7 @@ import {
 } from "@opentelemetry/sdk-metrics"
 import { InMemorySpanExporter, SimpleSpanProcessor, type SpanExporter } from "@opentelemetry/sdk-trace-base"
 import { Telemetry } from "@resilient-ai/otel"
-import { Metrics } from "@resilient-ai/policy"
+import { Meters } from "@resilient-ai/policy/internal"
 import { Effect, Metric } from "effect"
 
 let targets = 0
@@ -21,7 +21,7 @@ describe("Telemetry.layer", () => {
       // An interval far beyond the test: the only export is the one the layer's closing forces.
       const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 3_600_000 })
       yield* Effect.gen(function*() {
-        const metrics = Metrics.forTarget(target, "m")
+        const metrics = Meters.forTarget(target, "m")
         yield* Metric.incrementBy(metrics.attempts, 2)
         yield* Metric.update(metrics.retryDelay, 0.5)
       }).pipe(Effect.provide(Telemetry.layer({ serviceName: "telemetry-test", metricReader: reader })))

@@ -47,7 +47,13 @@ describe("the packages' exports maps", () => {
       // Internal helpers that used to be public modules.
       "@resilient-ai/cli/Flags",
       "@resilient-ai/cli/Progress",
-      "@resilient-ai/testing/FaultServerBody"
+      "@resilient-ai/testing/FaultServerBody",
+      "@resilient-ai/policy/RetryHint",
+      "@resilient-ai/client/Transport",
+      "@resilient-ai/client/ProviderError",
+      "@resilient-ai/redis/RedisBudget",
+      "@resilient-ai/redis/RedisGate",
+      "@resilient-ai/redis/RedisRateLimiter"
     ]
     for (const specifier of internal) {
       assert.strictEqual(resolves(specifier), "ERR_PACKAGE_PATH_NOT_EXPORTED", specifier)

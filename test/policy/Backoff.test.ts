@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Backoff, Failure } from "@resilient-ai/policy"
+import { Backoffs } from "@resilient-ai/policy/internal"
 import {
   Clock,
   Duration,
@@ -43,7 +44,7 @@ const stepAll = <Out, In>(
     for (const input of inputs) {
       const [next, output, decision] = yield* schedule.step(now, input, state)
       state = next
-      steps.push({ output, delay: Backoff.delayOf(decision, now) })
+      steps.push({ output, delay: Backoffs.delayOf(decision, now) })
     }
     return steps
   })
@@ -78,30 +79,30 @@ describe("Backoff", () => {
   describe("ceilingMillis", () => {
     it("doubles from base and stops at cap", () => {
       assert.deepStrictEqual(
-        [0, 1, 2, 3, 4, 5, 6, 40].map((retry) => Backoff.ceilingMillis(100, 2000, retry)),
+        [0, 1, 2, 3, 4, 5, 6, 40].map((retry) => Backoffs.ceilingMillis(100, 2000, retry)),
         [100, 200, 400, 800, 1600, 2000, 2000, 2000]
       )
-      assert.strictEqual(Backoff.ceilingMillis(250, Number.POSITIVE_INFINITY, 3), 2000)
-      assert.strictEqual(Backoff.ceilingMillis(0, 1000, 5), 0)
-      assert.strictEqual(Backoff.ceilingMillis(100, 2000, 2000), 2000)
+      assert.strictEqual(Backoffs.ceilingMillis(250, Number.POSITIVE_INFINITY, 3), 2000)
+      assert.strictEqual(Backoffs.ceilingMillis(0, 1000, 5), 0)
+      assert.strictEqual(Backoffs.ceilingMillis(100, 2000, 2000), 2000)
     })
 
     it("stays finite with an infinite cap, however many retries", () => {
-      assert.strictEqual(Backoff.ceilingMillis(100, Number.POSITIVE_INFINITY, 2000), Number.MAX_SAFE_INTEGER)
+      assert.strictEqual(Backoffs.ceilingMillis(100, Number.POSITIVE_INFINITY, 2000), Number.MAX_SAFE_INTEGER)
     })
   })
 
   describe("delayOf", () => {
     it("is undefined when the decision is done", () => {
-      assert.strictEqual(Backoff.delayOf(ScheduleDecision.done, 1000), undefined)
+      assert.strictEqual(Backoffs.delayOf(ScheduleDecision.done, 1000), undefined)
     })
 
     it("is the time from now to the start of the next interval, never negative", () => {
       const decision = ScheduleDecision.continueWith(ScheduleInterval.after(1500))
-      assert.strictEqual(Backoff.delayOf(decision, 1000), 500)
-      assert.strictEqual(Backoff.delayOf(decision, 1500), 0)
-      assert.strictEqual(Backoff.delayOf(decision, 2000), 0)
-      assert.strictEqual(Backoff.delayOf(ScheduleDecision.continueWith(ScheduleInterval.make(1200, 1300)), 1000), 200)
+      assert.strictEqual(Backoffs.delayOf(decision, 1000), 500)
+      assert.strictEqual(Backoffs.delayOf(decision, 1500), 0)
+      assert.strictEqual(Backoffs.delayOf(decision, 2000), 0)
+      assert.strictEqual(Backoffs.delayOf(ScheduleDecision.continueWith(ScheduleInterval.make(1200, 1300)), 1000), 200)
     })
 
     it.effect("reads the delay of Effect's own schedules", () =>
@@ -216,7 +217,7 @@ describe("Backoff", () => {
 
     it.effect("sleeps the hint plus a seeded spread in [0, 1 s) by default", () =>
       Effect.gen(function*() {
-        const steps = yield* stepAll(Backoff.withRetryAfter(Backoff.fullJitter(options)), [hinted7s, hinted7s])
+        const steps = yield* stepAll(Backoffs.withRetryAfter(Backoff.fullJitter(options)), [hinted7s, hinted7s])
         assert.deepStrictEqual(delaysOf(steps), [7679, 7944])
         assert.deepStrictEqual(outputsOf(steps), [7679, 7944])
       }).pipe(seeded(42)))
@@ -225,7 +226,7 @@ describe("Backoff", () => {
       Effect.gen(function*() {
         const delays: Array<number> = []
         for (let seed = 0; seed < 200; seed++) {
-          const [step] = yield* stepAll(Backoff.withRetryAfter(Backoff.fullJitter(options)), [hinted7s]).pipe(
+          const [step] = yield* stepAll(Backoffs.withRetryAfter(Backoff.fullJitter(options)), [hinted7s]).pipe(
             seeded(seed)
           )
           delays.push(step?.delay ?? Number.NaN)
@@ -241,13 +242,13 @@ describe("Backoff", () => {
     it.effect("takes a custom spread", () =>
       Effect.gen(function*() {
         const [quarter] = yield* stepAll(
-          Backoff.withRetryAfter(Backoff.fullJitter(options), { spread: "250 millis" }),
+          Backoffs.withRetryAfter(Backoff.fullJitter(options), { spread: "250 millis" }),
           [hinted7s]
         ).pipe(seeded(42))
         assert.strictEqual(quarter?.delay, 7169)
         for (let seed = 0; seed < 50; seed++) {
           const [none] = yield* stepAll(
-            Backoff.withRetryAfter(Backoff.fullJitter(options), { spread: Duration.zero }),
+            Backoffs.withRetryAfter(Backoff.fullJitter(options), { spread: Duration.zero }),
             [hinted7s]
           ).pipe(seeded(seed))
           assert.strictEqual(none?.delay, 7000)
@@ -258,9 +259,9 @@ describe("Backoff", () => {
       Effect.gen(function*() {
         const inner = Backoff.fullJitter(options)
         const spread = { spread: "250 millis" } as const
-        const dataFirst = yield* stepAll(Backoff.withRetryAfter(inner, spread), [hinted7s]).pipe(seeded(42))
-        const dataLast = yield* stepAll(inner.pipe(Backoff.withRetryAfter(spread)), [hinted7s]).pipe(seeded(42))
-        const defaults = yield* stepAll(Backoff.withRetryAfter()(inner), [hinted7s]).pipe(seeded(42))
+        const dataFirst = yield* stepAll(Backoffs.withRetryAfter(inner, spread), [hinted7s]).pipe(seeded(42))
+        const dataLast = yield* stepAll(inner.pipe(Backoffs.withRetryAfter(spread)), [hinted7s]).pipe(seeded(42))
+        const defaults = yield* stepAll(Backoffs.withRetryAfter()(inner), [hinted7s]).pipe(seeded(42))
         assert.deepStrictEqual(delaysOf(dataFirst), [7169])
         assert.deepStrictEqual(delaysOf(dataLast), [7169])
         assert.deepStrictEqual(delaysOf(defaults), [7679])
@@ -269,12 +270,12 @@ describe("Backoff", () => {
     it.effect("falls back to the inner schedule's delay without a hint", () =>
       Effect.gen(function*() {
         const jitter = yield* stepAll(
-          Backoff.withRetryAfter(Backoff.fullJitter(options)),
+          Backoffs.withRetryAfter(Backoff.fullJitter(options)),
           [serverError, new Failure.RateLimited({ status: 429 }), new Failure.ConnectFailed({ detail: "refused" })]
         ).pipe(seeded(42))
         assert.deepStrictEqual(delaysOf(jitter), [74, 136, 168])
         assert.deepStrictEqual(outputsOf(jitter), [74, 136, 168])
-        const spaced = yield* stepAll(Backoff.withRetryAfter(Schedule.spaced("2 seconds")), [serverError], 5000)
+        const spaced = yield* stepAll(Backoffs.withRetryAfter(Schedule.spaced("2 seconds")), [serverError], 5000)
         assert.deepStrictEqual(delaysOf(spaced), [2000])
         assert.deepStrictEqual(outputsOf(spaced), [2000])
       }))
@@ -282,7 +283,7 @@ describe("Backoff", () => {
     it.effect("reads the hint from any input with a Duration retryAfter, and only a Duration", () =>
       Effect.gen(function*() {
         const steps = yield* stepAll(
-          Backoff.withRetryAfter(Schedule.spaced("2 seconds"), { spread: Duration.zero }),
+          Backoffs.withRetryAfter(Schedule.spaced("2 seconds"), { spread: Duration.zero }),
           [{ retryAfter: Duration.millis(1234) }, { retryAfter: 1234 }, "Retry-After: 5", null]
         )
         assert.deepStrictEqual(delaysOf(steps), [1234, 2000, 2000, 2000])
@@ -291,18 +292,18 @@ describe("Backoff", () => {
     it.effect("spreads a short hint in proportion to it, within [hint, 1.5 × hint), as Envoy does", () =>
       Effect.gen(function*() {
         // Retry-After: 0.1 and retry-after-ms: 10, with the default 1 s cap; seed 42 draws 0.679…, then 0.944….
-        const tenth = yield* stepAll(Backoff.withRetryAfter(Backoff.fullJitter(options)), [
+        const tenth = yield* stepAll(Backoffs.withRetryAfter(Backoff.fullJitter(options)), [
           rateLimited(Duration.millis(100)),
           rateLimited(Duration.millis(100))
         ]).pipe(seeded(42))
         assert.deepStrictEqual(delaysOf(tenth), [133, 147])
-        const tenMillis = yield* stepAll(Backoff.withRetryAfter(Backoff.fullJitter(options)), [
+        const tenMillis = yield* stepAll(Backoffs.withRetryAfter(Backoff.fullJitter(options)), [
           rateLimited(Duration.millis(10)),
           rateLimited(Duration.millis(10))
         ]).pipe(seeded(42))
         assert.deepStrictEqual(delaysOf(tenMillis), [13, 14])
         // Half of a 1 s hint is 500 ms, under the cap; half of 7 s is over it, so the cap decides.
-        const [second] = yield* stepAll(Backoff.withRetryAfter(Backoff.fullJitter(options)), [
+        const [second] = yield* stepAll(Backoffs.withRetryAfter(Backoff.fullJitter(options)), [
           rateLimited(Duration.seconds(1))
         ]).pipe(seeded(42))
         assert.strictEqual(second?.delay, 1339)
@@ -313,7 +314,7 @@ describe("Backoff", () => {
         const delays: Array<number> = []
         for (let seed = 0; seed < 200; seed++) {
           const [step] = yield* stepAll(
-            Backoff.withRetryAfter(Backoff.fullJitter(options)),
+            Backoffs.withRetryAfter(Backoff.fullJitter(options)),
             [rateLimited(Duration.millis(100))]
           ).pipe(seeded(seed))
           delays.push(step?.delay ?? Number.NaN)
@@ -329,7 +330,7 @@ describe("Backoff", () => {
       Effect.gen(function*() {
         for (let seed = 0; seed < 50; seed++) {
           const steps = yield* stepAll(
-            Backoff.withRetryAfter(Backoff.fullJitter(options), { spread: "5 seconds" }),
+            Backoffs.withRetryAfter(Backoff.fullJitter(options), { spread: "5 seconds" }),
             [rateLimited(Duration.zero), rateLimited(Duration.zero)]
           ).pipe(seeded(seed))
           assert.deepStrictEqual(delaysOf(steps), [0, 0])
@@ -339,7 +340,7 @@ describe("Backoff", () => {
     it.effect("replaces the formula even when the hint is shorter, and a zero hint means now", () =>
       Effect.gen(function*() {
         const steps = yield* stepAll(
-          Backoff.withRetryAfter(Schedule.spaced("10 seconds"), { spread: Duration.zero }),
+          Backoffs.withRetryAfter(Schedule.spaced("10 seconds"), { spread: Duration.zero }),
           [rateLimited(Duration.millis(300)), rateLimited(Duration.zero)]
         )
         assert.deepStrictEqual(delaysOf(steps), [300, 0])
@@ -348,7 +349,7 @@ describe("Backoff", () => {
     it.effect("is done when the inner schedule is done, even with a hint", () =>
       Effect.gen(function*() {
         const limited = Backoff.fullJitter(options).pipe(Schedule.intersect(Schedule.recurs(2)))
-        const steps = yield* stepAll(Backoff.withRetryAfter(limited), [hinted7s, hinted7s, hinted7s])
+        const steps = yield* stepAll(Backoffs.withRetryAfter(limited), [hinted7s, hinted7s, hinted7s])
         assert.deepStrictEqual(delaysOf(steps), [7679, 7944, undefined])
         assert.deepStrictEqual(outputsOf(steps), [7679, 7944, 0])
       }).pipe(seeded(42)))
@@ -357,7 +358,7 @@ describe("Backoff", () => {
       Effect.gen(function*() {
         const limited = Backoff.fullJitter(options).pipe(Schedule.intersect(Schedule.recurs(2)))
         const failures = Array.from({ length: 5 }, () => hinted7s)
-        const { outcome, times } = yield* retryTimes(Backoff.withRetryAfter(limited), failures)
+        const { outcome, times } = yield* retryTimes(Backoffs.withRetryAfter(limited), failures)
         assert.deepStrictEqual(times, [0, 7679, 15623])
         assert.deepStrictEqual(outcome, Either.left(hinted7s))
       }).pipe(seeded(42)))
@@ -366,7 +367,7 @@ describe("Backoff", () => {
   describe("fullJitterWithRetryAfter", () => {
     it.effect("sleeps the hint when there is one and keeps counting retries for the formula", () =>
       Effect.gen(function*() {
-        const schedule = Backoff.fullJitterWithRetryAfter({ ...options, spread: "1 second" })
+        const schedule = Backoffs.fullJitterWithRetryAfter({ ...options, spread: "1 second" })
         const { outcome, times } = yield* retryTimes(schedule, [rateLimited(Duration.seconds(3)), serverError])
         assert.deepStrictEqual(outcome, Either.right(3))
         // 3000 + ⌊0.679·1000⌋, then the second retry's full jitter ⌊0.421·(200 + 1)⌋ (the first retry's
@@ -376,7 +377,7 @@ describe("Backoff", () => {
 
     it.effect("defaults the spread to one second", () =>
       Effect.gen(function*() {
-        const steps = yield* stepAll(Backoff.fullJitterWithRetryAfter(options), [rateLimited(Duration.seconds(7))])
+        const steps = yield* stepAll(Backoffs.fullJitterWithRetryAfter(options), [rateLimited(Duration.seconds(7))])
         assert.deepStrictEqual(delaysOf(steps), [7679])
       }).pipe(seeded(42)))
   })

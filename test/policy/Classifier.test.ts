@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Classifier, Failure } from "@resilient-ai/policy"
+import { Failures } from "@resilient-ai/policy/internal"
 import { Duration, Effect } from "effect"
 
 type Tag = Failure.Failure["_tag"]
@@ -60,9 +61,9 @@ const verdictOf = Classifier.classifyDefault
 const readTimeout = new Failure.ReadTimeout({ timeout: Duration.seconds(1), phase: "body" })
 
 const statusFailures = {
-  RateLimited: (fields: Failure.HintedResponseFields) => new Failure.RateLimited(fields),
-  ServerError: (fields: Failure.HintedResponseFields) => new Failure.ServerError(fields),
-  Overloaded: (fields: Failure.HintedResponseFields) => new Failure.Overloaded(fields)
+  RateLimited: (fields: Failures.HintedResponseFields) => new Failure.RateLimited(fields),
+  ServerError: (fields: Failures.HintedResponseFields) => new Failure.ServerError(fields),
+  Overloaded: (fields: Failures.HintedResponseFields) => new Failure.Overloaded(fields)
 } as const
 
 describe("Classifier", () => {
@@ -135,7 +136,7 @@ describe("Classifier", () => {
     })
 
     it("agrees with fromResponse's mapping", () => {
-      const verdictOfResponse = (summary: Failure.ResponseSummary) => verdictOf(Failure.fromResponse(summary))
+      const verdictOfResponse = (summary: Failures.ResponseSummary) => verdictOf(Failures.fromResponse(summary))
       assert.strictEqual(verdictOfResponse({ status: 429 }), "retryable")
       assert.strictEqual(verdictOfResponse({ status: 429, providerCode: "insufficient_quota" }), "terminal")
       assert.strictEqual(verdictOfResponse({ status: 503, providerCode: "model_not_found" }), "terminal")

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ConcurrencyGate, Deadline, Failure } from "@resilient-ai/policy"
-import { FastPath } from "@resilient-ai/policy/internal"
+import { FastPath, Gates } from "@resilient-ai/policy/internal"
 import { Duration, Effect, Either, Exit, Fiber, Option, Ref, TestClock } from "effect"
 import { invalidSettings, valid } from "./support.js"
 
@@ -40,9 +40,9 @@ const recovering = Effect.gen(function*() {
   return gate
 })
 
-describe("ConcurrencyGate.settings", () => {
+describe("Gates.settings", () => {
   it("fills in queue mode, a ramp from 10% ×1.5 every 5 s, 5 failures to degrade and no waiting bound", () => {
-    assert.deepStrictEqual(valid(ConcurrencyGate.settings({ target: "llm", limit: 100 })), {
+    assert.deepStrictEqual(valid(Gates.settings({ target: "llm", limit: 100 })), {
       target: "llm",
       limit: 100,
       mode: "queue",
@@ -60,7 +60,7 @@ describe("ConcurrencyGate.settings", () => {
 
   it("keeps the values given, with the ramp step in milliseconds", () => {
     assert.deepStrictEqual(
-      valid(ConcurrencyGate.settings({
+      valid(Gates.settings({
         target: "gpu",
         limit: 8,
         mode: "shed",
@@ -85,8 +85,8 @@ describe("ConcurrencyGate.settings", () => {
         maxWaiting: 0
       }
     )
-    assert.strictEqual(valid(ConcurrencyGate.settings({ target: "any", limit: Infinity })).limit, Infinity)
-    assert.strictEqual(valid(ConcurrencyGate.settings({ target: "one", limit: 1, rampStart: 1 })).rampStart, 1)
+    assert.strictEqual(valid(Gates.settings({ target: "any", limit: Infinity })).limit, Infinity)
+    assert.strictEqual(valid(Gates.settings({ target: "one", limit: 1, rampStart: 1 })).rampStart, 1)
   })
 
   const invalid: ReadonlyArray<readonly [string, Partial<ConcurrencyGate.Options>, string]> = [
@@ -106,7 +106,7 @@ describe("ConcurrencyGate.settings", () => {
   ]
   for (const [name, options, message] of invalid) {
     it(`is an InvalidSettings naming the option for a ${name}`, () => {
-      const settings = ConcurrencyGate.settings({ target: "llm", limit: 10, ...options })
+      const settings = Gates.settings({ target: "llm", limit: 10, ...options })
       assert.isTrue(Either.isLeft(settings))
       if (Either.isLeft(settings)) assert.strictEqual(settings.left.message, `concurrency gate for llm: ${message}`)
     })
@@ -123,34 +123,34 @@ describe("ConcurrencyGate.settings", () => {
 
 describe("ConcurrencyGate ramp", () => {
   it("starts at 10 for a limit of 100 and grows ×1.5, rounded up, to the limit", () => {
-    const settings = valid(ConcurrencyGate.settings({ target: "llm", limit: 100 }))
-    assert.strictEqual(ConcurrencyGate.rampFloor(settings), 10)
+    const settings = valid(Gates.settings({ target: "llm", limit: 100 }))
+    assert.strictEqual(Gates.rampFloor(settings), 10)
     assert.deepStrictEqual(
-      [0, 1, 2, 3, 4, 5, 6, 7].map((steps) => ConcurrencyGate.rampLimit(settings, steps)),
+      [0, 1, 2, 3, 4, 5, 6, 7].map((steps) => Gates.rampLimit(settings, steps)),
       [10, 15, 23, 35, 53, 80, 100, 100]
     )
-    assert.strictEqual(ConcurrencyGate.rampLimit(settings, 1_000), 100)
+    assert.strictEqual(Gates.rampLimit(settings, 1_000), 100)
   })
 
   it("rounds each step up, not to the nearest", () => {
-    const settings = valid(ConcurrencyGate.settings({ target: "llm", limit: 100, rampFactor: 1.3 }))
+    const settings = valid(Gates.settings({ target: "llm", limit: 100, rampFactor: 1.3 }))
     assert.deepStrictEqual(
-      [0, 1, 2, 3, 4, 5, 6, 7, 8, 9].map((steps) => ConcurrencyGate.rampLimit(settings, steps)),
+      [0, 1, 2, 3, 4, 5, 6, 7, 8, 9].map((steps) => Gates.rampLimit(settings, steps)),
       [10, 13, 17, 23, 30, 39, 51, 67, 88, 100]
     )
   })
 
   it("never goes below one", () => {
-    const settings = valid(ConcurrencyGate.settings({ target: "gpu", limit: 3 }))
-    assert.strictEqual(ConcurrencyGate.rampFloor(settings), 1)
-    assert.deepStrictEqual([0, 1, 2, 3].map((steps) => ConcurrencyGate.rampLimit(settings, steps)), [1, 2, 3, 3])
-    assert.strictEqual(ConcurrencyGate.rampFloor(valid(ConcurrencyGate.settings({ target: "one", limit: 1 }))), 1)
+    const settings = valid(Gates.settings({ target: "gpu", limit: 3 }))
+    assert.strictEqual(Gates.rampFloor(settings), 1)
+    assert.deepStrictEqual([0, 1, 2, 3].map((steps) => Gates.rampLimit(settings, steps)), [1, 2, 3, 3])
+    assert.strictEqual(Gates.rampFloor(valid(Gates.settings({ target: "one", limit: 1 }))), 1)
   })
 
   it("follows rampStart and rampFactor", () => {
-    const settings = valid(ConcurrencyGate.settings({ target: "llm", limit: 50, rampStart: 0.25, rampFactor: 2 }))
-    assert.strictEqual(ConcurrencyGate.rampFloor(settings), 12)
-    assert.deepStrictEqual([0, 1, 2, 3].map((steps) => ConcurrencyGate.rampLimit(settings, steps)), [12, 24, 48, 50])
+    const settings = valid(Gates.settings({ target: "llm", limit: 50, rampStart: 0.25, rampFactor: 2 }))
+    assert.strictEqual(Gates.rampFloor(settings), 12)
+    assert.deepStrictEqual([0, 1, 2, 3].map((steps) => Gates.rampLimit(settings, steps)), [12, 24, 48, 50])
   })
 })
 
@@ -632,10 +632,10 @@ describe("ConcurrencyGate adaptive limit", () => {
     Effect.repeatN(Effect.zipRight(gate.release(outcome), gate.acquire(Number.POSITIVE_INFINITY)), times - 1)
 
   it("is on in queue mode and off in shed mode unless set", () => {
-    assert.isTrue(valid(ConcurrencyGate.settings({ target: "llm", limit: 8 })).adaptive)
-    assert.isFalse(valid(ConcurrencyGate.settings({ target: "gpu", limit: 8, mode: "shed" })).adaptive)
-    assert.isFalse(valid(ConcurrencyGate.settings({ target: "llm", limit: 8, adaptive: false })).adaptive)
-    assert.isTrue(valid(ConcurrencyGate.settings({ target: "gpu", limit: 8, mode: "shed", adaptive: true })).adaptive)
+    assert.isTrue(valid(Gates.settings({ target: "llm", limit: 8 })).adaptive)
+    assert.isFalse(valid(Gates.settings({ target: "gpu", limit: 8, mode: "shed" })).adaptive)
+    assert.isFalse(valid(Gates.settings({ target: "llm", limit: 8, adaptive: false })).adaptive)
+    assert.isTrue(valid(Gates.settings({ target: "gpu", limit: 8, mode: "shed", adaptive: true })).adaptive)
   })
 
   const invalid: ReadonlyArray<readonly [string, Partial<ConcurrencyGate.Options>, string]> = [
@@ -647,15 +647,15 @@ describe("ConcurrencyGate adaptive limit", () => {
   ]
   for (const [name, options, message] of invalid) {
     it(`is an InvalidSettings naming the option for a ${name}`, () => {
-      const settings = ConcurrencyGate.settings({ target: "llm", limit: 10, ...options })
+      const settings = Gates.settings({ target: "llm", limit: 10, ...options })
       assert.isTrue(Either.isLeft(settings))
       if (Either.isLeft(settings)) assert.strictEqual(settings.left.message, `concurrency gate for llm: ${message}`)
     })
   }
 
   it("cuts ×0.9, rounded down, at least one less, to minLimit at the lowest", () => {
-    const settings = valid(ConcurrencyGate.settings({ target: "llm", limit: 100, minLimit: 3 }))
-    assert.deepStrictEqual([100, 64, 10, 5, 4, 3].map((learned) => ConcurrencyGate.backoffLimit(settings, learned)), [
+    const settings = valid(Gates.settings({ target: "llm", limit: 100, minLimit: 3 }))
+    assert.deepStrictEqual([100, 64, 10, 5, 4, 3].map((learned) => Gates.backoffLimit(settings, learned)), [
       90,
       57,
       9,
@@ -861,7 +861,7 @@ describe("ConcurrencyGate adaptive limit", () => {
     }))
 })
 
-describe("ConcurrencyGate.outcomeOf", () => {
+describe("Gates.outcomeOf", () => {
   const timeout = Duration.seconds(10)
   const cases: ReadonlyArray<readonly [Failure.Failure, ConcurrencyGate.Outcome]> = [
     [new Failure.Overloaded({ status: 529 }), "overload"],
@@ -889,7 +889,7 @@ describe("ConcurrencyGate.outcomeOf", () => {
   for (const [failure, outcome] of cases) {
     const phase = "phase" in failure ? ` (${failure.phase})` : ""
     it(`${failure._tag}${phase} is ${outcome}`, () => {
-      assert.strictEqual(ConcurrencyGate.outcomeOf(failure), outcome)
+      assert.strictEqual(Gates.outcomeOf(failure), outcome)
     })
   }
 })

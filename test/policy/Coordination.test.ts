@@ -4,11 +4,20 @@
  * fleet on Redis are named as they were with `node:crypto`.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ConcurrencyGate, Coordination, RateLimiter, RetryBudget, Settings } from "@resilient-ai/policy"
-import { keyFingerprint, Sha256 } from "@resilient-ai/policy/internal"
-import { Deferred, Effect, Exit, Fiber, FiberStatus, Redacted } from "effect"
+import {
+  ConcurrencyGate,
+  Coordination,
+  Failure,
+  RateLimiter,
+  Resilient,
+  RetryBudget,
+  Settings
+} from "@resilient-ai/policy"
+import { Diagnoses, keyFingerprint, Sha256 } from "@resilient-ai/policy/internal"
+import { Deferred, Effect, Exit, Fiber, FiberStatus, Redacted, TestClock } from "effect"
 import { createHash, randomBytes } from "node:crypto"
 import { canary } from "../canary.js"
+import { freshTarget } from "./support.js"
 
 const { hex, sha256, sha256Hex } = Sha256
 
@@ -80,15 +89,15 @@ const recordingMakers = () => {
   return {
     given,
     makers: {
-      budget: (options: Coordination.BudgetOptions) => {
+      budget: (options: Parameters<Coordination.Makers["budget"]>[0]) => {
         given.push({ part: "budget", ...options })
         return RetryBudget.make(options)
       },
-      gate: (options: Coordination.GateOptions) => {
+      gate: (options: Parameters<Coordination.Makers["gate"]>[0]) => {
         given.push({ part: "gate", ...options })
         return ConcurrencyGate.make(options)
       },
-      rateLimiter: (options: Coordination.RateLimiterOptions) => {
+      rateLimiter: (options: Parameters<NonNullable<Coordination.Makers["rateLimiter"]>>[0]) => {
         given.push({ part: "rateLimiter", ...options })
         return RateLimiter.make(options)
       }
@@ -171,5 +180,39 @@ describe("a coordination's targets", () => {
       assert.notStrictEqual(own, inContext)
       assert.strictEqual(own.targets.size, 0)
       assert.notStrictEqual(yield* Effect.provide(Coordination.Coordination, Coordination.layerMemory), own)
+    }))
+
+  it.effect("each keeps what its targets' calls learned: the capacity failures the diagnosis reads are not shared", () =>
+    Effect.gen(function*() {
+      const target = freshTarget("capacity")
+      // Two overloads, then a success: two capacity failures, and nothing the metrics count as trouble.
+      let attempts = 0
+      const overloadedTwice = Effect.suspend(() =>
+        attempts++ % 3 < 2 ? Effect.fail(new Failure.Overloaded({ status: 503 })) : Effect.succeed("ok")
+      )
+      const callThrough = (coordination: Coordination.Coordination["Type"]) =>
+        Effect.gen(function*() {
+          const fiber = yield* Effect.fork(
+            overloadedTwice.pipe(
+              Resilient.retry({ target, maxAttempts: 3 }),
+              Effect.provideService(Coordination.Coordination, coordination)
+            )
+          )
+          yield* TestClock.adjust("1 minute")
+          assert.strictEqual(yield* Fiber.join(fiber), "ok")
+          return coordination.targets.get(target)?.get(undefined)
+        })
+      const first = yield* Coordination.make()
+      const second = yield* Coordination.make()
+      const inFirst = yield* callThrough(first)
+      assert.strictEqual(inFirst?.learned.capacityFailures, 2)
+      assert.strictEqual(Diagnoses.callTotals(target, inFirst).troubles, 2)
+      // Before the second coordination's calls, and after: the first's count is not the second's.
+      assert.strictEqual(Diagnoses.callTotals(target, second.targets.get(target)?.get(undefined)).troubles, 0)
+      const inSecond = yield* callThrough(second)
+      assert.notStrictEqual(inSecond, inFirst)
+      assert.strictEqual(inSecond?.learned.capacityFailures, 2)
+      assert.strictEqual(inFirst?.learned.capacityFailures, 2)
+      assert.strictEqual(Diagnoses.callTotals(target, inSecond).troubles, 2)
     }))
 })

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Deadline, Failure } from "@resilient-ai/policy"
+import { Deadlines } from "@resilient-ai/policy/internal"
 import { Duration, Effect, Fiber, FiberRef, Option, Ref, TestClock } from "effect"
 
 /** The time left, in milliseconds, or `undefined` without a deadline. */
@@ -21,7 +22,7 @@ describe("Deadline without one", () => {
     Effect.gen(function*() {
       assert.isTrue(Option.isNone(yield* Deadline.current))
       assert.isTrue(Option.isNone(yield* Deadline.remaining))
-      assert.strictEqual(yield* FiberRef.get(Deadline.CurrentDeadline), Infinity)
+      assert.strictEqual(yield* FiberRef.get(Deadlines.CurrentDeadline), Infinity)
     }))
 })
 
@@ -166,7 +167,7 @@ describe("Deadline across fibers", () => {
   it.effect("a joining child does not change the parent's deadline", () =>
     Effect.gen(function*() {
       // The child moves its own deadline; the parent's must survive the join.
-      const moveChild = Effect.zipRight(FiberRef.set(Deadline.CurrentDeadline, 5_000), Deadline.current)
+      const moveChild = Effect.zipRight(FiberRef.set(Deadlines.CurrentDeadline, 5_000), Deadline.current)
       const withoutDeadline = yield* Effect.fork(moveChild)
       assert.deepStrictEqual(yield* Fiber.join(withoutDeadline), Option.some(5_000))
       assert.isTrue(Option.isNone(yield* Deadline.current))

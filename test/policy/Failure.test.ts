@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Failure } from "@resilient-ai/policy"
+import { Failures } from "@resilient-ai/policy/internal"
 import { Duration, Effect, Either } from "effect"
 
 const every: ReadonlyArray<Failure.Failure> = [
@@ -36,17 +37,17 @@ const callFailed = new Failure.CallFailed({
 describe("Failure", () => {
   describe("fromResponse", () => {
     it("maps 401 and 403 to AuthenticationFailed, keeping the fields", () => {
-      const unauthorized = Failure.fromResponse({ status: 401, providerCode: "invalid_api_key", detail: "bad key" })
+      const unauthorized = Failures.fromResponse({ status: 401, providerCode: "invalid_api_key", detail: "bad key" })
       assert.instanceOf(unauthorized, Failure.AuthenticationFailed)
       assert.strictEqual(unauthorized._tag, "AuthenticationFailed")
-      assert.strictEqual(Failure.statusOf(unauthorized), 401)
+      assert.strictEqual(Failures.statusOf(unauthorized), 401)
       assert.strictEqual((unauthorized as Failure.AuthenticationFailed).providerCode, "invalid_api_key")
       assert.strictEqual((unauthorized as Failure.AuthenticationFailed).detail, "bad key")
-      assert.strictEqual(Failure.fromResponse({ status: 403 })._tag, "AuthenticationFailed")
+      assert.strictEqual(Failures.fromResponse({ status: 403 })._tag, "AuthenticationFailed")
     })
 
     it("maps 429 to RateLimited, keeping the hint, code and shouldRetry", () => {
-      const failure = Failure.fromResponse({
+      const failure = Failures.fromResponse({
         status: 429,
         providerCode: "rate_limit_exceeded",
         retryAfter: Duration.seconds(7),
@@ -57,22 +58,22 @@ describe("Failure", () => {
       assert.strictEqual(limited.status, 429)
       assert.strictEqual(limited.providerCode, "rate_limit_exceeded")
       assert.strictEqual(limited.shouldRetry, true)
-      assert.strictEqual(Duration.toMillis(Failure.retryAfterOf(failure) ?? Duration.infinity), 7000)
-      assert.strictEqual(Failure.retryAfterOf(Failure.fromResponse({ status: 429 })), undefined)
+      assert.strictEqual(Duration.toMillis(Failures.retryAfterOf(failure) ?? Duration.infinity), 7000)
+      assert.strictEqual(Failures.retryAfterOf(Failures.fromResponse({ status: 429 })), undefined)
     })
 
     it("maps a quota code to QuotaExhausted whatever the status, by code or by type", () => {
-      const byCode = Failure.fromResponse({
+      const byCode = Failures.fromResponse({
         status: 429,
         providerCode: "insufficient_quota",
         retryAfter: Duration.seconds(7)
       })
       assert.instanceOf(byCode, Failure.QuotaExhausted)
-      assert.strictEqual(Failure.statusOf(byCode), 429)
+      assert.strictEqual(Failures.statusOf(byCode), 429)
       assert.strictEqual((byCode as Failure.QuotaExhausted).providerCode, "insufficient_quota")
       // waiting will not help, so the hint is not carried
-      assert.strictEqual(Failure.retryAfterOf(byCode), undefined)
-      const tagOf = (summary: Failure.ResponseSummary) => Failure.fromResponse(summary)._tag
+      assert.strictEqual(Failures.retryAfterOf(byCode), undefined)
+      const tagOf = (summary: Failures.ResponseSummary) => Failures.fromResponse(summary)._tag
       assert.strictEqual(tagOf({ status: 429, providerType: "insufficient_quota" }), "QuotaExhausted")
       assert.strictEqual(tagOf({ status: 400, providerCode: "billing_hard_limit_reached" }), "QuotaExhausted")
       assert.strictEqual(tagOf({ status: 403, providerCode: "billing_not_active" }), "QuotaExhausted")
@@ -80,7 +81,7 @@ describe("Failure", () => {
     })
 
     it("maps a model code to ModelUnavailable whatever the status, keeping the model", () => {
-      const failure = Failure.fromResponse({
+      const failure = Failures.fromResponse({
         status: 503,
         providerCode: "model_not_found",
         detail: "no route",
@@ -93,35 +94,35 @@ describe("Failure", () => {
       assert.strictEqual(unavailable.model, "mistral-large-4")
       assert.strictEqual(unavailable.providerCode, "model_not_found")
       assert.strictEqual(unavailable.detail, "no route")
-      const tagOf = (summary: Failure.ResponseSummary) => Failure.fromResponse(summary)._tag
+      const tagOf = (summary: Failures.ResponseSummary) => Failures.fromResponse(summary)._tag
       assert.strictEqual(tagOf({ status: 404, providerCode: "model_not_found" }), "ModelUnavailable")
       assert.strictEqual(tagOf({ status: 400, providerType: "model_not_available" }), "ModelUnavailable")
     })
 
     it("maps 503, 529 and overloaded_error to Overloaded, keeping the hint", () => {
-      const unavailable = Failure.fromResponse({ status: 503, retryAfter: Duration.millis(1500) })
+      const unavailable = Failures.fromResponse({ status: 503, retryAfter: Duration.millis(1500) })
       assert.instanceOf(unavailable, Failure.Overloaded)
-      assert.strictEqual(Duration.toMillis(Failure.retryAfterOf(unavailable) ?? Duration.infinity), 1500)
-      assert.strictEqual(Failure.fromResponse({ status: 529 })._tag, "Overloaded")
-      const typed = Failure.fromResponse({ status: 500, providerType: "overloaded_error" })
+      assert.strictEqual(Duration.toMillis(Failures.retryAfterOf(unavailable) ?? Duration.infinity), 1500)
+      assert.strictEqual(Failures.fromResponse({ status: 529 })._tag, "Overloaded")
+      const typed = Failures.fromResponse({ status: 500, providerType: "overloaded_error" })
       assert.strictEqual(typed._tag, "Overloaded")
-      assert.strictEqual(Failure.statusOf(typed), 500)
+      assert.strictEqual(Failures.statusOf(typed), 500)
     })
 
     it("maps the other 5xx to ServerError, keeping the hint", () => {
       for (const status of [500, 502, 504]) {
-        const failure = Failure.fromResponse({ status, retryAfter: Duration.seconds(3) })
+        const failure = Failures.fromResponse({ status, retryAfter: Duration.seconds(3) })
         assert.instanceOf(failure, Failure.ServerError)
-        assert.strictEqual(Failure.statusOf(failure), status)
-        assert.strictEqual(Duration.toMillis(Failure.retryAfterOf(failure) ?? Duration.infinity), 3000)
+        assert.strictEqual(Failures.statusOf(failure), status)
+        assert.strictEqual(Duration.toMillis(Failures.retryAfterOf(failure) ?? Duration.infinity), 3000)
       }
     })
 
     it("maps the other 4xx to ClientError", () => {
       for (const status of [400, 404, 408, 409, 422]) {
-        const failure = Failure.fromResponse({ status, providerCode: "invalid_request_error", detail: "bad field" })
+        const failure = Failures.fromResponse({ status, providerCode: "invalid_request_error", detail: "bad field" })
         assert.instanceOf(failure, Failure.ClientError)
-        assert.strictEqual(Failure.statusOf(failure), status)
+        assert.strictEqual(Failures.statusOf(failure), status)
         assert.strictEqual((failure as Failure.ClientError).providerCode, "invalid_request_error")
       }
     })
@@ -137,16 +138,20 @@ describe("Failure", () => {
           { status: 403 }
         ]
       ) {
-        const failure = Failure.fromResponse({ ...response, retryAfter: Duration.millis(2000) })
-        assert.strictEqual(Duration.toMillis(Failure.retryAfterOf(failure) ?? Duration.infinity), 2000, failure.message)
+        const failure = Failures.fromResponse({ ...response, retryAfter: Duration.millis(2000) })
+        assert.strictEqual(
+          Duration.toMillis(Failures.retryAfterOf(failure) ?? Duration.infinity),
+          2000,
+          failure.message
+        )
       }
     })
 
     it("does not copy providerType, model or retryAfter onto failures that do not declare them", () => {
-      const failure = Failure.fromResponse({ status: 400, providerType: "invalid_request_error", model: "m" })
+      const failure = Failures.fromResponse({ status: 400, providerType: "invalid_request_error", model: "m" })
       assert.isFalse("providerType" in failure)
       assert.isFalse("model" in failure)
-      const quota = Failure.fromResponse({
+      const quota = Failures.fromResponse({
         status: 403,
         providerCode: "billing_not_active",
         retryAfter: Duration.seconds(1)
@@ -158,29 +163,29 @@ describe("Failure", () => {
   describe("retryAfterOf", () => {
     it("returns a Duration hint and nothing else", () => {
       const hint = Duration.seconds(4)
-      assert.strictEqual(Failure.retryAfterOf(new Failure.RateLimited({ status: 429, retryAfter: hint })), hint)
-      assert.strictEqual(Failure.retryAfterOf(new Failure.Overloaded({ status: 529, retryAfter: hint })), hint)
-      assert.strictEqual(Failure.retryAfterOf({ retryAfter: hint }), hint)
-      assert.strictEqual(Failure.retryAfterOf(new Failure.RateLimited({ status: 429 })), undefined)
-      assert.strictEqual(Failure.retryAfterOf(new Failure.ClientError({ status: 400 })), undefined)
-      assert.strictEqual(Failure.retryAfterOf(new Failure.ClientError({ status: 409, retryAfter: hint })), hint)
-      assert.strictEqual(Failure.retryAfterOf({ retryAfter: 4000 }), undefined)
-      assert.strictEqual(Failure.retryAfterOf({ retryAfter: "4 seconds" }), undefined)
-      assert.strictEqual(Failure.retryAfterOf(null), undefined)
-      assert.strictEqual(Failure.retryAfterOf(undefined), undefined)
-      assert.strictEqual(Failure.retryAfterOf("retryAfter"), undefined)
+      assert.strictEqual(Failures.retryAfterOf(new Failure.RateLimited({ status: 429, retryAfter: hint })), hint)
+      assert.strictEqual(Failures.retryAfterOf(new Failure.Overloaded({ status: 529, retryAfter: hint })), hint)
+      assert.strictEqual(Failures.retryAfterOf({ retryAfter: hint }), hint)
+      assert.strictEqual(Failures.retryAfterOf(new Failure.RateLimited({ status: 429 })), undefined)
+      assert.strictEqual(Failures.retryAfterOf(new Failure.ClientError({ status: 400 })), undefined)
+      assert.strictEqual(Failures.retryAfterOf(new Failure.ClientError({ status: 409, retryAfter: hint })), hint)
+      assert.strictEqual(Failures.retryAfterOf({ retryAfter: 4000 }), undefined)
+      assert.strictEqual(Failures.retryAfterOf({ retryAfter: "4 seconds" }), undefined)
+      assert.strictEqual(Failures.retryAfterOf(null), undefined)
+      assert.strictEqual(Failures.retryAfterOf(undefined), undefined)
+      assert.strictEqual(Failures.retryAfterOf("retryAfter"), undefined)
     })
   })
 
   describe("statusOf", () => {
     it("returns a numeric status and nothing else", () => {
-      assert.strictEqual(Failure.statusOf(new Failure.ServerError({ status: 502 })), 502)
-      assert.strictEqual(Failure.statusOf(new Failure.NotJson({ status: 200, excerpt: "" })), 200)
-      assert.strictEqual(Failure.statusOf({ status: 418 }), 418)
-      assert.strictEqual(Failure.statusOf(new Failure.ConnectFailed({ detail: "refused" })), undefined)
-      assert.strictEqual(Failure.statusOf({ status: "500" }), undefined)
-      assert.strictEqual(Failure.statusOf(null), undefined)
-      assert.strictEqual(Failure.statusOf(500), undefined)
+      assert.strictEqual(Failures.statusOf(new Failure.ServerError({ status: 502 })), 502)
+      assert.strictEqual(Failures.statusOf(new Failure.NotJson({ status: 200, excerpt: "" })), 200)
+      assert.strictEqual(Failures.statusOf({ status: 418 }), 418)
+      assert.strictEqual(Failures.statusOf(new Failure.ConnectFailed({ detail: "refused" })), undefined)
+      assert.strictEqual(Failures.statusOf({ status: "500" }), undefined)
+      assert.strictEqual(Failures.statusOf(null), undefined)
+      assert.strictEqual(Failures.statusOf(500), undefined)
     })
   })
 

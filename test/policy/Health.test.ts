@@ -1,16 +1,17 @@
 /**
- * The diagnosis arithmetic (`Health.Diagnoser`), with time passed in: which probes and call totals
+ * The diagnosis arithmetic (`Diagnoses.Diagnoser`), with time passed in: which probes and call totals
  * make each diagnosis, the window the calls are read over, and the settings' checks.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Health } from "@resilient-ai/policy"
+import type { Health } from "@resilient-ai/policy"
+import { Diagnoses } from "@resilient-ai/policy/internal"
 import { Either } from "effect"
 
-const make = (options: Health.Options = {}) => new Health.Diagnoser(Either.getOrThrow(Health.settings(options)))
+const make = (options: Health.Options = {}) => new Diagnoses.Diagnoser(Either.getOrThrow(Diagnoses.settings(options)))
 const up = { up: true, millis: 20 }
 const down = { up: false, millis: 5_000 }
 
-describe("Health.Diagnoser", () => {
+describe("Diagnoses.Diagnoser", () => {
   it("two probes down in a row make the provider degraded; two up bring it back, with the ramp", () => {
     const diagnoser = make()
     const calls = { attempts: 0, troubles: 0 }
@@ -104,7 +105,7 @@ describe("Health.Diagnoser", () => {
   })
 
   it("bad settings are one InvalidSettings naming each", () => {
-    const result = Health.settings({ downAfter: 0, troubleRatio: 2, window: "-1 seconds" })
+    const result = Diagnoses.settings({ downAfter: 0, troubleRatio: 2, window: "-1 seconds" })
     assert.isTrue(Either.isLeft(result))
     const problems = Either.isLeft(result) ? result.left.problems.join("; ") : ""
     for (const name of ["downAfter", "troubleRatio", "window"]) assert.include(problems, name)

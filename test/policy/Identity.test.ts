@@ -4,7 +4,8 @@
  * by the gate as the provider's overload.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { ConcurrencyGate, Coordination, Failure, Health, Resilient, RetryBudget } from "@resilient-ai/policy"
+import { Coordination, Failure, Resilient, RetryBudget } from "@resilient-ai/policy"
+import { Diagnoses, Failures, Gates } from "@resilient-ai/policy/internal"
 import { Data, Duration, Effect, Either, Fiber, TestClock } from "effect"
 import { failureOf, freshTarget, policyOf } from "./support.js"
 
@@ -19,10 +20,14 @@ const settle = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     return yield* Fiber.await(fiber)
   })
 
+/** The state of `target` (called without an API key) in the `Coordination` in context, once made. */
+const stateOf = (target: string) =>
+  Effect.map(Coordination.Coordination, (coordination) => coordination.targets.get(target)?.get(undefined))
+
 /** The health of `target`'s gate, read through the `Coordination` in context. */
 const healthOf = (target: string) =>
   Effect.gen(function*() {
-    const state = (yield* Coordination.Coordination).targets.get(target)?.get(undefined)
+    const state = yield* stateOf(target)
     assert.isDefined(state, "the target's state was made")
     return (yield* state!.gate.snapshot).health
   })
@@ -33,11 +38,11 @@ const healthOf = (target: string) =>
  */
 const diagnosedAround = <A, E, R>(target: string, calls: Effect.Effect<A, E, R>) =>
   Effect.gen(function*() {
-    const diagnoser = new Health.Diagnoser(Either.getOrThrow(Health.settings({})))
+    const diagnoser = new Diagnoses.Diagnoser(Either.getOrThrow(Diagnoses.settings({})))
     const up = { up: true, millis: 20 }
-    diagnoser.observe(0, up, Health.callTotals(target))
+    diagnoser.observe(0, up, Diagnoses.callTotals(target, yield* stateOf(target)))
     const result = yield* calls
-    const step = diagnoser.observe(10_000, up, Health.callTotals(target))
+    const step = diagnoser.observe(10_000, up, Diagnoses.callTotals(target, yield* stateOf(target)))
     return { result, diagnosis: step.diagnosis, trouble: diagnoser.trouble() }
   })
 
@@ -81,9 +86,9 @@ describe("the toolkit's failures, known by their type id", () => {
     })
     // The aggregate has an id of its own: it is not an attempt's failure.
     assert.isFalse(Failure.isFailure(stopped))
-    assert.isTrue(Failure.isCallFailed(stopped))
-    assert.isFalse(Failure.isCallFailed({ _tag: "CallFailed", reason: "attempts" }))
-    assert.isFalse(Failure.isCallFailed(new Failure.RateLimited({ status: 429 })))
+    assert.isTrue(Failures.isCallFailed(stopped))
+    assert.isFalse(Failures.isCallFailed({ _tag: "CallFailed", reason: "attempts" }))
+    assert.isFalse(Failures.isCallFailed(new Failure.RateLimited({ status: 429 })))
   })
 
   it("the id is on the prototype, not a field: the name, message, fields and JSON are as before", () => {
@@ -92,15 +97,15 @@ describe("the toolkit's failures, known by their type id", () => {
     assert.strictEqual(ours.name, "RateLimited")
     assert.strictEqual(ours.message, "rate limited (HTTP 429)")
     assert.deepStrictEqual(Object.keys(ours).sort(), ["_tag", "status"])
-    assert.isFalse(Object.getOwnPropertySymbols(ours).includes(Failure.TypeId))
+    assert.isFalse(Object.getOwnPropertySymbols(ours).includes(Failures.TypeId))
     assert.deepStrictEqual(JSON.parse(JSON.stringify(ours)), { _tag: "RateLimited", status: 429 })
-    assert.strictEqual(Failure.TypeId, Symbol.for("@resilient-ai/policy/Failure"))
+    assert.strictEqual(Failures.TypeId, Symbol.for("@resilient-ai/policy/Failure"))
   })
 
   it("the gate reads capacity only from the toolkit's failures", () => {
-    assert.strictEqual(ConcurrencyGate.outcomeOf(new RateLimited()), "neutral")
-    assert.strictEqual(ConcurrencyGate.outcomeOf(new ReadTimeout()), "neutral")
-    assert.strictEqual(ConcurrencyGate.outcomeOf(new Failure.RateLimited({ status: 429 })), "overload")
+    assert.strictEqual(Gates.outcomeOf(new RateLimited()), "neutral")
+    assert.strictEqual(Gates.outcomeOf(new ReadTimeout()), "neutral")
+    assert.strictEqual(Gates.outcomeOf(new Failure.RateLimited({ status: 429 })), "overload")
   })
 
   it.effect("retried with classify, a caller's RateLimited and ReadTimeout are judged by it and leave the gate steady", () => {
@@ -153,7 +158,7 @@ describe("the toolkit's failures, known by their type id", () => {
       readonly attempts: ReadonlyArray<Failure.AttemptRecord>
       readonly target: string
     }> {
-      readonly [Failure.CallFailedTypeId]: Failure.CallFailedTypeId = Failure.CallFailedTypeId
+      readonly [Failures.CallFailedTypeId]: Failures.CallFailedTypeId = Failures.CallFailedTypeId
     }
     const inner = new Failure.RateLimited({ status: 429 })
     const target = freshTarget("other-copy")

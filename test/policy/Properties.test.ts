@@ -6,8 +6,9 @@
  * the kinds of cases it saw, so a generator that drifts into trivial cases fails instead of passing.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Target } from "@resilient-ai/client"
-import { Backoff, Classifier, Failure, Resilient, RetryBudget, RetryHint } from "@resilient-ai/policy"
+import { Targets } from "@resilient-ai/client/internal"
+import { Backoff, Classifier, Failure, Resilient, RetryBudget } from "@resilient-ai/policy"
+import { Backoffs, Budgets, Failures, RetryHint } from "@resilient-ai/policy/internal"
 import {
   Clock,
   Duration,
@@ -459,7 +460,7 @@ describe("Properties: RetryHint", () => {
 const verdicts: ReadonlyArray<Classifier.Verdict> = ["retryable", "terminal", "ambiguous"]
 const status = fc.integer({ min: 100, max: 599 })
 const optional = <T>(arbitrary: fc.Arbitrary<T>) => fc.option(arbitrary, { nil: undefined })
-const specialCodes = [...Failure.quotaCodes, ...Failure.modelUnavailableCodes]
+const specialCodes = [...Failures.quotaCodes, ...Failures.modelUnavailableCodes]
 const providerCode = fc.oneof(
   fc.constantFrom(...specialCodes, "rate_limit_exceeded", "overloaded_error", "server_error", "invalid_request", ""),
   fc.string({ maxLength: 20 })
@@ -579,7 +580,7 @@ describe("Properties: classification", () => {
         // A person reads the message when the call fails; it must exist for any fields.
         assert.isString(failure.message)
 
-        const selfHosted = Target.selfHostedClassifier.classify(failure)
+        const selfHosted = Targets.selfHostedClassifier.classify(failure)
         assert.include(verdicts, selfHosted)
         // A busy pool is never asked to replay, and retries only what the default table retries too.
         assert.notStrictEqual(selfHosted, "ambiguous")
@@ -595,8 +596,8 @@ describe("Properties: classification", () => {
       runs(3000)
     )
     // A failure added to `Failure` without a generator here fails this, rather than going untested.
-    assert.sameMembers(tags.keys(), [...Failure.failureTags])
-    for (const tag of Failure.failureTags) assert.isAbove(tags.get(tag), 50, tag)
+    assert.sameMembers(tags.keys(), [...Failures.failureTags])
+    for (const tag of Failures.failureTags) assert.isAbove(tags.get(tag), 50, tag)
     for (const kind of [...verdicts, "x-should-retry overruled"]) assert.isAbove(verdictsSeen.get(kind), 50, kind)
   })
 
@@ -612,21 +613,21 @@ describe("Properties: classification", () => {
       },
       { requiredKeys: [] }
     )
-    const check = (response: Failure.ResponseSummary) => {
-      const failure = Failure.fromResponse(response)
-      assert.strictEqual(Failure.statusOf(failure), response.status)
+    const check = (response: Failures.ResponseSummary) => {
+      const failure = Failures.fromResponse(response)
+      assert.strictEqual(Failures.statusOf(failure), response.status)
       const verdict = Classifier.classifyDefault(failure)
       assertDefaultInvariants(failure, verdict)
       const kinds = [response.providerCode, response.providerType]
-      if (kinds.some((kind) => kind !== undefined && Failure.quotaCodes.has(kind))) {
+      if (kinds.some((kind) => kind !== undefined && Failures.quotaCodes.has(kind))) {
         assert.strictEqual(failure._tag, "QuotaExhausted")
-      } else if (kinds.some((kind) => kind !== undefined && Failure.modelUnavailableCodes.has(kind))) {
+      } else if (kinds.some((kind) => kind !== undefined && Failures.modelUnavailableCodes.has(kind))) {
         assert.strictEqual(failure._tag, "ModelUnavailable")
       }
       // The hint is kept exactly on the failures that may be retried, `x-should-retry` counted: an
       // exhausted quota and an unavailable model, which no wait fixes, drop it.
       const hinted = failure._tag !== "QuotaExhausted" && failure._tag !== "ModelUnavailable"
-      assert.strictEqual(Failure.retryAfterOf(failure), hinted ? response.retryAfter : undefined, failure._tag)
+      assert.strictEqual(Failures.retryAfterOf(failure), hinted ? response.retryAfter : undefined, failure._tag)
       return verdict
     }
     for (let code = 100; code <= 599; code++) {
@@ -662,7 +663,7 @@ const stepAll = <Out, In>(
       for (const input of inputs) {
         const [next, output, decision] = yield* schedule.step(now, input, state)
         state = next
-        steps.push({ delay: Backoff.delayOf(decision, now), output: outputMillis(output) })
+        steps.push({ delay: Backoffs.delayOf(decision, now), output: outputMillis(output) })
       }
       return steps
     }).pipe(Effect.withRandom(Random.make(seed)))
@@ -729,7 +730,7 @@ describe("Properties: Backoff", () => {
         fc.integer(),
         ({ base, cap }, spread, hints, seed) => {
           const failures = hints.map((hint) => hint === undefined ? serverError : rateLimited(hint))
-          const schedule = Backoff.fullJitterWithRetryAfter({ base, cap, spread })
+          const schedule = Backoffs.fullJitterWithRetryAfter({ base, cap, spread })
           const steps = stepAll(schedule, failures, seed, 1_700_000_000_000, Duration.toMillis)
           steps.forEach(({ delay, output }, n) => {
             const hint = hints[n]
@@ -766,7 +767,7 @@ describe("Properties: Backoff", () => {
         fc.array(optional(fc.nat({ max: 10_000 })), { minLength: 8, maxLength: 12 }),
         fc.integer(),
         (recurs, hints, seed) => {
-          const limited = Backoff.withRetryAfter(Schedule.recurs(recurs), { spread: 10 })
+          const limited = Backoffs.withRetryAfter(Schedule.recurs(recurs), { spread: 10 })
           const failures = hints.map((hint) => hint === undefined ? serverError : rateLimited(hint))
           const steps = stepAll(limited, failures, seed, 0, Duration.toMillis)
           steps.forEach(({ delay }, n) => assert.strictEqual(delay === undefined, n >= recurs, `step ${n}`))
@@ -950,7 +951,7 @@ describe("Properties: Resilient.retry and the deadline", () => {
           const inputs = failed.map((line, i) =>
             line.annotations.failure === "RateLimited" ? rateLimited(stepAt(i).hint) : serverError
           )
-          const schedule = Backoff.fullJitterWithRetryAfter({
+          const schedule = Backoffs.fullJitterWithRetryAfter({
             base: c.baseDelay,
             cap: c.baseDelay + c.extraDelay,
             spread: c.hintSpread
@@ -1148,7 +1149,7 @@ describe("Properties: RetryBudget", () => {
     const seen = decisionTally()
     fc.assert(
       fc.property(budgetOptions, fc.integer({ min: 0, max: 2e12 }), bursts(40, 12), (options, start, plan) => {
-        const window = new RetryBudget.Window(valid(RetryBudget.settings(settingsOf(options))))
+        const window = new Budgets.Window(valid(Budgets.settings(settingsOf(options))))
         const model = new ReferenceBudget(options)
         const grants: Array<number> = []
         const successes: Array<number> = []

@@ -13,7 +13,7 @@ import {
   Resilient,
   RetryBudget
 } from "@resilient-ai/policy"
-import { Attempts, Engine, FastPath } from "@resilient-ai/policy/internal"
+import { Attempts, Coordinations, Engine, FastPath, Limiters, Retries } from "@resilient-ai/policy/internal"
 import { Duration, Effect, Fiber, Ref, TestClock } from "effect"
 import { invalidSettings, valid } from "./support.js"
 
@@ -45,9 +45,9 @@ const admitAll = (
 const interactive = (tokens = 0, deadline = never): RateLimiter.Demand => ({ tokens, lane: "interactive", deadline })
 const batch = (tokens = 0, deadline = never): RateLimiter.Demand => ({ tokens, lane: "batch", deadline })
 
-describe("RateLimiter.settings", () => {
+describe("Limiters.settings", () => {
   it("fills in no limits, a burst of 1 s, half of it kept for interactive calls, and learning", () => {
-    assert.deepStrictEqual(valid(RateLimiter.settings({ target: "llm" })), {
+    assert.deepStrictEqual(valid(Limiters.settings({ target: "llm" })), {
       target: "llm",
       requestsPerMinute: Number.POSITIVE_INFINITY,
       tokensPerMinute: Number.POSITIVE_INFINITY,
@@ -169,8 +169,8 @@ describe("RateLimiter learning", () => {
   it.effect("paces nothing until a limit is known; the provider's header sets it; a lower setting holds", () =>
     Effect.gen(function*() {
       const learning = yield* RateLimiter.make({ target: "llm" })
-      assert.strictEqual(FastPath.limiter(learning)?.admitNow?.(1_000, "interactive"), RateLimiter.free)
-      yield* learning.learn(RateLimiter.limitsOf((name) => ({ "x-ratelimit-limit-requests": "60" })[name]))
+      assert.strictEqual(FastPath.limiter(learning)?.admitNow?.(1_000, "interactive"), Limiters.free)
+      yield* learning.learn(Limiters.limitsOf((name) => ({ "x-ratelimit-limit-requests": "60" })[name]))
       const admitted = yield* admitAll(learning, ["a", "b", "c"].map((name) => [name, interactive()] as const))
       yield* TestClock.adjust(2_000)
       assert.deepStrictEqual(yield* Ref.get(admitted), [["a", 0], ["b", 1_000], ["c", 2_000]])
@@ -183,11 +183,11 @@ describe("RateLimiter learning", () => {
   it("reads OpenAI's and Mistral's headers, and Anthropic's", () => {
     const headers = (entries: Record<string, string>) => (name: string) => entries[name]
     assert.deepStrictEqual(
-      RateLimiter.limitsOf(headers({ "x-ratelimit-limit-requests": "500", "x-ratelimit-limit-tokens": "30000" })),
+      Limiters.limitsOf(headers({ "x-ratelimit-limit-requests": "500", "x-ratelimit-limit-tokens": "30000" })),
       { requestsPerMinute: 500, tokensPerMinute: 30_000 }
     )
     assert.deepStrictEqual(
-      RateLimiter.limitsOf(
+      Limiters.limitsOf(
         headers({ "anthropic-ratelimit-requests-limit": "50", "anthropic-ratelimit-tokens-limit": "x" })
       ),
       { requestsPerMinute: 50, tokensPerMinute: undefined }
@@ -240,7 +240,7 @@ describe("RateLimiter in a resilient call", () => {
           return new Attempts.Answered(undefined, report)
         })
       const limiter = yield* RateLimiter.make({ target: "paced", tokensPerMinute: 6_000 })
-      const services = Coordination.targetServices({
+      const services = Coordinations.targetServices({
         budget: RetryBudget.unlimited,
         gate: ConcurrencyGate.unbounded,
         limiter
@@ -257,10 +257,10 @@ describe("RateLimiter in a resilient call", () => {
       // its place back.
       yield* TestClock.adjust(1_000)
       const refused = Effect.fail(new Failure.ConnectFailed({ detail: "refused", code: "ECONNREFUSED" }))
-      yield* Effect.flip(Resilient.retryWith(refused, policy, services, { tokens: 1_000, maxAttempts: 1 }))
+      yield* Effect.flip(Retries.retryWith(refused, policy, services, { tokens: 1_000, maxAttempts: 1 }))
       assert.strictEqual((yield* limiter.snapshot).tokensWaitMillis, 0)
       // Without the usage, the reservation stands as made: 10 s, 9 past the burst.
-      yield* Resilient.retryWith(Effect.void, policy, services, { tokens: 1_000 })
+      yield* Retries.retryWith(Effect.void, policy, services, { tokens: 1_000 })
       assert.strictEqual((yield* limiter.snapshot).tokensWaitMillis, 9_000)
     }).pipe(Effect.provide(Coordination.layerMemory)))
 })

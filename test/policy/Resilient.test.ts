@@ -1,15 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import {
-  Classifier,
-  ConcurrencyGate,
-  Coordination,
-  Deadline,
-  Failure,
-  Metrics,
-  Resilient,
-  RetryBudget
-} from "@resilient-ai/policy"
-import { Attempts, Engine, FastPath } from "@resilient-ai/policy/internal"
+import { Classifier, ConcurrencyGate, Deadline, Failure, Metrics, Resilient, RetryBudget } from "@resilient-ai/policy"
+import { Attempts, Coordinations, Engine, Failures, FastPath, Meters, Retries } from "@resilient-ai/policy/internal"
 import {
   Cause,
   Duration,
@@ -360,7 +351,7 @@ describe("Resilient.retry", () => {
 
     it.effect("a hint on a retryable client error is slept, exactly, like a 429's", () => {
       const target = freshTarget("client-error-hint")
-      const responses: ReadonlyArray<Failure.ResponseSummary> = [
+      const responses: ReadonlyArray<Failures.ResponseSummary> = [
         { status: 408, retryAfter: Duration.seconds(2) },
         { status: 409, retryAfter: Duration.seconds(2) },
         { status: 400, shouldRetry: true, retryAfter: Duration.seconds(2) }
@@ -368,7 +359,7 @@ describe("Resilient.retry", () => {
       return Effect.gen(function*() {
         for (const response of responses) {
           const { attempt, times } = yield* scripted<string>([
-            { fail: Failure.fromResponse(response) },
+            { fail: Failures.fromResponse(response) },
             { succeed: "ok" }
           ])
           const policy = policyOf({ target, hintSpread: 0 })
@@ -732,8 +723,8 @@ describe("Resilient.retry", () => {
         const policy = policyOf({ target })
         yield* settle(
           attempt.pipe(
-            Resilient.retryWith(policy, Coordination.targetServices({ budget, gate: innerGate })),
-            Resilient.retryWith(policy, Coordination.targetServices({ budget, gate: outerGate }))
+            Retries.retryWith(policy, Coordinations.targetServices({ budget, gate: innerGate })),
+            Retries.retryWith(policy, Coordinations.targetServices({ budget, gate: outerGate }))
           ),
           "1 second"
         )
@@ -751,7 +742,7 @@ describe("Resilient.retry", () => {
         const second = yield* ConcurrencyGate.make({ target: "second", limit: 1 })
         const { attempt } = yield* scripted<string>([{ succeed: "ok" }])
         const through = (gate: ConcurrencyGate.Service, name: string) =>
-          Resilient.retryWith(policyOf({ target: `${target}-${name}` }), Coordination.targetServices({ budget, gate }))
+          Retries.retryWith(policyOf({ target: `${target}-${name}` }), Coordinations.targetServices({ budget, gate }))
         const call = attempt.pipe(through(first, "inner"), through(second, "middle"), through(first, "outer"))
         const fiber = yield* Effect.fork(Deadline.within(call, "5 seconds"))
         yield* TestClock.adjust(0)
@@ -853,7 +844,7 @@ describe("Resilient.retry", () => {
         ])
         yield* settle(
           attempt.pipe(
-            Resilient.retryWith(policyOf({ target }), Coordination.targetServices({ budget: recording, gate }))
+            Retries.retryWith(policyOf({ target }), Coordinations.targetServices({ budget: recording, gate }))
           )
         )
         assert.deepStrictEqual(seen, [
@@ -962,7 +953,7 @@ describe("Resilient.retry", () => {
         assert.strictEqual(summary.retryDelay.sum, 0.5)
         assert.deepStrictEqual(summary.failuresByKind, { ServerError: 2, AuthenticationFailed: 1 })
         assert.deepStrictEqual(summary.callsFailedByReason, { terminal: 1 })
-        const perSuccess = Metrics.forTarget(target, "small").attemptsPerSuccess.unsafeValue([])
+        const perSuccess = Meters.forTarget(target, "small").attemptsPerSuccess.unsafeValue([])
         assert.strictEqual(perSuccess.count, 2)
         assert.strictEqual(perSuccess.sum, 4)
       }).pipe(Effect.provide(services(target)))
@@ -1101,8 +1092,8 @@ describe("Resilient.retry", () => {
         const gate = yield* ConcurrencyGate.make({ target, limit: 1, mode: "shed" })
         const { attempt, times } = yield* scripted<string>([{ fail: serverError }, { succeed: "ok" }])
         // No successes yet and no floor: the budget refuses the retry.
-        const call: Effect.Effect<string, Failure.CallFailed<Resilient.LastFailure<Failure.Failure>>> = attempt.pipe(
-          Resilient.retryWith(policyOf({ target }), Coordination.targetServices({ budget, gate }))
+        const call: Effect.Effect<string, Failure.CallFailed<Retries.LastFailure<Failure.Failure>>> = attempt.pipe(
+          Retries.retryWith(policyOf({ target }), Coordinations.targetServices({ budget, gate }))
         )
         const failure = failureOf(yield* settle(call))
         assert.strictEqual(failure.reason, "budget")
@@ -1124,8 +1115,8 @@ describe("Resilient.retry", () => {
         const { attempt: failing } = yield* scripted<void>([{ fail: serverError }, { succeed: undefined }])
         yield* settle(
           Effect.zipRight(attempt, failing).pipe(
-            Resilient.retryWith(policyOf({ target }), {
-              ...Coordination.targetServices({ budget, gate }),
+            Retries.retryWith(policyOf({ target }), {
+              ...Coordinations.targetServices({ budget, gate }),
               attemptRefs: [[level, "attempt"]]
             })
           )

@@ -1,13 +1,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Failure, RetryBudget } from "@resilient-ai/policy"
-import { FastPath } from "@resilient-ai/policy/internal"
+import { Budgets, FastPath } from "@resilient-ai/policy/internal"
 import { Duration, Effect, Either, Fiber, TestClock } from "effect"
 import { invalidSettings, valid } from "./support.js"
 
 /** The failure a retry is asked for after; the ratio budget does not look at it. */
 const anyFailure = new Failure.ServerError({ status: 503 })
 
-const defaults = valid(RetryBudget.settings())
+const defaults = valid(Budgets.settings())
 
 /** Asks `n` times and counts the grants. */
 const acquireTimes = (budget: RetryBudget.Service, n: number) =>
@@ -19,39 +19,39 @@ const acquireTimes = (budget: RetryBudget.Service, n: number) =>
 const recordTimes = (budget: RetryBudget.Service, n: number) =>
   Effect.asVoid(Effect.replicateEffect(budget.recordSuccess(1), n))
 
-const windowAcquireTimes = (window: RetryBudget.Window, nowMillis: number, n: number): number => {
+const windowAcquireTimes = (window: Budgets.Window, nowMillis: number, n: number): number => {
   let granted = 0
   for (let i = 0; i < n; i++) if (window.tryAcquire(nowMillis)) granted++
   return granted
 }
 
-describe("RetryBudget.settings", () => {
+describe("Budgets.settings", () => {
   it("fills in ratio 0.1, a 60 s window, 5 per second and 60 buckets", () => {
-    assert.deepStrictEqual(valid(RetryBudget.settings()), {
+    assert.deepStrictEqual(valid(Budgets.settings()), {
       ratio: 0.1,
       windowMillis: 60_000,
       minPerSecond: 5,
       buckets: 60,
       shareWhenRetriesFail: 1
     })
-    assert.deepStrictEqual(valid(RetryBudget.settings({})), defaults)
+    assert.deepStrictEqual(valid(Budgets.settings({})), defaults)
     assert.deepStrictEqual(
-      valid(RetryBudget.settings({ ratio: undefined, window: undefined, minPerSecond: undefined, buckets: undefined })),
+      valid(Budgets.settings({ ratio: undefined, window: undefined, minPerSecond: undefined, buckets: undefined })),
       defaults
     )
   })
 
   it("keeps the values given, with the window in milliseconds", () => {
     assert.deepStrictEqual(
-      valid(RetryBudget.settings({ ratio: 0.25, window: "30 seconds", minPerSecond: 2, buckets: 15 })),
+      valid(Budgets.settings({ ratio: 0.25, window: "30 seconds", minPerSecond: 2, buckets: 15 })),
       { ratio: 0.25, windowMillis: 30_000, minPerSecond: 2, buckets: 15, shareWhenRetriesFail: 1 }
     )
-    assert.strictEqual(valid(RetryBudget.settings({ window: 1500 })).windowMillis, 1500)
-    assert.strictEqual(valid(RetryBudget.settings({ window: Duration.minutes(2) })).windowMillis, 120_000)
+    assert.strictEqual(valid(Budgets.settings({ window: 1500 })).windowMillis, 1500)
+    assert.strictEqual(valid(Budgets.settings({ window: Duration.minutes(2) })).windowMillis, 120_000)
   })
 
   it("accepts a zero ratio and a zero floor", () => {
-    const settings = valid(RetryBudget.settings({ ratio: 0, minPerSecond: 0 }))
+    const settings = valid(Budgets.settings({ ratio: 0, minPerSecond: 0 }))
     assert.strictEqual(settings.ratio, 0)
     assert.strictEqual(settings.minPerSecond, 0)
   })
@@ -72,7 +72,7 @@ describe("RetryBudget.settings", () => {
   ]
   for (const [name, options, message] of invalid) {
     it(`is an InvalidSettings naming the option for a ${name}`, () => {
-      const settings = RetryBudget.settings(options)
+      const settings = Budgets.settings(options)
       assert.isTrue(Either.isLeft(settings))
       if (Either.isLeft(settings)) assert.strictEqual(settings.left.message, `retry budget: ${message}`)
     })
@@ -84,20 +84,20 @@ describe("RetryBudget.settings", () => {
   })
 })
 
-describe("RetryBudget.allowance", () => {
+describe("Budgets.allowance", () => {
   it("is the floor of minPerSecond × window until ratio × successes passes it", () => {
-    assert.strictEqual(RetryBudget.allowance(defaults, 0), 300)
-    assert.strictEqual(RetryBudget.allowance(defaults, 2_000), 300)
-    assert.strictEqual(RetryBudget.allowance(defaults, 3_000), 300)
-    assert.strictEqual(RetryBudget.allowance(defaults, 5_000), 500)
-    assert.strictEqual(RetryBudget.allowance(defaults, 10_000), 1_000)
+    assert.strictEqual(Budgets.allowance(defaults, 0), 300)
+    assert.strictEqual(Budgets.allowance(defaults, 2_000), 300)
+    assert.strictEqual(Budgets.allowance(defaults, 3_000), 300)
+    assert.strictEqual(Budgets.allowance(defaults, 5_000), 500)
+    assert.strictEqual(Budgets.allowance(defaults, 10_000), 1_000)
   })
 
   it("follows the settings", () => {
-    const settings = valid(RetryBudget.settings({ ratio: 0.5, window: "10 seconds", minPerSecond: 1 }))
-    assert.strictEqual(RetryBudget.allowance(settings, 0), 10)
-    assert.strictEqual(RetryBudget.allowance(settings, 30), 15)
-    assert.strictEqual(RetryBudget.allowance(valid(RetryBudget.settings({ ratio: 0, minPerSecond: 0 })), 1_000_000), 0)
+    const settings = valid(Budgets.settings({ ratio: 0.5, window: "10 seconds", minPerSecond: 1 }))
+    assert.strictEqual(Budgets.allowance(settings, 0), 10)
+    assert.strictEqual(Budgets.allowance(settings, 30), 15)
+    assert.strictEqual(Budgets.allowance(valid(Budgets.settings({ ratio: 0, minPerSecond: 0 })), 1_000_000), 0)
   })
 })
 
@@ -259,9 +259,9 @@ describe("RetryBudget.recording", () => {
     }))
 })
 
-describe("RetryBudget.Window", () => {
+describe("Budgets.Window", () => {
   it("gives the same answers with explicit times", () => {
-    const window = new RetryBudget.Window(defaults)
+    const window = new Budgets.Window(defaults)
     assert.strictEqual(window.settings, defaults)
     assert.deepStrictEqual(window.snapshot(0), { successes: 0, retries: 0, paid: 0, allowance: 300 })
     for (let i = 0; i < 10_000; i++) window.recordSuccess(0)
@@ -276,7 +276,7 @@ describe("RetryBudget.Window", () => {
   it.effect("agrees with the service decision for decision", () =>
     Effect.gen(function*() {
       const budget = yield* RetryBudget.make()
-      const window = new RetryBudget.Window(defaults)
+      const window = new Budgets.Window(defaults)
       const fromService: Array<boolean> = []
       const fromWindow: Array<boolean> = []
       // 90 s of traffic: 160 successes and 40 asks per second for 45 s, then 45 s of asks alone.
@@ -301,7 +301,7 @@ describe("RetryBudget.Window", () => {
     }))
 
   it("keeps its memory constant over 1,000,000 operations across 1,000 seconds", () => {
-    const window = new RetryBudget.Window(defaults)
+    const window = new Budgets.Window(defaults)
     // Memory is not observable through the API, so this reads the ring the window keeps.
     const ring = (window as unknown as {
       readonly counts: { readonly rings: { readonly successes: Float64Array; readonly retries: Float64Array } }
@@ -339,13 +339,13 @@ describe("RetryBudget.Window", () => {
  * starts there, and a simulator's own clock may too.
  */
 describe("a budget that learns whether retries pay", () => {
-  const learning: RetryBudget.Settings = { ...defaults, shareWhenRetriesFail: 0.05 }
+  const learning: Budgets.Settings = { ...defaults, shareWhenRetriesFail: 0.05 }
 
   /**
    * Asks for `n` retries at `now`, one after another, each settled before the next is asked for:
    * `paying` says which granted ones a call then succeeds on; the others fail.
    */
-  const spend = (window: RetryBudget.Window, now: number, n: number, paying: (granted: number) => boolean) => {
+  const spend = (window: Budgets.Window, now: number, n: number, paying: (granted: number) => boolean) => {
     let granted = 0
     for (let i = 0; i < n; i++) {
       if (!window.tryAcquire(now)) continue
@@ -357,16 +357,16 @@ describe("a budget that learns whether retries pay", () => {
   }
 
   it("keeps 5% of the allowance while no retry pays, all of it while they all do, in proportion between", () => {
-    assert.strictEqual(RetryBudget.payoff(learning, 0, 0), 1)
-    assert.closeTo(RetryBudget.payoff(learning, 0, 18), 0.05 + 0.95 * (2 / 20), 1e-12)
-    assert.strictEqual(RetryBudget.payoff(learning, 18, 0), 1)
-    assert.closeTo(RetryBudget.payoff(learning, 48, 50), 0.05 + 0.95 * 0.5, 1e-12)
+    assert.strictEqual(Budgets.payoff(learning, 0, 0), 1)
+    assert.closeTo(Budgets.payoff(learning, 0, 18), 0.05 + 0.95 * (2 / 20), 1e-12)
+    assert.strictEqual(Budgets.payoff(learning, 18, 0), 1)
+    assert.closeTo(Budgets.payoff(learning, 48, 50), 0.05 + 0.95 * 0.5, 1e-12)
     // Learning off: the whole allowance whatever the retries did.
-    assert.strictEqual(RetryBudget.payoff(defaults, 0, 1_000), 1)
+    assert.strictEqual(Budgets.payoff(defaults, 0, 1_000), 1)
   })
 
   it("retries that never pay stop after a handful, out of a floor of 300", () => {
-    const window = new RetryBudget.Window(learning)
+    const window = new Budgets.Window(learning)
     // Granted while retries + 1 ≤ 300 × (0.05 + 0.95 × 2 / (failed + 2)): 32.
     assert.strictEqual(spend(window, 0, 300, () => false), 32)
     const { allowance, paid, retries } = window.snapshot(0)
@@ -377,14 +377,14 @@ describe("a budget that learns whether retries pay", () => {
   })
 
   it("retries that all pay keep the whole allowance; half of them, about half", () => {
-    assert.strictEqual(spend(new RetryBudget.Window(learning), 0, 400, () => true), 300)
-    assert.strictEqual(spend(new RetryBudget.Window(learning), 0, 400, (granted) => granted % 2 === 0), 159)
+    assert.strictEqual(spend(new Budgets.Window(learning), 0, 400, () => true), 300)
+    assert.strictEqual(spend(new Budgets.Window(learning), 0, 400, (granted) => granted % 2 === 0), 159)
     // Without learning, the floor whatever the retries did.
-    assert.strictEqual(spend(new RetryBudget.Window(defaults), 0, 400, () => false), 300)
+    assert.strictEqual(spend(new Budgets.Window(defaults), 0, 400, () => false), 300)
   })
 
   it("does not judge retries still in flight: a burst sent together gets the whole allowance", () => {
-    const window = new RetryBudget.Window(learning)
+    const window = new Budgets.Window(learning)
     assert.strictEqual(windowAcquireTimes(window, 0, 400), 300)
   })
 
@@ -412,7 +412,7 @@ describe("a budget that learns whether retries pay", () => {
 
   it("is a share from 0 to 1", () => {
     for (const bad of [-0.1, 1.5, Number.NaN, "most"]) {
-      assert.isTrue(Either.isLeft(RetryBudget.settings({ shareWhenRetriesFail: bad as number })), String(bad))
+      assert.isTrue(Either.isLeft(Budgets.settings({ shareWhenRetriesFail: bad as number })), String(bad))
     }
   })
 })
@@ -420,7 +420,7 @@ describe("a budget that learns whether retries pay", () => {
 describe("RetryBudget first used at any time", () => {
   for (const first of [0, 1, 58_999, 59_000, 1_700_000_000_123]) {
     it(`counts from a first use at ${first} ms`, () => {
-      const window = new RetryBudget.Window(defaults)
+      const window = new Budgets.Window(defaults)
       assert.deepStrictEqual(window.snapshot(first), { successes: 0, retries: 0, paid: 0, allowance: 300 })
       for (let i = 0; i < 5_000; i++) window.recordSuccess(first)
       assert.strictEqual(windowAcquireTimes(window, first, 600), 500)

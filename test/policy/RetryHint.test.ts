@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { RetryHint } from "@resilient-ai/policy"
+import { RetryHint } from "@resilient-ai/policy/internal"
 import { Duration, Option } from "effect"
 
 /** The example date of RFC 9110 §5.6.7, `Sun, 06 Nov 1994 08:49:37 GMT`, in epoch milliseconds. */

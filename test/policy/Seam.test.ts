@@ -14,6 +14,7 @@ import {
   RetryBudget,
   Settings
 } from "@resilient-ai/policy"
+import { Limiters, Meters, Retries } from "@resilient-ai/policy/internal"
 import { Cause, Data, Duration, Effect, Exit, Fiber, Option, Random, TestClock } from "effect"
 import { failureOf, freshTarget, policyOf, scripted } from "./support.js"
 
@@ -69,7 +70,7 @@ describe("Resilient.retry with classify: any Effect, its errors its own", () => 
       const summary = yield* Metrics.summary(target)
       assert.strictEqual(summary.retriesSucceeded, 1)
       // Counted by the error's own tag, beside the toolkit's failures.
-      assert.strictEqual(Metrics.forTarget(target).failures("DbError").unsafeValue([]).count, 2)
+      assert.strictEqual(Meters.forTarget(target).failures("DbError").unsafeValue([]).count, 2)
     }).pipe(Effect.withRandom(Random.make(7)))
   })
 
@@ -81,7 +82,7 @@ describe("Resilient.retry with classify: any Effect, its errors its own", () => 
       const failure = failureOf(yield* settle(call))
       assert.strictEqual(failure.reason, "terminal")
       // Typed: `last` is a DbError or one of the sequence's own refusals, nothing else.
-      const last: DbError | Resilient.Refusal = failure.last
+      const last: DbError | Retries.Refusal = failure.last
       assert.instanceOf(last, DbError)
       assert.strictEqual(last._tag === "DbError" ? last.code : undefined, "unique_violation")
       assert.deepStrictEqual(failure.attempts.map((record) => record.outcome), ["DbError"])
@@ -270,7 +271,7 @@ describe("a user's own budget, gate and limiter, written with the documented met
       }
       let admitted = 0
       const limiter: RateLimiter.Service = {
-        admit: () => Effect.sync(() => (admitted++, RateLimiter.free)),
+        admit: () => Effect.sync(() => (admitted++, Limiters.free)),
         learn: () => Effect.void,
         snapshot: RateLimiter.unlimited.snapshot
       }

@@ -5,7 +5,9 @@
  * without widening.
  */
 import { Target } from "@resilient-ai/client"
+import { Targets } from "@resilient-ai/client/internal"
 import { type Failure, Resilient, type Settings } from "@resilient-ai/policy"
+import { Retries } from "@resilient-ai/policy/internal"
 import { Data, Effect, Redacted } from "effect"
 import { describe, expectTypeOf, it } from "vitest"
 
@@ -21,13 +23,13 @@ const target = Effect.runSync(
 /** Defined at module level, without `yield*`: not checked yet. */
 const usersDb = Resilient.policy({ target: "users-db", maxAttempts: 4 })
 
-type Refused = Resilient.Refusal
+type Refused = Retries.Refusal
 
 describe("the types of a resilient call", () => {
   it("an unchecked policy is Policy<InvalidSettings>; a checked one is Policy, its settings readable", () => {
     expectTypeOf(usersDb).toEqualTypeOf<Resilient.Policy<Settings.InvalidSettings>>()
     expectTypeOf(usersDb).toMatchTypeOf<Effect.Effect<Resilient.Policy, Settings.InvalidSettings>>()
-    expectTypeOf(Target.policyFor(target)).toEqualTypeOf<Resilient.Policy>()
+    expectTypeOf(Targets.policyFor(target)).toEqualTypeOf<Resilient.Policy>()
     const checked = Effect.gen(function*() {
       const policy = yield* usersDb
       expectTypeOf(policy).toEqualTypeOf<Resilient.Policy>()
@@ -46,7 +48,7 @@ describe("the types of a resilient call", () => {
         Failure.CallFailed<Failure.ServerError | Failure.RateLimited | Refused> | Settings.InvalidSettings
       >
     >()
-    const checked = sendChat.pipe(Resilient.retry(Target.policyFor(target), { timeout: "5 seconds" }))
+    const checked = sendChat.pipe(Resilient.retry(Targets.policyFor(target), { timeout: "5 seconds" }))
     expectTypeOf(checked).toEqualTypeOf<
       Effect.Effect<string, Failure.CallFailed<Failure.ServerError | Failure.RateLimited | Refused>>
     >()

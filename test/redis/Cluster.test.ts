@@ -8,7 +8,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Failure } from "@resilient-ai/policy"
-import { RedisBudget, RedisConnection, RedisGate } from "@resilient-ai/redis"
+import { RedisConnection } from "@resilient-ai/redis"
+import { RedisBudget, RedisGate } from "@resilient-ai/redis/internal"
 import { Context, Effect, Layer, Metric, Redacted } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import * as Os from "node:os"

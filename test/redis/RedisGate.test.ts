@@ -1,7 +1,7 @@
 import { assert, it } from "@effect/vitest"
 import { ConcurrencyGate, type Failure } from "@resilient-ai/policy"
 import { FastPath, keyFingerprint } from "@resilient-ai/policy/internal"
-import { RedisGate } from "@resilient-ai/redis"
+import { RedisGate } from "@resilient-ai/redis/internal"
 import { Clock, Effect, Exit, Fiber, Option, Redacted, TestClock } from "effect"
 import { canary } from "../canary.js"
 import { lineOf, startMember } from "./fleet/process.js"

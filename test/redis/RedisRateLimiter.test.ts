@@ -6,8 +6,9 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { type Failure, RateLimiter } from "@resilient-ai/policy"
-import { FastPath } from "@resilient-ai/policy/internal"
-import { RedisConnection, RedisCoordination, RedisRateLimiter } from "@resilient-ai/redis"
+import { FastPath, Limiters } from "@resilient-ai/policy/internal"
+import { RedisConnection, RedisCoordination } from "@resilient-ai/redis"
+import { RedisRateLimiter } from "@resilient-ai/redis/internal"
 import { Clock, Duration, Effect, Fiber, Layer, Metric, Option, Redacted, TestClock } from "effect"
 import { quiet } from "../client/support.js"
 import { startRedisServer } from "./server.js"
@@ -231,10 +232,10 @@ describeRedis("RedisRateLimiter", () => {
         Effect.provideService(RedisConnection.RedisConnection, counting)
       )
       const before = yield* fallbacks
-      assert.strictEqual(FastPath.limiter(limiter)?.admitNow?.(1_000, "interactive"), RateLimiter.free)
+      assert.strictEqual(FastPath.limiter(limiter)?.admitNow?.(1_000, "interactive"), Limiters.free)
       for (let demand = 0; demand < 1_000; demand++) {
         const reservation = yield* limiter.admit(interactive(1_000))
-        assert.strictEqual(reservation, RateLimiter.free)
+        assert.strictEqual(reservation, Limiters.free)
         yield* reservation.settle(2_000)
       }
       assert.strictEqual((yield* limiter.snapshot).requestsWaitMillis, 0)
@@ -244,7 +245,7 @@ describeRedis("RedisRateLimiter", () => {
       // Once the provider states a limit, the pace is the fleet's.
       yield* limiter.learn({ requestsPerMinute: 600 })
       assert.strictEqual(FastPath.limiter(limiter)?.admitNow?.(1_000, "interactive"), undefined)
-      assert.notStrictEqual(yield* limiter.admit(interactive()), RateLimiter.free)
+      assert.notStrictEqual(yield* limiter.admit(interactive()), Limiters.free)
       assert.strictEqual(asked, 1)
     }))
 

@@ -1,6 +1,6 @@
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Failure, Health, Metrics, type RetryBudget } from "@resilient-ai/policy"
-import { Attempts, FastPath } from "@resilient-ai/policy/internal"
+import { Failure, Health, type RetryBudget } from "@resilient-ai/policy"
+import { Attempts, Diagnoses, FastPath, Meters } from "@resilient-ai/policy/internal"
 import {
   Contention,
   SimulatedProvider,
@@ -426,9 +426,9 @@ describe("storm scenarios, small", { timeout: 300_000 }, () => {
       await new Promise((resolve) => setImmediate(resolve))
       return Storm.run(scenario, StormPolicies.oursManaged, 1)
     }
-    const before = Health.callTotals("ours-managed")
+    const before = Diagnoses.callTotals("ours-managed", undefined)
     const first = await here()
-    const after = Health.callTotals("ours-managed")
+    const after = Diagnoses.callTotals("ours-managed", undefined)
     const second = await here()
     // Every attempt the metrics counted reached the provider, and nothing else counted for the target.
     assert.strictEqual(after.attempts - before.attempts, first.attempts)
@@ -474,7 +474,7 @@ describe("storm scenarios, small", { timeout: 300_000 }, () => {
   it("S5: shedding keeps p99 near the service time; retrying into the pool does not", async () => {
     const [ours, reference] = await runs(["saturatedPool", 0.25], [StormPolicies.oursFixedCapacity, naive])
     const p99 = (run: Storm.Run) =>
-      Metrics.quantile(run.calls.filter((call) => call.ok).map((call) => call.endedAt - call.startedAt), 0.99)!
+      Meters.quantile(run.calls.filter((call) => call.ok).map((call) => call.endedAt - call.startedAt), 0.99)!
     assert.isAtMost(p99(ours!), 2 * StormScenarios.serviceMillis)
     assert.isAbove(p99(reference!), 10 * StormScenarios.serviceMillis)
   })

@@ -11,7 +11,8 @@
  */
 import type * as HttpClient from "@effect/platform/HttpClient"
 import { ModelClient, Target } from "@resilient-ai/client"
-import { RetryBudget, type Settings } from "@resilient-ai/policy"
+import { type Settings } from "@resilient-ai/policy"
+import { Budgets } from "@resilient-ai/policy/internal"
 import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -187,7 +188,7 @@ const plural = (count: number, one: string, many: string = `${one}s`) => `${coun
 export const introduction = (options: Options = {}): ReadonlyArray<string> => {
   const { concurrency, deadline, outage, ratePerSecond, requests } = settings(options)
   const client = policySettings
-  const budget = { ...client.budget, windowMillis: RetryBudget.defaults.windowMillis }
+  const budget = { ...client.budget, windowMillis: Budgets.defaults.windowMillis }
   return [
     `resilient-ai demo: ${requests} chat calls through a managed target, against a local fault server`,
     `(no API key, no network)`,

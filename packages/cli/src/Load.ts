@@ -23,6 +23,7 @@
  */
 import type { ChatCompletion, ModelClient, Target } from "@resilient-ai/client"
 import { Metrics } from "@resilient-ai/policy"
+import { Meters } from "@resilient-ai/policy/internal"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -188,7 +189,7 @@ const tenths = (value: number): number => Math.round(value * 10) / 10
 const latencyOf = (samples: Array<number>): Latency => {
   const sorted = samples.sort((a, b) => a - b)
   const at = (q: number) => {
-    const value = Metrics.quantile(sorted, q, { sorted: true })
+    const value = Meters.quantile(sorted, q, { sorted: true })
     return value === undefined ? null : tenths(value)
   }
   return { p50: at(0.5), p99: at(0.99) }

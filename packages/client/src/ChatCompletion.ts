@@ -7,7 +7,6 @@
  * a new field never breaks a running service; a field the caller relies on that is missing or of
  * the wrong type is a `ContractViolation`.
  */
-import { RateLimiter } from "@resilient-ai/policy"
 import * as Schema from "effect/Schema"
 
 /** Why the model stopped: the common values, and any other string a provider adds (Mistral's `model_length`). */
@@ -115,34 +114,4 @@ export interface ChatRequest {
   readonly seed?: number | undefined
   /** Sent as is, after the fields above: for parameters this type does not name. */
   readonly extra?: Readonly<Record<string, unknown>> | undefined
-}
-
-/**
- * The tokens a request may use, as a provider counts it when it arrives: its messages' estimate (a
- * few tokens each for the roles and separators) and its `max_tokens`. What each attempt reserves of
- * the key's tokens per minute; the provider's `usage` settles it.
- */
-export const tokensOf = (request: ChatRequest): number => {
-  let characters = 0
-  for (const message of request.messages) {
-    const content = (message as { readonly content?: unknown }).content
-    characters += typeof content === "string" ? content.length : content == null ? 0 : JSON.stringify(content).length
-  }
-  return Math.ceil(characters / RateLimiter.charactersPerToken) + 4 * request.messages.length +
-    (request.max_tokens ?? 0)
-}
-
-/** The JSON body of a request for `model`, streaming or not. */
-export const body = (request: ChatRequest, model: string, stream: boolean): Record<string, unknown> => {
-  const { extra, model: requested, ...fields } = request
-  const defined: Record<string, unknown> = {}
-  for (const [key, value] of Object.entries(fields)) {
-    if (value !== undefined) defined[key] = value
-  }
-  return {
-    ...defined,
-    ...extra,
-    model: requested ?? model,
-    ...(stream ? { stream: true, stream_options: { include_usage: true } } : {})
-  }
 }

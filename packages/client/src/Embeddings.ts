@@ -4,7 +4,6 @@
  * Vectors are requested as floats (`encoding_format: "float"`), so a response is plain JSON
  * numbers and the schema can check every one of them.
  */
-import { RateLimiter } from "@resilient-ai/policy"
 import * as Schema from "effect/Schema"
 
 /** An embeddings response. */
@@ -31,18 +30,3 @@ export interface EmbeddingsRequest {
   /** Sent as is, after the fields above. */
   readonly extra?: Readonly<Record<string, unknown>> | undefined
 }
-
-/** The tokens a request's inputs hold, estimated: what each attempt reserves of the key's tokens per minute. */
-export const tokensOf = (request: EmbeddingsRequest): number =>
-  typeof request.input === "string"
-    ? RateLimiter.estimateTokens(request.input)
-    : request.input.reduce((sum, input) => sum + RateLimiter.estimateTokens(input), 0)
-
-/** The JSON body of a request for `model`. */
-export const body = (request: EmbeddingsRequest, model: string): Record<string, unknown> => ({
-  input: request.input,
-  ...(request.dimensions === undefined ? {} : { dimensions: request.dimensions }),
-  encoding_format: "float",
-  ...request.extra,
-  model: request.model ?? model
-})

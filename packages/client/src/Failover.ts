@@ -13,6 +13,7 @@
  * bounds both.
  */
 import { Deadline, Failure } from "@resilient-ai/policy"
+import { Failures } from "@resilient-ai/policy/internal"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -86,7 +87,7 @@ export const between = (primary: ModelClient.Service, secondary: ModelClient.Ser
         const remaining = Effect.map(Clock.currentTimeMillis, (now) =>
           deadline === undefined ? options : { ...options, timeout: Duration.millis(Math.max(0, deadline - now)) })
         return Stream.catchAll(primary.chatStream(request, options), (failure) =>
-          Failure.isCallFailed(failure) && shouldFailOver(failure)
+          Failures.isCallFailed(failure) && shouldFailOver(failure)
             ? Stream.unwrap(
               Effect.flatMap(remaining, (left) =>
                 Effect.as(passOn(failure), secondary.chatStream(request, left)))

@@ -3,7 +3,8 @@
  * at a low fixed rate, outside the retry budget, the gate and the rate limiter, and with the calls'
  * metrics diagnoses the target (`Health`): `provider-degraded` when the probe fails too,
  * `self-inflicted` when the probe is fine while our calls fail for capacity, are shed or exhaust the
- * budget, `healthy` otherwise.
+ * budget, `healthy` otherwise. Any answer says the provider is up except a 5xx, a 408 or a 429 (a
+ * 401 or a 404 still comes from a provider that serves).
  *
  * The diagnosis tells the two incidents apart that the client's own graphs cannot, and it steers the
  * gate: while the probe finds the provider down, a lucky call does not start the recovery ramp; the
@@ -21,7 +22,7 @@
 import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import { type ConcurrencyGate, Health, Settings } from "@resilient-ai/policy"
-import { FastPath } from "@resilient-ai/policy/internal"
+import { Checked, Diagnoses, FastPath } from "@resilient-ai/policy/internal"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -29,9 +30,10 @@ import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
+import { isUp } from "./internal/probe.js"
+import type * as Transport from "./internal/transport.js"
 import * as Wiring from "./internal/wiring.js"
 import type * as Target from "./Target.js"
-import type * as Transport from "./Transport.js"
 
 /** Settings of a probe; the target's `probeInterval` and `probePath` are the defaults. */
 export interface Options {
@@ -54,18 +56,11 @@ export interface Service {
 }
 
 const ProbeSettings = Schema.Struct({
-  interval: Settings.withDefault(Settings.finitePositiveDuration, Duration.seconds(10)),
-  timeout: Settings.optional(Settings.finitePositiveDuration)
+  interval: Checked.withDefault(Checked.finitePositiveDuration, Duration.seconds(10)),
+  timeout: Checked.optional(Checked.finitePositiveDuration)
 })
 
-const decodeSettings = Settings.decoder(ProbeSettings, () => "health probe")
-
-/**
- * Whether an answer says the provider is up. Any answer is, except those that say it cannot serve:
- * a 5xx, a 408 or a 429. A 401 or a 404 still comes from a provider that serves (a probe path the
- * provider lacks must not read as an outage).
- */
-export const isUp = (status: number): boolean => status < 500 && status !== 408 && status !== 429
+const decodeSettings = Checked.decoder(ProbeSettings, () => "health probe")
 
 /** One probe: up or down, and how long it took, on the Effect clock. Never fails. */
 const probeOnce = (
@@ -73,7 +68,7 @@ const probeOnce = (
   endpoint: Transport.Endpoint,
   path: string,
   timeout: Duration.Duration
-): Effect.Effect<Health.ProbeResult> =>
+): Effect.Effect<Diagnoses.ProbeResult> =>
   Effect.gen(function*() {
     const unsigned = HttpClientRequest.get(`${endpoint.baseUrl.replace(/\/+$/, "")}${path}`).pipe(
       HttpClientRequest.acceptJson
@@ -109,21 +104,22 @@ export const run = (
       interval: options.interval ?? target.probeInterval,
       timeout: options.timeout
     })
-    const diagnosisSettings = yield* Health.settings(options.diagnosis)
+    const diagnosisSettings = yield* Diagnoses.settings(options.diagnosis)
     const path = options.path ?? target.probePath ?? "/models"
     const timeout = Duration.min(checked.timeout ?? Duration.seconds(5), checked.interval)
     // Without the tracer's propagation: the probe's trace context is not the provider's business.
     const http = (yield* HttpClient.HttpClient).pipe(HttpClient.withTracerPropagation(false))
-    const { endpoint, state: { gate } } = yield* Wiring.wire(target)
-    const diagnoser = new Health.Diagnoser(diagnosisSettings)
+    const { endpoint, state } = yield* Wiring.wire(target)
+    const { gate } = state
+    const diagnoser = new Diagnoses.Diagnoser(diagnosisSettings)
 
     const step = Effect.gen(function*() {
       const probe = yield* probeOnce(http, endpoint, path, timeout)
       const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
-      const result = diagnoser.observe(now, probe, Health.callTotals(target.name))
+      const result = diagnoser.observe(now, probe, Diagnoses.callTotals(target.name, state))
       yield* holdRecovery(gate, !probe.up || result.diagnosis === "provider-degraded")
       if (result.providerBack) yield* gate.markRecovered
-      yield* Health.report(target.name, result, probe, diagnoser.trouble())
+      yield* Diagnoses.report(target.name, result, probe, diagnoser.trouble())
     })
 
     yield* Effect.addFinalizer(() => holdRecovery(gate, false))

@@ -24,7 +24,7 @@
  */
 import * as HttpClient from "@effect/platform/HttpClient"
 import { type Failure, Resilient, type Settings } from "@resilient-ai/policy"
-import { Engine } from "@resilient-ai/policy/internal"
+import { Engine, Retries } from "@resilient-ai/policy/internal"
 import type * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
@@ -35,6 +35,7 @@ import * as ChatCompletion from "./ChatCompletion.js"
 import * as Embeddings from "./Embeddings.js"
 import * as HealthProbe from "./HealthProbe.js"
 import * as GenAi from "./internal/genAi.js"
+import * as Requests from "./internal/requests.js"
 import * as HttpAttempt from "./internal/transport.js"
 import * as Wiring from "./internal/wiring.js"
 import type * as Target from "./Target.js"
@@ -77,8 +78,8 @@ const makeWith = (wiring: Wiring.Wiring): Effect.Effect<Service, never, HttpClie
     const http = Context.get(context, HttpClient.HttpClient)
     // Each call's span, named and attributed after OpenTelemetry's GenAI conventions, made once per model.
     const server = GenAi.serverOf(target.baseUrl)
-    const spansOf = (make: (model: string) => Resilient.CallSpan) => {
-      const made = new Map<string, Resilient.CallSpan>()
+    const spansOf = (make: (model: string) => Retries.CallSpan) => {
+      const made = new Map<string, Retries.CallSpan>()
       return (model: string) => {
         let span = made.get(model)
         if (span === undefined) made.set(model, span = make(model))
@@ -95,13 +96,13 @@ const makeWith = (wiring: Wiring.Wiring): Effect.Effect<Service, never, HttpClie
           http,
           endpoint,
           "/chat/completions",
-          ChatCompletion.body(request, model, false),
+          Requests.chatBody(request, model, false),
           ChatCompletion.ChatCompletion,
           (completion) => completion.usage
         ),
         policyFor(model),
         state,
-        { tokens: ChatCompletion.tokensOf(request), ...options, span: GenAi.withRequest(chatSpan(model), request) }
+        { tokens: Requests.chatTokens(request), ...options, span: GenAi.withRequest(chatSpan(model), request) }
       )
     }
 
@@ -112,13 +113,13 @@ const makeWith = (wiring: Wiring.Wiring): Effect.Effect<Service, never, HttpClie
           http,
           endpoint,
           "/embeddings",
-          Embeddings.body(request, model),
+          Requests.embeddingsBody(request, model),
           Embeddings.Embeddings,
           (result) => result.usage
         ),
         policyFor(model),
         state,
-        { replaySafe: true, tokens: Embeddings.tokensOf(request), ...options, span: embeddingsSpan(model) }
+        { replaySafe: true, tokens: Requests.embeddingsTokens(request), ...options, span: embeddingsSpan(model) }
       )
     }
 
@@ -128,13 +129,13 @@ const makeWith = (wiring: Wiring.Wiring): Effect.Effect<Service, never, HttpClie
       const post = HttpAttempt.streamAttempt(
         endpoint,
         "/chat/completions",
-        ChatCompletion.body(request, model, true),
+        Requests.chatBody(request, model, true),
         ChatCompletion.ChatCompletionChunk,
         (chunk) => chunk.usage,
         policy.attemptTimeout
       )
       return Engine.stream(post, policy, state, {
-        tokens: ChatCompletion.tokensOf(request),
+        tokens: Requests.chatTokens(request),
         ...options,
         span: GenAi.withRequest(chatSpan(model), request)
       })

@@ -36,8 +36,8 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Runtime from "effect/Runtime"
 import * as SdkCall from "./internal/sdkCall.js"
+import * as Transport from "./internal/transport.js"
 import * as Target from "./Target.js"
-import * as Transport from "./Transport.js"
 
 /** The `fetch` signature SDKs take. */
 export type Fetch = (input: string | URL | Request, init?: RequestInit) => Promise<Response>
@@ -52,9 +52,6 @@ export interface Options {
    */
   readonly isModelCall?: ((url: URL, method: string) => boolean) | undefined
 }
-
-/** Requests an SDK sent as its own retry, above the resilient layer, counted by target. */
-export const sdkRetries = SdkCall.sdkRetries
 
 /** The body of a request, read once so every attempt can send it again. */
 const replayable = async (

@@ -35,8 +35,8 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
 import * as SdkCall from "./internal/sdkCall.js"
+import * as Transport from "./internal/transport.js"
 import * as Target from "./Target.js"
-import * as Transport from "./Transport.js"
 
 /** Settings of the transformation. */
 export interface Options {

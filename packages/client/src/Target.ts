@@ -11,13 +11,12 @@
  * `config` reads a target from environment variables under a prefix and validates it when the
  * layer is built, so a misconfigured deployment fails before any socket opens.
  */
-import { Classifier, Resilient, Settings } from "@resilient-ai/policy"
-import { BudgetRules, Policies } from "@resilient-ai/policy/internal"
+import type { Resilient, Settings } from "@resilient-ai/policy"
+import { BudgetRules, Checked, Policies } from "@resilient-ai/policy/internal"
 import type * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 
@@ -178,7 +177,7 @@ export const selfHostedDefaults: Defaults = {
 const defaultsOf = (kind: Kind): Defaults => kind === "managed" ? managedDefaults : selfHostedDefaults
 
 /** The environment variable of each setting, after the prefix and `_`. */
-const variables: Settings.Variables = [
+const variables: Checked.Variables = [
   [["baseUrl"], "BASE_URL"],
   [["model"], "MODEL"],
   [["apiKey"], "API_KEY"],
@@ -210,7 +209,7 @@ const reservedHeaders = ["accept", "authorization", "content-type", "content-len
 
 /** A rule on text: `check` says what is wrong with it, if anything. */
 const text = (check: (value: string) => string | undefined): Schema.Schema<string, unknown> =>
-  Settings.rule(Schema.String, (input) => {
+  Checked.rule(Schema.String, (input) => {
     const problem = typeof input === "string" ? check(input) : "must be text"
     return problem === undefined ? Either.right(input as string) : Either.left(problem)
   })
@@ -240,7 +239,7 @@ const isHttpUrl = (value: string): boolean => {
 }
 
 /** An API key, given redacted or (from the environment) as text; its value is never shown. */
-const ApiKey: Schema.Schema<Redacted.Redacted, unknown> = Settings.rule(
+const ApiKey: Schema.Schema<Redacted.Redacted, unknown> = Checked.rule(
   Schema.RedactedFromSelf(Schema.String),
   (input) => {
     const key = Redacted.isRedacted(input) ? input : typeof input === "string" ? Redacted.make(input) : undefined
@@ -261,7 +260,7 @@ const ApiKey: Schema.Schema<Redacted.Redacted, unknown> = Settings.rule(
  * commas. Each timeout follows the rules of `attemptTimeout`.
  */
 const TimeoutsByModel = Schema.compose(
-  Settings.rule(Schema.Record({ key: Schema.String, value: Schema.Unknown }), (input) => {
+  Checked.rule(Schema.Record({ key: Schema.String, value: Schema.Unknown }), (input) => {
     if (typeof input !== "string") {
       return typeof input === "object" && input !== null && !Array.isArray(input)
         ? Either.right(input as Record<string, unknown>)
@@ -278,30 +277,30 @@ const TimeoutsByModel = Schema.compose(
     }
     return Either.right(result)
   }),
-  Schema.Record({ key: Schema.String, value: Settings.positiveDuration })
+  Schema.Record({ key: Schema.String, value: Checked.positiveDuration })
 )
 
 const settingsFor = (kind: Kind) => {
   const defaults = defaultsOf(kind)
-  const { withDefault } = Settings
+  const { withDefault } = Checked
   return Schema.Struct({
-    name: Settings.nonEmpty,
+    name: Checked.nonEmpty,
     baseUrl: text(baseUrlProblem),
-    model: Settings.nonEmpty,
+    model: Checked.nonEmpty,
     // Required of a managed API, which bills per key; a self-hosted pool may take none.
-    apiKey: kind === "managed" ? ApiKey : Settings.optional(ApiKey),
+    apiKey: kind === "managed" ? ApiKey : Checked.optional(ApiKey),
     // The retry settings follow a policy's rules (`Resilient.policy`), with the kind's defaults.
     attemptTimeout: withDefault(Policies.fields.attemptTimeout, defaults.attemptTimeout),
     attemptTimeoutByModel: withDefault(TimeoutsByModel, {}),
     maxAttempts: withDefault(Policies.fields.maxAttempts, defaults.maxAttempts),
     // A zero base makes every retry immediate, whatever the cap says: a target's base is positive.
-    baseDelay: withDefault(Settings.positiveDuration, defaults.baseDelay),
+    baseDelay: withDefault(Checked.positiveDuration, defaults.baseDelay),
     maxDelay: withDefault(Policies.fields.maxDelay, defaults.maxDelay),
     hintSpread: withDefault(Policies.fields.hintSpread, defaults.hintSpread),
     maxRetryAfter: withDefault(Policies.fields.maxRetryAfter, defaults.maxRetryAfter),
-    minAttemptTime: Settings.optional(Policies.fields.minAttemptTime),
+    minAttemptTime: Checked.optional(Policies.fields.minAttemptTime),
     replaySafe: withDefault(Policies.fields.replaySafe, defaults.replaySafe),
-    propagateTrace: withDefault(Settings.flag, defaults.propagateTrace),
+    propagateTrace: withDefault(Checked.flag, defaults.propagateTrace),
     budget: withDefault(
       Schema.Struct({
         ratio: withDefault(BudgetRules.ratio, defaults.budget.ratio),
@@ -310,9 +309,9 @@ const settingsFor = (kind: Kind) => {
       }),
       defaults.budget
     ),
-    concurrency: withDefault(Settings.integerAtLeast(1), defaults.concurrency),
-    requestsPerMinute: withDefault(Settings.integerAtLeast(1, { orInfinite: true }), defaults.requestsPerMinute),
-    tokensPerMinute: withDefault(Settings.integerAtLeast(1, { orInfinite: true }), defaults.tokensPerMinute),
+    concurrency: withDefault(Checked.integerAtLeast(1), defaults.concurrency),
+    requestsPerMinute: withDefault(Checked.integerAtLeast(1, { orInfinite: true }), defaults.requestsPerMinute),
+    tokensPerMinute: withDefault(Checked.integerAtLeast(1, { orInfinite: true }), defaults.tokensPerMinute),
     idempotencyHeader: withDefault(
       text((value) =>
         !/^[A-Za-z0-9-]+$/.test(value)
@@ -323,10 +322,10 @@ const settingsFor = (kind: Kind) => {
       ),
       defaults.idempotencyHeader
     ),
-    maxResponseBytes: withDefault(Settings.integerAtLeast(1), defaults.maxResponseBytes),
-    connectTimeout: withDefault(Settings.positiveDuration, defaults.connectTimeout),
-    probeInterval: Settings.optional(Settings.finitePositiveDuration),
-    probePath: Settings.optional(
+    maxResponseBytes: withDefault(Checked.integerAtLeast(1), defaults.maxResponseBytes),
+    connectTimeout: withDefault(Checked.positiveDuration, defaults.connectTimeout),
+    probeInterval: Checked.optional(Checked.finitePositiveDuration),
+    probePath: Checked.optional(
       text((value) =>
         /^\/[^\s?#]*$/.test(value)
           ? undefined
@@ -340,12 +339,12 @@ const settingsFor = (kind: Kind) => {
     Schema.filter((target) => {
       const minAttemptTime = target.minAttemptTime
       return [
-        Settings.notLongerThan(["baseDelay"], target.baseDelay, ["maxDelay"], target.maxDelay),
+        Checked.notLongerThan(["baseDelay"], target.baseDelay, ["maxDelay"], target.maxDelay),
         // Checked here, not by the policy of the first call to a model: a bad pair fails the layer.
         ...(minAttemptTime === undefined ? [] : [
-          Settings.shorterThan(["minAttemptTime"], minAttemptTime, ["attemptTimeout"], target.attemptTimeout),
+          Checked.shorterThan(["minAttemptTime"], minAttemptTime, ["attemptTimeout"], target.attemptTimeout),
           ...Object.entries(target.attemptTimeoutByModel).map(([model, timeout]) =>
-            Settings.shorterThan(["minAttemptTime"], minAttemptTime, ["attemptTimeoutByModel", model], timeout)
+            Checked.shorterThan(["minAttemptTime"], minAttemptTime, ["attemptTimeoutByModel", model], timeout)
           )
         ])
       ]
@@ -381,11 +380,11 @@ const subjectOf = (input: unknown): string => {
 export const decode = (
   kind: Kind,
   options: Options,
-  label?: (path: Settings.Path) => string
-): Either.Either<Target, Settings.InvalidSettings> => Settings.decoder(settings[kind], subjectOf, label)(options)
+  label?: (path: Checked.Path) => string
+): Either.Either<Target, Settings.InvalidSettings> => Checked.decoder(settings[kind], subjectOf, label)(options)
 
-const managedDecoder = Settings.validate(settings.managed, subjectOf)
-const selfHostedDecoder = Settings.validate(settings["self-hosted"], subjectOf)
+const managedDecoder = Checked.validate(settings.managed, subjectOf)
+const selfHostedDecoder = Checked.validate(settings["self-hosted"], subjectOf)
 
 /**
  * A managed, elastic target; bad settings fail with one `InvalidSettings` naming each.
@@ -407,47 +406,6 @@ export const selfHosted = (options: Options): Effect.Effect<Target, Settings.Inv
   selfHostedDecoder(options)
 
 /**
- * The policy of requests for `model` (the target's own model unless named), decoded by the Schema
- * `Resilient.policy` decodes with: the target's settings were checked by the same field rules, so
- * only a rule that drifted apart could refuse them, and that is a defect.
- */
-export const policyFor = (target: Target, model: string = target.model): Resilient.Policy => {
-  const attemptTimeout = target.attemptTimeoutByModel[model] ?? target.attemptTimeout
-  const decoded = Policies.decode({
-    target: target.name,
-    model,
-    maxAttempts: target.maxAttempts,
-    baseDelay: target.baseDelay,
-    maxDelay: target.maxDelay,
-    hintSpread: target.hintSpread,
-    maxRetryAfter: target.maxRetryAfter,
-    replaySafe: target.replaySafe,
-    attemptTimeout,
-    // From the model's own timeout: a model allowed 90 ms must not need 100 ms left to start.
-    minAttemptTime: target.minAttemptTime ??
-      Duration.min(Duration.millis(100), Duration.divide(attemptTimeout, 2).pipe(Option.getOrThrow)),
-    budget: target.budget,
-    gate: { limit: target.concurrency, mode: gateMode(target) },
-    rateLimit: { requestsPerMinute: target.requestsPerMinute, tokensPerMinute: target.tokensPerMinute },
-    classify: classifierFor(target).classify
-  })
-  return Either.getOrThrowWith(
-    decoded,
-    (invalid) => new Error(`a checked target made a bad policy: ${invalid.message}`)
-  )
-}
-
-/** How a full gate behaves: managed targets queue (bounded by the deadline), self-hosted ones shed. */
-export const gateMode = (target: Target): "queue" | "shed" => target.kind === "managed" ? "queue" : "shed"
-
-/** A self-hosted pool's classifier: `Classifier.classifyFixedCapacity`. */
-export const selfHostedClassifier: Classifier.Service = { classify: Classifier.classifyFixedCapacity }
-
-/** The classifier a target's calls use. */
-const classifierFor = (target: Target): Classifier.Service =>
-  target.kind === "managed" ? { classify: Classifier.classifyDefault } : selfHostedClassifier
-
-/**
  * A target read from environment variables under `prefix` (with the default `ConfigProvider`):
  * `{prefix}_BASE_URL`, `_MODEL`, `_API_KEY` (required for a managed target), `_ATTEMPT_TIMEOUT`,
  * `_ATTEMPT_TIMEOUTS` (`model=duration,…`), `_MAX_ATTEMPTS`, `_BASE_DELAY`, `_MAX_DELAY`,
@@ -458,7 +416,7 @@ const classifierFor = (target: Target): Classifier.Service =>
  * anything invalid is one `ConfigError` naming every bad variable and the rule it breaks.
  */
 export const config = (kind: Kind, prefix: string, name: string = prefix.toLowerCase()): Config.Config<Target> =>
-  Settings.config(settings[kind], { prefix, variables, subject: `target ${name}`, fixed: { name } })
+  Checked.config(settings[kind], { prefix, variables, subject: `target ${name}`, fixed: { name } })
 
 /**
  * `config("managed", prefix)`: a managed target read from `{prefix}_*`, checked when the layer is built.

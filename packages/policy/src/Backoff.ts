@@ -1,52 +1,39 @@
 /**
- * Backoff schedules: full jitter by default, and the provider's hint in place of the formula.
+ * Full jitter, the backoff a policy uses between retries, as a `Schedule` of its own for any
+ * `Effect.retry`.
  *
  * Exponential backoff without jitter only postpones a synchronised spike: a thousand clients that
  * failed together wake together. Full jitter draws each delay uniformly from
  * `[0, min(cap, base·2^n)]`, which is what decorrelates them. `Schedule.jittered` scales the delay
  * by 0.8–1.2, which keeps clients in lockstep, so it is not used here.
  *
- * Every schedule here outputs the delay it chose, and draws from Effect's `Random`, so a test
- * that provides `Random.make(seed)` gets the exact same delays every run.
+ * The schedule outputs the delay it chose, and draws from Effect's `Random`, so a test that provides
+ * `Random.make(seed)` gets the exact same delays every run.
+ *
+ * ```ts
+ * import { Backoff } from "@resilient-ai/policy"
+ * import { Effect, Schedule } from "effect"
+ *
+ * declare const flaky: Effect.Effect<string, Error>
+ * const jitter = Backoff.fullJitter({ base: "100 millis", cap: "5 seconds" })
+ * const answer = flaky.pipe(Effect.retry(Schedule.intersect(jitter, Schedule.recurs(4))))
+ * ```
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import { dual } from "effect/Function"
 import * as Random from "effect/Random"
 import * as Schedule from "effect/Schedule"
-import * as ScheduleDecision from "effect/ScheduleDecision"
-import * as ScheduleInterval from "effect/ScheduleInterval"
-import * as ScheduleIntervals from "effect/ScheduleIntervals"
-import * as Failure from "./Failure.js"
-
-/** The exponential envelope: base and cap. */
-export interface ExponentialOptions {
-  /** The first retry's upper bound. */
-  readonly base: Duration.DurationInput
-  /** No delay from the formula is ever longer than this. */
-  readonly cap: Duration.DurationInput
-}
-
-/**
- * `min(cap, base·2^retry)` in milliseconds, with `retry` counted from 0. Never infinite, even with
- * an infinite cap after a thousand retries: an infinite bound would draw `NaN` or `Infinity`.
- */
-export const ceilingMillis = (baseMillis: number, capMillis: number, retry: number): number =>
-  Math.min(capMillis, baseMillis * 2 ** retry, Number.MAX_SAFE_INTEGER)
-
-/** A uniform whole number of milliseconds in `[0, bound]`, from a uniform `fraction` in `[0, 1)`. */
-const wholeMillisUpTo = (fraction: number, bound: number): number =>
-  Math.min(bound, Math.floor(fraction * (Math.floor(bound) + 1)))
-
-const continueAfter = (now: number, delayMillis: number) =>
-  ScheduleDecision.continueWith(ScheduleInterval.after(now + delayMillis))
+import { ceilingMillis, continueAfter, wholeMillisUpTo } from "./internal/backoff.js"
 
 /**
  * Full jitter: the n-th retry (from 0) waits a uniform draw from `[0, min(cap, base·2^n)]`, in whole
- * milliseconds.
- * Never ends by itself; the policy's attempt ceiling, budget and deadline end a sequence.
+ * milliseconds: `base` bounds the first retry's delay, `cap` every delay. Never ends by itself; as a
+ * policy's backoff, the attempt ceiling, budget and deadline end a sequence.
  */
-export const fullJitter = (options: ExponentialOptions): Schedule.Schedule<Duration.Duration> => {
+export const fullJitter = (options: {
+  readonly base: Duration.DurationInput
+  readonly cap: Duration.DurationInput
+}): Schedule.Schedule<Duration.Duration> => {
   const baseMillis = Duration.toMillis(options.base)
   const capMillis = Duration.toMillis(options.cap)
   return Schedule.makeWithState(0, (now, _input: unknown, retry: number) =>
@@ -55,78 +42,3 @@ export const fullJitter = (options: ExponentialOptions): Schedule.Schedule<Durat
       return [retry + 1, Duration.millis(delayMillis), continueAfter(now, delayMillis)] as const
     }))
 }
-
-/** Options for honouring the provider's hint. */
-export interface RetryAfterOptions {
-  /**
-   * The most random spread (whole milliseconds) added to a hint, so clients handed the same
-   * `Retry-After` do not reconverge into one wave. The spread is drawn from `[0, hint / 2)`, as
-   * Envoy waits within `[reset, 1.5 × reset)`, and this caps it. Defaults to 1 second.
-   */
-  readonly spread?: Duration.DurationInput | undefined
-}
-
-/**
- * Lets a failure's `Retry-After` hint replace the formula: when the failure carries a hint, the
- * delay is the hint plus a draw from `[0, min(spread, hint / 2))`; otherwise `self` decides.
- *
- * The spread grows with the hint because a provider that says "100 ms" means it: a flat second on
- * top would multiply its wait by eleven. A hint of zero (`Retry-After: 0`, a date in the past) is
- * the provider saying "now", and gets no spread: the clients it answered reached it at different
- * instants, so their retries are spread already, and the retry budget bounds them.
- *
- * `self` still steps on every failure, so its count of retries stays true, and when it is done the
- * result is done.
- */
-export const withRetryAfter: {
-  (options?: RetryAfterOptions): <Out, In, R>(
-    self: Schedule.Schedule<Out, In, R>
-  ) => Schedule.Schedule<Duration.Duration, In, R>
-  <Out, In, R>(
-    self: Schedule.Schedule<Out, In, R>,
-    options?: RetryAfterOptions
-  ): Schedule.Schedule<Duration.Duration, In, R>
-} = dual(
-  (args) => Schedule.isSchedule(args[0]),
-  <Out, In, R>(
-    self: Schedule.Schedule<Out, In, R>,
-    options?: RetryAfterOptions
-  ): Schedule.Schedule<Duration.Duration, In, R> => {
-    const spreadMillis = Duration.toMillis(options?.spread ?? Duration.seconds(1))
-    return Schedule.makeWithState(
-      self.initial,
-      (now, input: In, state) =>
-        Effect.flatMap(self.step(now, input, state), ([next, _out, decision]) => {
-          if (ScheduleDecision.isDone(decision)) {
-            return Effect.succeed([next, Duration.zero, decision] as const)
-          }
-          const hint = Failure.retryAfterOf(input)
-          if (hint === undefined) {
-            const delayMillis = delayOf(decision, now) ?? 0
-            return Effect.succeed([next, Duration.millis(delayMillis), decision] as const)
-          }
-          const hintMillis = Duration.toMillis(hint)
-          return Effect.map(Random.next, (fraction) => {
-            const delayMillis = hintMillis + Math.floor(fraction * Math.min(spreadMillis, hintMillis / 2))
-            return [next, Duration.millis(delayMillis), continueAfter(now, delayMillis)] as const
-          })
-        })
-    )
-  }
-)
-
-const startOf = (decision: ScheduleDecision.Continue): number => ScheduleIntervals.start(decision.intervals)
-
-/** The delay a schedule's decision asks for, in milliseconds from `now`; `undefined` when it is done. */
-export const delayOf = (decision: ScheduleDecision.ScheduleDecision, now: number): number | undefined =>
-  ScheduleDecision.isDone(decision) ? undefined : Math.max(0, startOf(decision) - now)
-
-/** Options of the default backoff. */
-export interface DefaultOptions extends ExponentialOptions, RetryAfterOptions {}
-
-/**
- * Full jitter, with the provider's hint winning: as one schedule (for `Effect.retry`), the delays a
- * policy gives, whose engine steps full jitter and lets the hint replace its delay.
- */
-export const fullJitterWithRetryAfter = (options: DefaultOptions): Schedule.Schedule<Duration.Duration> =>
-  withRetryAfter(fullJitter(options), options)

@@ -8,7 +8,9 @@
  */
 import * as Context from "effect/Context"
 import * as Layer from "effect/Layer"
-import * as Failure from "./Failure.js"
+import type * as Failure from "./Failure.js"
+import { neverReached, type Service } from "./internal/classifier.js"
+import * as Failures from "./internal/failures.js"
 
 /**
  * - `retryable`: nothing happened, or the provider asked to try again: retrying can change the outcome.
@@ -18,22 +20,8 @@ import * as Failure from "./Failure.js"
  */
 export type Verdict = "retryable" | "terminal" | "ambiguous"
 
-/** Decides the verdict of a failure. */
-export interface Service {
-  readonly classify: (failure: Failure.Failure) => Verdict
-}
-
-const isQuotaCode = (code: string | undefined) => code !== undefined && Failure.quotaCodes.has(code)
-const isModelCode = (code: string | undefined) => code !== undefined && Failure.modelUnavailableCodes.has(code)
-
-/**
- * Whether a failure happened before the request reached the provider (a refused or timed-out
- * connection, or one reset before the request was sent): nothing ran and nothing was billed.
- */
-export const neverReached = (failure: Failure.Failure): boolean =>
-  Failure.isFailure(failure) &&
-  (failure._tag === "ConnectFailed" || failure._tag === "ConnectTimeout" ||
-    (failure._tag === "ConnectionReset" && !failure.afterSend))
+const isQuotaCode = (code: string | undefined) => code !== undefined && Failures.quotaCodes.has(code)
+const isModelCode = (code: string | undefined) => code !== undefined && Failures.modelUnavailableCodes.has(code)
 
 /**
  * The table of a fixed-capacity pool: a failure that reached the pool means the pool is busy, so
@@ -51,7 +39,7 @@ export const classifyFixedCapacity = (failure: Failure.Failure): Verdict =>
  */
 export const classifyDefault = (failure: Failure.Failure): Verdict => {
   // The table is the toolkit's: an error of the caller's own, whatever its tag, is not in it.
-  if (!Failure.isFailure(failure)) return "terminal"
+  if (!Failures.isFailure(failure)) return "terminal"
   if ("providerCode" in failure && (isQuotaCode(failure.providerCode) || isModelCode(failure.providerCode))) {
     return "terminal"
   }

@@ -30,76 +30,33 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FiberId from "effect/FiberId"
 import * as Layer from "effect/Layer"
-import type * as Redacted from "effect/Redacted"
 import * as ConcurrencyGate from "./ConcurrencyGate.js"
+import {
+  type ForKey,
+  type Service,
+  type TargetOptions,
+  type TargetServices,
+  targetServices
+} from "./internal/coordination.js"
 import { keyFingerprint } from "./internal/keyFingerprint.js"
-import { Learned } from "./internal/learned.js"
 import * as RateLimiter from "./RateLimiter.js"
 import * as RetryBudget from "./RetryBudget.js"
 import type { InvalidSettings } from "./Settings.js"
 
 /**
- * The budget of one target, called with one API key: the key's fingerprint (the first 16 hexadecimal
- * digits of its text's SHA-256), never the key; none without a key.
+ * How a coordination makes a target's parts, for a coordination of your own (as `RedisCoordination`
+ * makes Redis's). Each maker is given the part's options for one target and API key: the target's
+ * name, and the key's fingerprint (the first 16 hexadecimal digits of its text's SHA-256), never the
+ * key; none without a key. A provider's limits are per key, so each key of a target has parts of its
+ * own. Bad options fail with `InvalidSettings` naming them, as `RetryBudget.make` does.
  */
-export interface BudgetOptions extends RetryBudget.Options {
-  readonly target: string
-  readonly keyFingerprint?: string | undefined
-}
-
-/** The gate of one target, called with one API key (its fingerprint, as `BudgetOptions` has it). */
-export interface GateOptions extends ConcurrencyGate.Options {
-  readonly keyFingerprint?: string | undefined
-}
-
-/** The rate limiter of one target, called with one API key (a provider's limits are per key). */
-export interface RateLimiterOptions extends RateLimiter.Options {
-  readonly keyFingerprint?: string | undefined
-}
-
-/** How a coordination makes a target's parts. Bad options fail with `InvalidSettings` naming them, as `RetryBudget.make` does. */
 export interface Makers {
-  readonly budget: (options: BudgetOptions) => Effect.Effect<RetryBudget.Service, InvalidSettings>
-  readonly gate: (options: GateOptions) => Effect.Effect<ConcurrencyGate.Service, InvalidSettings>
+  readonly budget: (options: ForKey<RetryBudget.Options>) => Effect.Effect<RetryBudget.Service, InvalidSettings>
+  readonly gate: (options: ForKey<ConcurrencyGate.Options>) => Effect.Effect<ConcurrencyGate.Service, InvalidSettings>
   /** Without it, each target's rate limiter is in this process's memory. */
   readonly rateLimiter?:
-    | ((options: RateLimiterOptions) => Effect.Effect<RateLimiter.Service, InvalidSettings>)
+    | ((options: ForKey<RateLimiter.Options>) => Effect.Effect<RateLimiter.Service, InvalidSettings>)
     | undefined
-}
-
-/** What a target's budget and gate are made from, on first use. */
-export interface TargetOptions {
-  readonly target: string
-  /** Read for its fingerprint only. */
-  readonly apiKey?: Redacted.Redacted | undefined
-  readonly budget?: RetryBudget.Options | undefined
-  /** Without one, in-flight calls are not limited (the target's health is still tracked). */
-  readonly gate?: Omit<ConcurrencyGate.Options, "target"> | undefined
-  /** Without limits, calls are paced only once the provider's headers state them. */
-  readonly rateLimit?: Omit<RateLimiter.Options, "target"> | undefined
-}
-
-/** A target's state: its budget, gate and rate limiter, and what its calls have learned (per model). */
-export interface TargetServices {
-  readonly budget: RetryBudget.Service
-  readonly gate: ConcurrencyGate.Service
-  readonly limiter: RateLimiter.Service
-  readonly learned: Learned
-}
-
-/** A coordination: its targets' state, and the one way to it. */
-export interface Service {
-  /**
-   * The state of every target made so far, by name, then by the fingerprint of its API key
-   * (`undefined` for calls without one, such as `Resilient.retry`'s).
-   */
-  readonly targets: ReadonlyMap<string, ReadonlyMap<string | undefined, TargetServices>>
-  /**
-   * The state of a target: made from `options` on first use, then the same for every caller of that
-   * target and API key (the settings of later callers are not read). Callers that come while it is
-   * being made wait for it; a failure to make it is each waiter's, and the next caller tries again.
-   */
-  readonly stateOf: (options: TargetOptions) => Effect.Effect<TargetServices, InvalidSettings>
 }
 
 /** Budgets, gates and rate limiters in this process's memory. */
@@ -209,15 +166,3 @@ export const layerWith = (parts: {
     })
   )
 }
-
-/** A target's state from a budget and a gate (and a rate limiter) made elsewhere: for `Resilient.retryWith`. */
-export const targetServices = (parts: {
-  readonly budget: RetryBudget.Service
-  readonly gate: ConcurrencyGate.Service
-  readonly limiter?: RateLimiter.Service | undefined
-}): TargetServices => ({
-  budget: parts.budget,
-  gate: parts.gate,
-  limiter: parts.limiter ?? RateLimiter.unlimited,
-  learned: new Learned()
-})

@@ -14,18 +14,9 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import { dual } from "effect/Function"
-import { globalValue } from "effect/GlobalValue"
 import * as Option from "effect/Option"
 import { DeadlineExceeded } from "./Failure.js"
-
-/**
- * The current deadline in epoch milliseconds of Effect's `Clock`; `Infinity` when none is set.
- * A joining child never moves its parent's deadline.
- */
-export const CurrentDeadline: FiberRef.FiberRef<number> = globalValue(
-  "@resilient-ai/policy/Deadline/CurrentDeadline",
-  () => FiberRef.unsafeMake(Number.POSITIVE_INFINITY, { join: (parent) => parent })
-)
+import { CurrentDeadline } from "./internal/deadline.js"
 
 /** Runs `self` with the deadline at `epochMillis`, or the current one if that is earlier. */
 export const at: {

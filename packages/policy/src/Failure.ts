@@ -11,21 +11,7 @@ import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import { hasProperty } from "effect/Predicate"
 import type * as Types from "effect/Types"
-
-/**
- * What every failure of the toolkit carries, as Effect's own errors carry theirs: `isFailure` reads
- * it, so an error of the caller's own named like one of ours (a `RateLimited` of its own) is not ours.
- */
-export const TypeId: unique symbol = Symbol.for("@resilient-ai/policy/Failure")
-
-/** The type of `TypeId`. */
-export type TypeId = typeof TypeId
-
-/** What `CallFailed`, the aggregate of a sequence, carries instead of `TypeId`. */
-export const CallFailedTypeId: unique symbol = Symbol.for("@resilient-ai/policy/CallFailed")
-
-/** The type of `CallFailedTypeId`. */
-export type CallFailedTypeId = typeof CallFailedTypeId
+import { CallFailedTypeId, FailureTypeId as TypeId } from "./internal/typeIds.js"
 
 /** The constructor `Data.TaggedError` returns, whose instances also carry `Id` (one of the type ids above). */
 type Tagged<Tag extends string, Id> = new<A extends Record<string, any> = {}>(
@@ -48,7 +34,7 @@ const describe = (status: number, providerCode: string | undefined, detail: stri
     .join(", ")
 
 /** Fields every failure built from an HTTP response carries. */
-export interface ResponseFields {
+interface ResponseFields {
   readonly status: number
   /** The provider's structured error code (`error.code` or `code`), when the body had one. */
   readonly providerCode?: string | undefined
@@ -66,7 +52,7 @@ export interface ResponseFields {
  * `retry-after-ms` hint: a 408, a 409 or a 400 with `x-should-retry: true` is retried like a 429,
  * and waits as long as the provider asked, like a 429.
  */
-export interface HintedResponseFields extends ResponseFields {
+interface HintedResponseFields extends ResponseFields {
   readonly retryAfter?: Duration.Duration | undefined
 }
 
@@ -202,7 +188,7 @@ export class NotJson extends TaggedFailure("NotJson")<{
 }
 
 /** One field of a body that decoded as JSON but broke the contract. */
-export interface ContractIssue {
+interface ContractIssue {
   /** Where in the body, as `choices[0].message.content`. */
   readonly path: string
   readonly message: string
@@ -230,7 +216,7 @@ export class ContractViolation extends TaggedFailure("ContractViolation")<{
 }
 
 /** Where the deadline was when it ran out. */
-export type DeadlinePhase = "before-attempt" | "attempt" | "sleep" | "queue"
+type DeadlinePhase = "before-attempt" | "attempt" | "sleep" | "queue"
 
 /** The caller's deadline passed, or the next step could not finish before it. */
 export class DeadlineExceeded extends TaggedFailure("DeadlineExceeded")<{
@@ -307,30 +293,6 @@ export type Failure =
   | RateLimitedLocally
   | Cancelled
 
-const everyFailureTag: Record<Failure["_tag"], null> = {
-  ConnectFailed: null,
-  ConnectTimeout: null,
-  ReadTimeout: null,
-  ConnectionReset: null,
-  RateLimited: null,
-  QuotaExhausted: null,
-  ServerError: null,
-  Overloaded: null,
-  ClientError: null,
-  AuthenticationFailed: null,
-  ModelUnavailable: null,
-  NotJson: null,
-  ResponseTooLarge: null,
-  ContractViolation: null,
-  DeadlineExceeded: null,
-  Shed: null,
-  RateLimitedLocally: null,
-  Cancelled: null
-}
-
-/** The tag of every failure, for reports that list them all. */
-export const failureTags = Object.keys(everyFailureTag) as ReadonlyArray<Failure["_tag"]>
-
 /** Whether `error` is one of the toolkit's failures, rather than an error of the caller's own. */
 export const isFailure = (error: unknown): error is Failure => hasProperty(error, TypeId)
 
@@ -357,21 +319,6 @@ export type StopReason =
   | "retry-after-too-long"
   /** a nested call made its single attempt and left retrying to the enclosing call */
   | "deferred"
-
-const everyStopReason: Record<StopReason, null> = {
-  terminal: null,
-  "not-replay-safe": null,
-  attempts: null,
-  budget: null,
-  deadline: null,
-  shed: null,
-  "rate-limited-locally": null,
-  "retry-after-too-long": null,
-  deferred: null
-}
-
-/** Every stop reason, for reports that list them all. */
-export const stopReasons = Object.keys(everyStopReason) as ReadonlyArray<StopReason>
 
 /** One attempt of a sequence, as the aggregate failure reports it. */
 export interface AttemptRecord {
@@ -403,74 +350,4 @@ export class CallFailed<E = Failure> extends (tagged("CallFailed", CallFailedTyp
     const lastText = typeof last.message === "string" ? last.message : String(last._tag)
     return `${this.target}: stopped (${this.reason}) after ${this.attempts.length} attempt(s); last: ${lastText}`
   }
-}
-
-/** Whether `error` is the toolkit's `CallFailed`, whatever the failure it ends with. */
-export const isCallFailed = (error: unknown): error is CallFailed<unknown> => hasProperty(error, CallFailedTypeId)
-
-/** The provider's retry hint a failure carries, if it has one. */
-export const retryAfterOf = (failure: unknown): Duration.Duration | undefined => {
-  if (typeof failure === "object" && failure !== null && "retryAfter" in failure) {
-    const hint = (failure as { readonly retryAfter?: unknown }).retryAfter
-    return Duration.isDuration(hint) ? hint : undefined
-  }
-  return undefined
-}
-
-/** The HTTP status a failure carries, if it came from a response. */
-export const statusOf = (failure: unknown): number | undefined => {
-  if (typeof failure === "object" && failure !== null && "status" in failure) {
-    const status = (failure as { readonly status?: unknown }).status
-    return typeof status === "number" ? status : undefined
-  }
-  return undefined
-}
-
-/** Provider codes that mean the account, not the moment, is the problem. */
-export const quotaCodes: ReadonlySet<string> = new Set([
-  "insufficient_quota",
-  "billing_hard_limit_reached",
-  "billing_not_active",
-  "quota_exceeded"
-])
-
-/** Provider codes that mean the model cannot be reached, whatever the status. */
-export const modelUnavailableCodes: ReadonlySet<string> = new Set(["model_not_found", "model_not_available"])
-
-/** What an HTTP error response said, in the words `fromResponse` needs. */
-export interface ResponseSummary {
-  readonly status: number
-  readonly providerCode?: string | undefined
-  readonly providerType?: string | undefined
-  readonly detail?: string | undefined
-  readonly retryAfter?: Duration.Duration | undefined
-  readonly shouldRetry?: boolean | undefined
-  readonly model?: string | undefined
-}
-
-/**
- * Maps an HTTP error response (status 400 or above) onto its failure. The provider's code decides
- * before the status: a 429 that says `insufficient_quota` is exhausted quota, a 503 that says
- * `model_not_found` is an unavailable model. Every failure that may be retried keeps the hint;
- * an exhausted quota and an unavailable model, which waiting does not fix, do not. A status below
- * 400 is not an error response and maps to `ClientError`, so a transport that forgot to follow a
- * redirect fails loudly.
- */
-export const fromResponse = (response: ResponseSummary): Failure => {
-  const { model, providerType, retryAfter, ...fields } = response
-  const code = response.providerCode
-  const kinds = [code, providerType]
-  if (kinds.some((kind) => kind !== undefined && quotaCodes.has(kind))) {
-    return new QuotaExhausted(fields)
-  }
-  if (kinds.some((kind) => kind !== undefined && modelUnavailableCodes.has(kind))) {
-    return new ModelUnavailable({ ...fields, model })
-  }
-  const status = response.status
-  const hinted = { ...fields, retryAfter }
-  if (status === 401 || status === 403) return new AuthenticationFailed(hinted)
-  if (status === 429) return new RateLimited(hinted)
-  if (status === 503 || status === 529 || providerType === "overloaded_error") return new Overloaded(hinted)
-  if (status >= 500) return new ServerError(hinted)
-  return new ClientError(hinted)
 }

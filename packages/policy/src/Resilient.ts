@@ -33,26 +33,26 @@
  * A call is a span, each attempt a span under it with its retry attributes (`resilient_ai.attempt`,
  * `resilient_ai.verdict`, `error.type`, the delay slept before it), made with Effect's tracer while
  * someone can see them: not while tracing is off, nor under Effect's built-in tracer, which
- * exports nothing (`CallSpan`).
+ * exports nothing.
  */
-import * as Duration from "effect/Duration"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
+import type * as FiberRef from "effect/FiberRef"
 import { dual } from "effect/Function"
-import * as Scope from "effect/Scope"
-import * as Stream from "effect/Stream"
-import type * as Tracer from "effect/Tracer"
+import type * as Scope from "effect/Scope"
+import type * as Stream from "effect/Stream"
 import type * as Classifiers from "./Classifier.js"
-import * as ConcurrencyGate from "./ConcurrencyGate.js"
-import * as Coordination from "./Coordination.js"
-import * as Failure from "./Failure.js"
+import type * as ConcurrencyGate from "./ConcurrencyGate.js"
+import type * as Failure from "./Failure.js"
 import * as Attempts from "./internal/attempt.js"
 import * as Policies from "./internal/policy.js"
+import type { PolicyError, PolicyOf, PolicySettings } from "./internal/policy.js"
+import type { AttemptError, CallSpan, LastFailure, Refusal, Unwrapped } from "./internal/resilient.js"
 import { type Judge, runSequence } from "./internal/sequence.js"
 import { streamSequence } from "./internal/streaming.js"
-import * as RateLimiter from "./RateLimiter.js"
-import * as RetryBudget from "./RetryBudget.js"
-import * as Settings from "./Settings.js"
+import type * as RateLimiter from "./RateLimiter.js"
+import type * as RetryBudget from "./RetryBudget.js"
+import type * as Settings from "./Settings.js"
 
 /** What an attempt knows about itself: read it (`CurrentAttempt`) to set an idempotency key or a timeout. */
 export type AttemptInfo = Attempts.AttemptView
@@ -60,57 +60,12 @@ export type AttemptInfo = Attempts.AttemptView
 /** The attempt the current fiber is running, inside a resilient call; `undefined` outside one. Read-only. */
 export const CurrentAttempt: FiberRef.FiberRef<AttemptInfo | undefined> = Attempts.CurrentAttempt
 
-/** A checked policy's settings, shared by every call to one target. */
-export interface PolicySettings {
-  /** Names the target in metrics, logs and failures. */
-  readonly target: string
-  /** Names the model in metrics and logs. */
-  readonly model: string | undefined
-  /** Attempts per call, the first included. */
-  readonly maxAttempts: number
-  /** The cap of the random spread added to a provider's hint, drawn from `[0, hint / 2)`. */
-  readonly hintSpread: Duration.Duration
-  /** The longest an attempt may run, before the deadline shortens it. */
-  readonly attemptTimeout: Duration.Duration
-  /**
-   * An attempt with less time than this before the deadline is not started: it could only be cut
-   * off. The bar rises to what the model's successful attempts on this target take lately (a moving average).
-   */
-  readonly minAttemptTime: Duration.Duration
-  /**
-   * A provider hint longer than this, or than the call's time left, ends the sequence
-   * (`retry-after-too-long`) instead of being slept through.
-   */
-  readonly maxRetryAfter: Duration.Duration
-  /** Whether ambiguous failures (the request may have run) may be replayed. */
-  readonly replaySafe: boolean
-  /** What the target's budget is made from, on its first call, by the `Coordination` in context. */
-  readonly budget: RetryBudget.Options
-  /** What the target's gate is made from, on its first call. */
-  readonly gate: Omit<ConcurrencyGate.Options, "target">
-  /** What the target's rate limiter is made from, on its first call. */
-  readonly rateLimit: Omit<RateLimiter.Options, "target">
-  /** Judges the toolkit's failures; `undefined`: the `Classifier` in context (`classifyDefault`). */
-  readonly classify: ((failure: Failure.Failure) => Classifiers.Verdict) | undefined
-}
-
-/**
- * A policy, checked or not: an Effect that checks it (`yield* policy` gives the checked policy, or
- * fails with `InvalidSettings`). Using an unchecked one adds its `E` to the call's errors.
- */
-export interface PolicyOf<out E> extends Effect.Effect<Policy, E> {
-  readonly [Policies.TypeId]: Policies.Variance<E>
-}
-
 /**
  * A retry policy. `Policy<InvalidSettings>` is one not yet checked (`Resilient.policy`'s, defined
  * anywhere, module level included): a call that uses it may fail with `InvalidSettings`, on its first
  * call if its settings cannot work. `Policy` is a checked one, its settings readable.
  */
 export type Policy<E = never> = PolicyOf<E> & ([E] extends [never] ? PolicySettings : unknown)
-
-/** What using `P` may fail with before its first attempt: `InvalidSettings` for a policy not yet checked. */
-export type PolicyError<P> = P extends PolicyOf<infer E> ? E : never
 
 /** Settings of a policy; everything but the target has a default. */
 export interface PolicyOptions {
@@ -167,20 +122,6 @@ export interface PolicyOptions {
  */
 export const policy = (options: PolicyOptions): Policy<Settings.InvalidSettings> => Policies.make(options)
 
-/**
- * What a call's span says of the call. A resilient call is one span, with a child span per attempt,
- * made with Effect's tracer (`@effect/opentelemetry` exports them); a model call is named and
- * attributed after OpenTelemetry's GenAI conventions (`chat mistral-small-latest`).
- */
-export interface CallSpan {
-  /** The span's name: what the call does. Default `resilient_ai.call {target}`. */
-  readonly name?: string | undefined
-  /** Default `"internal"`; a call to a remote service (a model's API) is `"client"`. */
-  readonly kind?: Tracer.SpanKind | undefined
-  /** Set on the span when it starts, the undefined ones left out (a model call's `gen_ai.request.*`). */
-  readonly attributes?: Readonly<Record<string, unknown>> | undefined
-}
-
 /** Settings of one call, over the policy's. */
 export interface CallOptions {
   /** Overrides the policy's replay-safety for this call. */
@@ -204,7 +145,10 @@ export interface CallOptions {
    * its turn; `batch` yields to interactive calls.
    */
   readonly lane?: RateLimiter.Lane | undefined
-  /** Names the call's span and adds attributes to it (see `CallSpan`). */
+  /**
+   * Names the call's span (default `resilient_ai.call {target}`), its kind (default `internal`; a
+   * call to a remote service is `client`) and attributes set on it as it starts.
+   */
   readonly span?: CallSpan | undefined
 }
 
@@ -216,25 +160,16 @@ export type Judgement =
   | Classifiers.Verdict
   | { readonly verdict: Classifiers.Verdict; readonly retryAfter?: Duration.DurationInput | undefined }
 
-/** Settings of one call of an Effect that fails with errors of its own, which `classify` judges. */
-export interface ClassifyOptions<E> extends CallOptions {
-  /**
-   * Judges each error the attempt fails with, as cockatiel's `handleWhen` does: `retryable`,
-   * `terminal`, or `ambiguous` (it may have taken effect; replayed only when the call is
-   * replay-safe). The sequence's own failures (an attempt's timeout, the deadline) are judged by
-   * the policy.
-   */
-  readonly classify: (error: E) => Judgement
-}
-
-/** Settings of one call of an Effect that fails with errors of its own, retried `while` they say so. */
-export interface WhileOptions<E> extends CallOptions {
-  /**
-   * Whether an error is worth another attempt, as `Effect.retry`'s `while` says: `true` is
-   * retryable, `false` terminal. The sequence's own failures are judged by the policy.
-   */
-  readonly while: (error: E) => boolean
-}
+/**
+ * How the errors of an Effect of your own are judged, as cockatiel's `handleWhen` or `Effect.retry`'s
+ * `while` do: `classify` gives each its verdict (`retryable`, `terminal`, or `ambiguous`: it may
+ * have taken effect, and is replayed only when the call is replay-safe), or `while` says whether it
+ * is worth another attempt (`true` is retryable, `false` terminal). The sequence's own failures (an
+ * attempt's timeout, the deadline) are judged by the policy.
+ */
+export type OwnErrors<E> =
+  | { readonly classify: (error: E) => Judgement; readonly while?: undefined }
+  | { readonly while: (error: E) => boolean; readonly classify?: undefined }
 
 /**
  * A policy's settings and a call's, in one object: `Resilient.retry({ target, maxAttempts, timeout })`.
@@ -242,38 +177,6 @@ export interface WhileOptions<E> extends CallOptions {
  * and shared by every call written with the same settings.
  */
 export interface RetryOptions extends Omit<PolicyOptions, "classify">, Omit<CallOptions, "replaySafe"> {}
-
-/** `RetryOptions` for an Effect whose own errors `classify` judges. */
-export interface RetryClassifyOptions<E> extends RetryOptions {
-  readonly classify: (error: E) => Judgement
-}
-
-/** `RetryOptions` for an Effect whose own errors are retried `while` they say so. */
-export interface RetryWhileOptions<E> extends RetryOptions {
-  readonly while: (error: E) => boolean
-}
-
-/** What an attempt may fail with: a failure, or a nested resilient call's aggregate. */
-export type AttemptError = Failure.Failure | Failure.CallFailed<Failure.Failure>
-
-/** A nested call's aggregate stands for its last failure. */
-export type Unwrapped<E> = E extends Failure.CallFailed<infer F> ? F : E
-
-/** The failures a sequence adds to its attempts': it ran out of time, or the gate refused it. */
-export type Refusal = Failure.DeadlineExceeded | Failure.Shed | Failure.ReadTimeout
-
-/** What a sequence over attempts failing with `E` can end with. */
-export type LastFailure<E> = Unwrapped<E> | Refusal
-
-/** A target's state, given to `retryWith` instead of being taken from the `Coordination` in context. */
-export interface TargetServices extends Coordination.TargetServices {
-  /**
-   * FiberRef values every attempt of the target runs with, such as `HttpClient.currentTracerPropagation`:
-   * given to each attempt's fiber as it is made, where an `Effect.locally` around every call would
-   * copy the fiber's refs twice per call.
-   */
-  readonly attemptRefs?: ReadonlyArray<readonly [FiberRef.FiberRef<any>, unknown]> | undefined
-}
 
 /** A call's arguments start with the effect it makes resilient: a policy is an Effect too, told apart by its id. */
 const isDataFirst = (args: IArguments | ReadonlyArray<unknown>) =>
@@ -358,13 +261,13 @@ const splitInline = (options: RetryOptions): readonly [Policy<Settings.InvalidSe
  * ```
  */
 export const retry: {
-  <E, P extends PolicyOf<unknown>>(policy: P, options: ClassifyOptions<E> | WhileOptions<E>): <A, E2 extends E, R>(
+  <E, P extends PolicyOf<unknown>>(policy: P, options: CallOptions & OwnErrors<E>): <A, E2 extends E, R>(
     self: Effect.Effect<A, E2, R>
   ) => Effect.Effect<A, Failure.CallFailed<Unwrapped<E2> | Refusal> | PolicyError<P>, R>
   <P extends PolicyOf<unknown>>(policy: P, options?: CallOptions): <A, E extends AttemptError, R>(
     self: Effect.Effect<A, E, R>
   ) => Effect.Effect<A, Failure.CallFailed<LastFailure<E>> | PolicyError<P>, R>
-  <E>(options: RetryClassifyOptions<E> | RetryWhileOptions<E>): <A, E2 extends E, R>(
+  <E>(options: RetryOptions & OwnErrors<E>): <A, E2 extends E, R>(
     self: Effect.Effect<A, E2, R>
   ) => Effect.Effect<A, Failure.CallFailed<Unwrapped<E2> | Refusal> | Settings.InvalidSettings, R>
   (options: RetryOptions): <A, E extends AttemptError, R>(
@@ -373,7 +276,7 @@ export const retry: {
   <A, E, R, P extends PolicyOf<unknown>>(
     self: Effect.Effect<A, E, R>,
     policy: P,
-    options: ClassifyOptions<NoInfer<E>> | WhileOptions<NoInfer<E>>
+    options: CallOptions & OwnErrors<NoInfer<E>>
   ): Effect.Effect<A, Failure.CallFailed<Unwrapped<E> | Refusal> | PolicyError<P>, R>
   <A, E extends AttemptError, R, P extends PolicyOf<unknown>>(
     self: Effect.Effect<A, E, R>,
@@ -382,7 +285,7 @@ export const retry: {
   ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>> | PolicyError<P>, R>
   <A, E, R>(
     self: Effect.Effect<A, E, R>,
-    options: RetryClassifyOptions<NoInfer<E>> | RetryWhileOptions<NoInfer<E>>
+    options: RetryOptions & OwnErrors<NoInfer<E>>
   ): Effect.Effect<A, Failure.CallFailed<Unwrapped<E> | Refusal> | Settings.InvalidSettings, R>
   <A, E extends AttemptError, R>(
     self: Effect.Effect<A, E, R>,
@@ -399,36 +302,14 @@ export const retry: {
       return runSequence(self, policyOrOptions, options, undefined, judgeOf(options))
     }
     const [policy, callOptions] = splitInline(policyOrOptions)
-    return runSequence(self, policy, callOptions, undefined, judgeOf(policyOrOptions as RetryClassifyOptions<unknown>))
+    return runSequence(
+      self,
+      policy,
+      callOptions,
+      undefined,
+      judgeOf(policyOrOptions as RetryOptions & OwnErrors<unknown>)
+    )
   }
-)
-
-/**
- * `retry` with the target's state given as a value rather than taken from the `Coordination` in
- * context: for a client that holds the state of several targets at once.
- */
-export const retryWith: {
-  <P extends PolicyOf<unknown>>(policy: P, services: TargetServices, options?: CallOptions): <
-    A,
-    E extends AttemptError,
-    R
-  >(
-    self: Effect.Effect<A, E, R>
-  ) => Effect.Effect<A, Failure.CallFailed<LastFailure<E>> | PolicyError<P>, R>
-  <A, E extends AttemptError, R, P extends PolicyOf<unknown>>(
-    self: Effect.Effect<A, E, R>,
-    policy: P,
-    services: TargetServices,
-    options?: CallOptions
-  ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>> | PolicyError<P>, R>
-} = dual(
-  isDataFirst,
-  <A, E extends AttemptError, R>(
-    self: Effect.Effect<A, E, R>,
-    policy: PolicyOf<unknown>,
-    services: TargetServices,
-    options?: CallOptions
-  ) => runSequence(self, policy, options, services, undefined)
 )
 
 /** What one attempt of a streamed call opens: the stream's first element, and the rest of it. */
@@ -454,15 +335,3 @@ export const retryStream = <A, E extends AttemptError, R, E2, R2, P extends Poli
   Failure.CallFailed<LastFailure<E>> | E2 | Failure.DeadlineExceeded | PolicyError<P>,
   Exclude<R, Scope.Scope> | R2
 > => streamSequence(open, policy as PolicyOf<PolicyError<P>>, options, undefined)
-
-/** `retryStream` with the target's state given as a value, as `retryWith` takes it. */
-export const retryStreamWith = <A, E extends AttemptError, R, E2, R2, P extends PolicyOf<unknown>>(
-  open: Effect.Effect<Opened<A, E2, R2>, E, R>,
-  policy: P,
-  services: TargetServices,
-  options?: CallOptions
-): Stream.Stream<
-  A,
-  Failure.CallFailed<LastFailure<E>> | E2 | Failure.DeadlineExceeded | PolicyError<P>,
-  Exclude<R, Scope.Scope> | R2
-> => streamSequence(open, policy as PolicyOf<PolicyError<P>>, options, services)

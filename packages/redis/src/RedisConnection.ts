@@ -14,6 +14,7 @@
  * tag per target and API key, so each runs on the node that owns that slot.
  */
 import { Settings } from "@resilient-ai/policy"
+import { Checked } from "@resilient-ai/policy/internal"
 import type * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
@@ -183,7 +184,7 @@ const urlProblem = (url: string): string | undefined => {
 const urlsOf = (url: Redacted.Redacted<string>): Array<string> =>
   Redacted.value(url).split(",").map((one) => one.trim()).filter((one) => one !== "")
 
-const Url = Settings.rule(Schema.RedactedFromSelf(Schema.String), (input) => {
+const Url = Checked.rule(Schema.RedactedFromSelf(Schema.String), (input) => {
   const url = Redacted.isRedacted(input) ? input : typeof input === "string" ? Redacted.make(input) : undefined
   if (url === undefined || typeof Redacted.value(url) !== "string") return Either.left("must be a redis:// URL")
   const urls = urlsOf(url as Redacted.Redacted<string>)
@@ -195,14 +196,14 @@ const Url = Settings.rule(Schema.RedactedFromSelf(Schema.String), (input) => {
   return Either.right(url as Redacted.Redacted<string>)
 })
 
-const PositiveDuration = Settings.duration.pipe(
+const PositiveDuration = Checked.duration.pipe(
   Schema.filter((value) =>
     (Duration.toMillis(value) > 0 && Duration.isFinite(value)) ||
     `must be a positive duration, got ${Duration.format(value)}`
   )
 )
 
-const FleetSize = Settings.rule(Schema.Number, (input) => {
+const FleetSize = Checked.rule(Schema.Number, (input) => {
   const value = typeof input === "number" ? input : typeof input === "string" && input.trim() !== ""
     ? Number(input)
     : Number.NaN
@@ -211,7 +212,7 @@ const FleetSize = Settings.rule(Schema.Number, (input) => {
     : Either.left(`must be a whole number of at least 1, got ${Number.isNaN(value) ? "no number" : value}`)
 })
 
-const KeyPrefix = Settings.rule(Schema.String, (input) =>
+const KeyPrefix = Checked.rule(Schema.String, (input) =>
   typeof input === "string" && /^[A-Za-z0-9:_.-]+$/.test(input)
     ? Either.right(input)
     : Either.left(`must be letters, digits and : _ . -, got ${JSON.stringify(input)}`))
@@ -236,16 +237,16 @@ const clusterProblem = (
 /** The rules of the connection's settings, defaults included. */
 const ConnectionSettings = Schema.Struct({
   url: Url,
-  cluster: Settings.optional(Settings.flag),
-  keyPrefix: Settings.withDefault(KeyPrefix, "resilient-ai"),
-  commandTimeout: Settings.withDefault(PositiveDuration, Duration.millis(50)),
-  retryAfter: Settings.withDefault(PositiveDuration, Duration.seconds(1)),
-  fleetSize: Settings.withDefault(FleetSize, 1)
+  cluster: Checked.optional(Checked.flag),
+  keyPrefix: Checked.withDefault(KeyPrefix, "resilient-ai"),
+  commandTimeout: Checked.withDefault(PositiveDuration, Duration.millis(50)),
+  retryAfter: Checked.withDefault(PositiveDuration, Duration.seconds(1)),
+  fleetSize: Checked.withDefault(FleetSize, 1)
 }).pipe(Schema.filter((settings) => clusterProblem(settings) ?? true))
 
 type Checked = typeof ConnectionSettings.Type
 
-const decodeSettings = Settings.validate(ConnectionSettings, () => "redis")
+const decodeSettings = Checked.validate(ConnectionSettings, () => "redis")
 
 /** A Redis Cluster's client on its seed nodes; the first URL's credentials and TLS are every node's. */
 const clusterClient = (urls: ReadonlyArray<string>, connectTimeoutMillis: number): Cluster => {
@@ -532,7 +533,7 @@ export const layer = (options: Options): Layer.Layer<RedisConnection, Settings.I
   Layer.scoped(RedisConnection, make(options))
 
 /** The environment variable of each setting, after the prefix and `_`. */
-const variables: Settings.Variables = [
+const variables: Checked.Variables = [
   [["url"], "URL"],
   [["cluster"], "CLUSTER"],
   [["keyPrefix"], "KEY_PREFIX"],
@@ -549,7 +550,7 @@ const variables: Settings.Variables = [
  * `ConfigError` naming each variable and its rule, when the layer is built.
  */
 export const config = (prefix = "REDIS"): Config.Config<Options> =>
-  Settings.config(ConnectionSettings, { prefix, variables, subject: "redis" })
+  Checked.config(ConnectionSettings, { prefix, variables, subject: "redis" })
 
 /** Provides `RedisConnection` from `config(prefix)`. */
 export const layerConfig = (prefix?: string): Layer.Layer<RedisConnection, ConfigError.ConfigError> =>

@@ -3,6 +3,12 @@
  * clients, it makes every target's retry budget, concurrency gate and rate limiter live on Redis,
  * shared by every process calling that target with the same API key.
  *
+ * The fleet spends one budget (one ratio-with-floor window), holds one limit on calls in flight (a
+ * permit is a lease on Redis, so a process that dies holding permits gives them back when they
+ * expire) and keeps one pace of requests and tokens per minute, with the same arithmetic as the
+ * in-memory parts, each decision one Lua script. When Redis cannot answer in time, each process
+ * decides alone within its share until it is back (see `RedisConnection`).
+ *
  * ```ts
  * import { NodeHttpClient } from "@effect/platform-node"
  * import { ModelClient, Target } from "@resilient-ai/client"
@@ -16,24 +22,28 @@
  * ```
  */
 import { Coordination, Settings } from "@resilient-ai/policy"
+import { Checked, Coordinations } from "@resilient-ai/policy/internal"
 import type * as ConfigError from "effect/ConfigError"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as RedisBudget from "./RedisBudget.js"
+import * as RedisBudget from "./internal/redisBudget.js"
+import * as RedisGate from "./internal/redisGate.js"
+import * as RedisRateLimiter from "./internal/redisRateLimiter.js"
 import * as RedisConnection from "./RedisConnection.js"
-import * as RedisGate from "./RedisGate.js"
-import * as RedisRateLimiter from "./RedisRateLimiter.js"
 
 /** Settings of the gates' leases, the same for every target. */
 export interface Options {
-  /** See `RedisGate.Options.leaseTime`. */
+  /**
+   * The longest a gate's lease lives when the caller has no deadline: a permit held by a process
+   * that died comes back to the fleet after this. Default 2 minutes.
+   */
   readonly leaseTime?: Duration.DurationInput | undefined
-  /** See `RedisGate.Options.pollInterval`. */
+  /** How often a caller waiting for a permit in `"queue"` mode asks again (with jitter). Default 100 ms. */
   readonly pollInterval?: Duration.DurationInput | undefined
 }
 
-const decodeOptions = Settings.validate(RedisGate.LeaseSettings, () => "redis coordination")
+const decodeOptions = Checked.validate(RedisGate.LeaseSettings, () => "redis coordination")
 
 /**
  * A coordination whose budgets, gates and rate limiters are on the connection in context, each kept
@@ -42,7 +52,7 @@ const decodeOptions = Settings.validate(RedisGate.LeaseSettings, () => "redis co
  */
 export const make = (
   options: Options = {}
-): Effect.Effect<Coordination.Service, Settings.InvalidSettings, RedisConnection.RedisConnection> =>
+): Effect.Effect<Coordinations.Service, Settings.InvalidSettings, RedisConnection.RedisConnection> =>
   Effect.flatMap(
     Effect.zip(decodeOptions(options), Effect.context<RedisConnection.RedisConnection>()),
     ([leases, context]) =>

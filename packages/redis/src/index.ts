@@ -4,8 +4,5 @@
  * with one API key shares one budget, one limit and one pace; when Redis is unreachable, each
  * process decides alone until it is back.
  */
-export * as RedisBudget from "./RedisBudget.js"
 export * as RedisConnection from "./RedisConnection.js"
 export * as RedisCoordination from "./RedisCoordination.js"
-export * as RedisGate from "./RedisGate.js"
-export * as RedisRateLimiter from "./RedisRateLimiter.js"

@@ -10,6 +10,7 @@
  * formulas. Each client is a fiber in simulated time.
  */
 import { Backoff } from "@resilient-ai/policy"
+import { Backoffs } from "@resilient-ai/policy/internal"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Random from "effect/Random"
@@ -47,7 +48,7 @@ const networkDelay = Effect.map(
 
 /** A client's backoff: after its `attempt`-th conflict (from 1), how long to wait. */
 const backoffFor = (algorithm: Algorithm): Effect.Effect<(attempt: number) => Effect.Effect<number>> => {
-  const exponential = (attempt: number) => Backoff.ceilingMillis(baseMillis, capMillis, attempt)
+  const exponential = (attempt: number) => Backoffs.ceilingMillis(baseMillis, capMillis, attempt)
   switch (algorithm) {
     case "none":
       return Effect.succeed(() => Effect.succeed(0))

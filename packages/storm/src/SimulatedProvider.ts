@@ -9,9 +9,9 @@
  * failure: after the trigger is gone, a queue full of abandoned requests keeps every new request
  * waiting past its timeout, and retries keep the queue full.
  */
-import { ProviderError } from "@resilient-ai/client"
-import { Failure, RateLimiter } from "@resilient-ai/policy"
-import { Attempts } from "@resilient-ai/policy/internal"
+import { ProviderError } from "@resilient-ai/client/internal"
+import { Failure } from "@resilient-ai/policy"
+import { Attempts, Limiters } from "@resilient-ai/policy/internal"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type { SimulatedClock } from "./Simulation.js"
@@ -412,7 +412,7 @@ class KeyLimits {
 /** What the client's transport reads from an answer: the key's limits, and the usage. */
 const told = (headers: Record<string, string>, used?: number): Attempts.Report => {
   const report = new Attempts.Report()
-  const limits = RateLimiter.limitsOf((name) => headers[name])
+  const limits = Limiters.limitsOf((name) => headers[name])
   if (limits.requestsPerMinute !== undefined || limits.tokensPerMinute !== undefined) report.limits = limits
   report.usage = used
   return report

@@ -9,8 +9,8 @@
  * the references, running the shipped policy code in simulated time (see `Simulation`). Where a
  * scenario says so, ours also probes the provider's health and records its diagnosis over time.
  */
-import { ConcurrencyGate, Failure, Health, type RateLimiter } from "@resilient-ai/policy"
-import { FastPath } from "@resilient-ai/policy/internal"
+import { ConcurrencyGate, Health, type RateLimiter } from "@resilient-ai/policy"
+import { type Coordinations, Diagnoses, Failures, FastPath } from "@resilient-ai/policy/internal"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -67,7 +67,7 @@ export interface Scenario {
 /**
  * A health probe as `HealthProbe` in `@resilient-ai/client` runs one: a request to the provider's
  * health endpoint at a fixed rate, outside the budget and the gate, whose results and the calls'
- * metrics feed a `Health.Diagnoser`; while it finds the provider down the gate's recovery is held,
+ * metrics feed a `Diagnoses.Diagnoser`; while it finds the provider down the gate's recovery is held,
  * and the recovery ramp starts when it says the provider is back.
  */
 export interface Probe {
@@ -144,12 +144,14 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
     const clock = yield* Simulation.CurrentClock
     const provider = new SimulatedProvider.Provider(clock, scenario.provider)
     let gate: ConcurrencyGate.Service = ConcurrencyGate.unbounded
+    let state: Coordinations.TargetServices | undefined
     const caller = yield* contender.make({
       attemptTimeoutMillis: scenario.attemptTimeoutMillis,
       providerSlots: scenario.provider.slots,
       rateLimit: scenario.provider.rateLimit,
-      watchGate: (watched) => {
-        gate = watched
+      watchTarget: (watched) => {
+        state = watched
+        gate = watched.gate
       }
     })
     const limit: Array<number> = []
@@ -160,7 +162,7 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
     let probes: Array<ProbeRecord> | undefined
     if (probe !== undefined) {
       probes = []
-      yield* Effect.forkDaemon(probing(probe, provider, gate, contender.name, probes))
+      yield* Effect.forkDaemon(probing(probe, provider, gate, state, contender.name, probes))
     }
     let nextCall = 0
     const start = (service?: Service) =>
@@ -271,21 +273,23 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
 
 /**
  * The probe's fiber: a probe every `intervalMillis` from the start, each given `timeoutMillis`; the
- * diagnosis reads the target's call totals from its metrics (`Health.callTotals`), which only this
- * run updates while it runs (a simulation runs synchronously), so their differences are this run's.
+ * diagnosis reads the target's call totals from its metrics and its `state` (`Diagnoses.callTotals`),
+ * which only this run updates while it runs (a simulation runs synchronously), so their differences
+ * are this run's.
  */
 const probing = (
   probe: Probe,
   provider: SimulatedProvider.Provider,
   gate: ConcurrencyGate.Service,
+  state: Coordinations.TargetServices | undefined,
   target: string,
   records: Array<ProbeRecord>
 ): Effect.Effect<void> =>
   Effect.gen(function*() {
     // A scenario's settings are the simulator's own: one the diagnosis refuses is a defect.
-    const settings = yield* Effect.orDie(Health.settings(probe.diagnosis))
-    const diagnoser = new Health.Diagnoser(settings)
-    const callsAlone = new Health.Diagnoser(settings)
+    const settings = yield* Effect.orDie(Diagnoses.settings(probe.diagnosis))
+    const diagnoser = new Diagnoses.Diagnoser(settings)
+    const callsAlone = new Diagnoses.Diagnoser(settings)
     const once = Effect.gen(function*() {
       const sent = yield* Clock.currentTimeMillis
       const up = yield* provider.probe().pipe(
@@ -293,7 +297,7 @@ const probing = (
         Effect.match({ onFailure: () => false, onSuccess: () => true })
       )
       const at = yield* Clock.currentTimeMillis
-      const totals = Health.callTotals(target)
+      const totals = Diagnoses.callTotals(target, state)
       const step = diagnoser.observe(at, { up, millis: at - sent }, totals)
       const alone = callsAlone.observe(at, { up: true, millis: at - sent }, totals)
       const holdRecovery = FastPath.gate(gate)?.holdRecovery
@@ -323,7 +327,7 @@ const failureOf = (exit: Exit.Exit<unknown, unknown>): string | undefined => {
   const failure = Cause.failureOption(exit.cause)
   if (Option.isNone(failure)) return Cause.isInterruptedOnly(exit.cause) ? "interrupted" : "defect"
   const error = failure.value
-  if (Failure.isCallFailed(error)) return error.reason
+  if (Failures.isCallFailed(error)) return error.reason
   const tag = typeof error === "object" && error !== null ? (error as { readonly _tag?: unknown })._tag : undefined
   return typeof tag === "string" ? tag : String(error)
 }

@@ -10,16 +10,9 @@
  * replay timeouts; they do not read `Retry-After`.
  */
 import { Target } from "@resilient-ai/client"
-import {
-  Backoff,
-  Classifier,
-  ConcurrencyGate,
-  Coordination,
-  Failure,
-  RateLimiter,
-  RetryBudget
-} from "@resilient-ai/policy"
-import { type Attempts, Engine, FastPath, Policies } from "@resilient-ai/policy/internal"
+import { Targets } from "@resilient-ai/client/internal"
+import { Backoff, Classifier, ConcurrencyGate, Failure, RateLimiter, RetryBudget } from "@resilient-ai/policy"
+import { type Attempts, Backoffs, Coordinations, Engine, FastPath, Policies } from "@resilient-ai/policy/internal"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Random from "effect/Random"
@@ -34,8 +27,11 @@ export interface Setting {
   readonly attemptTimeoutMillis: number
   /** The provider's slots: what a fixed-capacity pool's operator configures its gate to. */
   readonly providerSlots: number
-  /** Told the gate a policy limits its calls with, so the run can chart its limit. */
-  readonly watchGate?: ((gate: ConcurrencyGate.Service) => void) | undefined
+  /**
+   * Told the state of the target a policy calls, so the run can chart its gate's limit and its
+   * health probe can read what the calls learned.
+   */
+  readonly watchTarget?: ((state: Coordinations.TargetServices) => void) | undefined
   /** The API key's limits (S6): what an operator who knows them configures. */
   readonly rateLimit?: RateLimiter.Limits | undefined
 }
@@ -86,7 +82,7 @@ const reference = (
     Effect.orDie(Effect.gen(function*() {
       const budget = yield* options.budget
       const gate = yield* unboundedGate(name)
-      const services = Coordination.targetServices({ budget, gate })
+      const services = Coordinations.targetServices({ budget, gate })
       // Each reference's own backoff, which reads no hint.
       const policy = yield* Policies.withSchedule(
         {
@@ -110,7 +106,7 @@ const reference = (
 /** Exponential without jitter: `base · 2^n`, capped. */
 const exponential = (baseMillis: number, capMillis: number): Schedule.Schedule<Duration.Duration> =>
   Schedule.makeWithState(0, (now, _input: unknown, retry: number) => {
-    const delay = Backoff.ceilingMillis(baseMillis, capMillis, retry)
+    const delay = Backoffs.ceilingMillis(baseMillis, capMillis, retry)
     return Effect.succeed([retry + 1, Duration.millis(delay), continueAfter(now, delay)] as const)
   })
 
@@ -346,7 +342,7 @@ export const references: ReadonlyArray<Contender> = [
 function equalJitter(baseMillis: number, capMillis: number): Schedule.Schedule<Duration.Duration> {
   return Schedule.makeWithState(0, (now, _input: unknown, retry: number) =>
     Effect.map(Random.next, (fraction) => {
-      const ceiling = Backoff.ceilingMillis(baseMillis, capMillis, retry)
+      const ceiling = Backoffs.ceilingMillis(baseMillis, capMillis, retry)
       const delay = Math.round(ceiling / 2 + (fraction * ceiling) / 2)
       return [retry + 1, Duration.millis(delay), continueAfter(now, delay)] as const
     }))
@@ -391,14 +387,14 @@ const ours = (
       const gate = yield* ConcurrencyGate.make({
         target: name,
         limit: target.concurrency,
-        mode: Target.gateMode(target),
+        mode: Targets.gateMode(target),
         ...gateOverrides
       })
-      setting.watchGate?.(gate)
-      const policy = Target.policyFor(target)
+      const policy = Targets.policyFor(target)
       const limiter = pacing === undefined ? undefined : yield* RateLimiter.make({ ...policy.rateLimit, target: name })
       // The target's classifier is in its policy.
-      const services = Coordination.targetServices({ budget, gate, limiter })
+      const services = Coordinations.targetServices({ budget, gate, limiter })
+      setting.watchTarget?.(services)
       return (attempt, deadlineMillis, call) =>
         Engine.run(() => attempt, policy, services, {
           replaySafe: true,

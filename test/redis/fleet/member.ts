@@ -10,7 +10,8 @@
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { ModelClient, Target } from "@resilient-ai/client"
-import { RedisConnection, RedisCoordination, RedisGate } from "@resilient-ai/redis"
+import { RedisConnection, RedisCoordination } from "@resilient-ai/redis"
+import { RedisGate } from "@resilient-ai/redis/internal"
 import { type Duration, Effect, Layer, Logger, Metric, MetricState, Redacted } from "effect"
 import { canary } from "../../canary.js"
 

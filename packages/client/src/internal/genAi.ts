@@ -4,8 +4,7 @@
  * itself (its id, the model that served it, the tokens it used), which the attempt that got it
  * passes on to the call's span.
  */
-import type { Resilient } from "@resilient-ai/policy"
-import type { Attempts } from "@resilient-ai/policy/internal"
+import type { Attempts, Retries } from "@resilient-ai/policy/internal"
 
 /** `gen_ai.operation.name`: what a call does. */
 export type Operation = "chat" | "embeddings" | "text_completion"
@@ -48,7 +47,7 @@ export const serverOf = (baseUrl: string, fallback = "openai"): Server => {
 }
 
 /** The span of a call of `operation` on `model`, before what its request asks for. */
-export const spanOf = (server: Server, operation: Operation, model: string): Resilient.CallSpan => ({
+export const spanOf = (server: Server, operation: Operation, model: string): Retries.CallSpan => ({
   name: `${operation} ${model}`,
   kind: "client",
   attributes: {
@@ -73,7 +72,7 @@ interface Asked {
  * for none. The conventions' array attributes (stop sequences, finish reasons) are left out:
  * `@effect/opentelemetry` exports an array as its JSON text.
  */
-export const withRequest = (base: Resilient.CallSpan, request: Asked): Resilient.CallSpan => {
+export const withRequest = (base: Retries.CallSpan, request: Asked): Retries.CallSpan => {
   const { max_tokens, seed, temperature, top_p } = request
   if (max_tokens === undefined && temperature === undefined && top_p === undefined && seed === undefined) return base
   return {

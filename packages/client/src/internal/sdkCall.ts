@@ -3,24 +3,24 @@
  * `ResilientHttpClient` for Effect ones): which requests are model calls, what a call's body says,
  * the failure an error response is, and the notice of an SDK that retries by itself.
  */
-import { Failure, RateLimiter, Resilient, type Settings } from "@resilient-ai/policy"
-import { Attempts, Engine } from "@resilient-ai/policy/internal"
+import { Failure, type Settings } from "@resilient-ai/policy"
+import { Attempts, Engine, Limiters, Retries } from "@resilient-ai/policy/internal"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as Stream from "effect/Stream"
-import * as ProviderError from "../ProviderError.js"
 import type * as Target from "../Target.js"
-import * as Transport from "../Transport.js"
 import { concat } from "./bytes.js"
 import * as GenAi from "./genAi.js"
+import * as ProviderError from "./providerError.js"
+import * as Transport from "./transport.js"
 import * as HttpAttempt from "./transport.js"
 import * as Wiring from "./wiring.js"
 
 /** What an adapter holds for its target: its wiring, and what it notices of the SDK above it. */
 export interface Adapter extends Wiring.Wiring {
   /** The span of a call to `url` for `model`, after OpenTelemetry's GenAI conventions, when the path says what it does. */
-  readonly spanFor: (url: URL, model: string) => Resilient.CallSpan | undefined
+  readonly spanFor: (url: URL, model: string) => Retries.CallSpan | undefined
   /** Whether the target's warning of an SDK that retries by itself was logged. */
   readonly warned: { done: boolean }
   /** The idempotency keys the SDK sent lately: a key sent again is the SDK retrying. */
@@ -48,7 +48,7 @@ export const adapterFor = <E, R>(
   Effect.gen(function*() {
     const wiring = yield* Wiring.wire(Effect.isEffect(target) ? yield* target : target)
     const server = GenAi.serverOf(wiring.target.baseUrl)
-    const spans = new Map<string, Resilient.CallSpan | undefined>()
+    const spans = new Map<string, Retries.CallSpan | undefined>()
     return {
       ...wiring,
       spanFor: (url, model) => {
@@ -77,7 +77,7 @@ const operations: ReadonlyArray<readonly [RegExp, GenAi.Operation]> = [
 ]
 
 /** The span of a call to `path`: Anthropic's wire format on its Messages API, whatever the host. */
-const spanOf = (server: GenAi.Server, path: string, model: string): Resilient.CallSpan | undefined => {
+const spanOf = (server: GenAi.Server, path: string, model: string): Retries.CallSpan | undefined => {
   const operation = operations.find(([pattern]) => pattern.test(path))?.[1]
   if (operation === undefined) return undefined
   const flavoured = path.endsWith("/messages") && server.provider === "openai"
@@ -108,10 +108,10 @@ export const describe = (
     return {
       model: typeof parsed?.["model"] === "string" ? parsed["model"] : undefined,
       streams: parsed?.["stream"] === true,
-      tokens: RateLimiter.estimateTokens(text) + (typeof limit === "number" ? limit : 0)
+      tokens: Limiters.estimateTokens(text) + (typeof limit === "number" ? limit : 0)
     }
   } catch {
-    return { model: undefined, streams: false, tokens: RateLimiter.estimateTokens(text) }
+    return { model: undefined, streams: false, tokens: Limiters.estimateTokens(text) }
   }
 }
 

@@ -2,14 +2,15 @@
  * The transport's machinery: one HTTP attempt against a model API, every outcome mapped onto the
  * policy's failures. The engine runs its attempts as functions of their context, which hand back
  * what the answer said (usage, limits, the provider's request id, the span's attributes) with the
- * value or the failure; `Transport` is the public face of the same requests.
+ * value or the failure. A `ModelClient`'s calls are sent through it; the SDK adapters and the health
+ * probe use its parts.
  */
 import * as HttpClient from "@effect/platform/HttpClient"
 import type * as HttpClientError from "@effect/platform/HttpClientError"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
-import { Failure, Metrics, RateLimiter, Resilient } from "@resilient-ai/policy"
-import { Attempts } from "@resilient-ai/policy/internal"
+import { Failure, Resilient } from "@resilient-ai/policy"
+import { Attempts, Limiters, Meters } from "@resilient-ai/policy/internal"
 import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
@@ -21,9 +22,9 @@ import type * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import * as ProviderError from "../ProviderError.js"
 import { concat } from "./bytes.js"
 import * as GenAi from "./genAi.js"
+import * as ProviderError from "./providerError.js"
 import { scrubFailure } from "./secrets.js"
 
 /** Where and how to send: the parts of a target the transport needs. */
@@ -230,7 +231,7 @@ type Usage = { readonly prompt_tokens: number; readonly completion_tokens?: numb
 const recordUsage = (endpoint: Endpoint, model: string, usage: Usage, report: Attempts.Report): void => {
   if (usage === undefined || usage === null) return
   report.usage = usage.prompt_tokens + (usage.completion_tokens ?? 0)
-  const metrics = Metrics.forTarget(endpoint.target, model)
+  const metrics = Meters.forTarget(endpoint.target, model)
   metrics.tokens("prompt").unsafeUpdate(usage.prompt_tokens, [])
   report.annotate("promptTokens", usage.prompt_tokens)
   if (usage.completion_tokens !== undefined) {
@@ -242,7 +243,7 @@ const recordUsage = (endpoint: Endpoint, model: string, usage: Usage, report: At
 
 /** Puts the limits the provider stated in an answer's headers in the attempt's report, when it stated any. */
 export const reportLimits = (report: Attempts.Report, header: (name: string) => string | null | undefined) => {
-  const limits = RateLimiter.limitsOf(header)
+  const limits = Limiters.limitsOf(header)
   if (limits.requestsPerMinute !== undefined || limits.tokensPerMinute !== undefined) report.limits = limits
 }
 

@@ -4,9 +4,10 @@
  */
 import * as HttpClient from "@effect/platform/HttpClient"
 import { Coordination, type Resilient, type Settings } from "@resilient-ai/policy"
+import { Coordinations } from "@resilient-ai/policy/internal"
 import * as Effect from "effect/Effect"
-import * as Target from "../Target.js"
-import type * as Transport from "../Transport.js"
+import * as Target from "./target.js"
+import type * as Transport from "./transport.js"
 
 /** A target, wired. */
 export interface Wiring {
@@ -15,7 +16,7 @@ export interface Wiring {
    * The target's state in the `Coordination` in context, shared by every caller of the target's
    * name and API key; with the refs every attempt runs with.
    */
-  readonly state: Resilient.TargetServices
+  readonly state: Coordinations.TargetServices
   readonly endpoint: Transport.Endpoint
   /** The policy of calls to `model`, made on its first call. */
   readonly policyFor: (model: string) => Resilient.Policy

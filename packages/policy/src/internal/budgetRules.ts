@@ -4,7 +4,7 @@
  */
 import * as Duration from "effect/Duration"
 import * as Schema from "effect/Schema"
-import * as Checked from "../Settings.js"
+import * as Checked from "./settings.js"
 
 /** The share of successful calls that retries may add: from 0 (none) to 1 (as many as succeed). */
 export const ratio: Schema.Schema<number, unknown> = Checked.number.pipe(

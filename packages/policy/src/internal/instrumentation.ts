@@ -11,10 +11,10 @@ import type * as Fiber from "effect/Fiber"
 import * as LogLevel from "effect/LogLevel"
 import type * as MetricLabel from "effect/MetricLabel"
 import * as Tracer from "effect/Tracer"
-import * as ConcurrencyGate from "../ConcurrencyGate.js"
 import type * as Failure from "../Failure.js"
-import type * as Metrics from "../Metrics.js"
-import * as CapacityFailures from "./capacityFailures.js"
+import * as ConcurrencyGate from "./gate.js"
+import type { Learned } from "./learned.js"
+import type * as Metrics from "./metrics.js"
 import * as Spans from "./spans.js"
 import { kindOf } from "./spans.js"
 
@@ -26,6 +26,8 @@ export interface Instrumented {
   readonly metricLabels: ReadonlyArray<MetricLabel.MetricLabel>
   readonly minimumLogLevel: LogLevel.LogLevel
   readonly metrics: Metrics.TargetMetrics
+  /** What the target's calls learn, in its state: where a capacity failure is counted. */
+  readonly learned: Learned
   /** Where the call's spans are made; `undefined` while nobody would see them. */
   readonly tracing: Spans.Tracing | undefined
   /** The call's span. */
@@ -193,7 +195,7 @@ export const succeeded = (
 export const failed = (call: Instrumented, failure: unknown): void => {
   if (call.nested) return
   count(call, call.metrics.failures(kindOf(failure)))
-  if (ConcurrencyGate.outcomeOf(failure) === "overload") CapacityFailures.add(call.policy.target)
+  if (ConcurrencyGate.outcomeOf(failure) === "overload") call.learned.capacityFailures++
 }
 
 /** The failed attempt's span says how it was judged, and ends. */

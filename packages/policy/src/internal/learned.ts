@@ -1,9 +1,10 @@
 /**
- * What a target's calls learn as they go, per model: how long its successes take lately, and the
- * handles of its metrics. Part of the target's state (`Coordination.TargetServices`), so every
- * caller of a target, whatever policy object it holds, learns into one place.
+ * What a target's calls learn as they go: per model, how long its successes take lately and the
+ * handles of its metrics; for the whole target, the toolkit's capacity failures its health diagnosis
+ * reads. Part of the target's state (`Coordinations.TargetServices`), so every caller of a target,
+ * whatever policy object it holds, learns into one place, and two coordinations share none of it.
  */
-import * as Metrics from "../Metrics.js"
+import * as Metrics from "./metrics.js"
 
 /**
  * How long a model's successful attempts take lately: a moving average, so a slow model gets a
@@ -26,9 +27,15 @@ export interface ModelState {
   readonly metrics: Metrics.TargetMetrics
 }
 
-/** A target's models, each made on its first call. */
+/** A target's models, each made on its first call, and what its calls told of its capacity. */
 export class Learned {
   private readonly models = new Map<string | undefined, ModelState>()
+  /**
+   * The attempts that failed for the provider's capacity, told by identity (`Gates.outcomeOf`), so a
+   * caller's own error tagged `RateLimited` is none. Not a metric: the failures series already
+   * shows every failed attempt by its tag, and a second series would only repeat it.
+   */
+  capacityFailures = 0
 
   of(target: string, model: string | undefined): ModelState {
     let state = this.models.get(model)

@@ -15,13 +15,16 @@ import * as Schema from "effect/Schema"
 import type * as Types from "effect/Types"
 import * as Backoff from "../Backoff.js"
 import type * as Classifiers from "../Classifier.js"
-import * as ConcurrencyGate from "../ConcurrencyGate.js"
+import type * as ConcurrencyGate from "../ConcurrencyGate.js"
 import type * as Failure from "../Failure.js"
-import * as RateLimiter from "../RateLimiter.js"
-import type { Policy, PolicyOf, PolicyOptions } from "../Resilient.js"
+import type * as RateLimiter from "../RateLimiter.js"
+import type { Policy, PolicyOptions } from "../Resilient.js"
 import type * as RetryBudget from "../RetryBudget.js"
-import * as Settings from "../Settings.js"
+import type * as Settings from "../Settings.js"
 import { BudgetSettings } from "./budgetRules.js"
+import * as Gates from "./gate.js"
+import * as Limiters from "./rateLimiter.js"
+import * as Checked from "./settings.js"
 
 /** A policy's own id: how a policy is told from any other Effect. */
 export const TypeId: unique symbol = Symbol.for("@resilient-ai/policy/Policy")
@@ -48,6 +51,51 @@ export interface Engine {
   readonly maxRetryAfterMillis: number
 }
 
+/** A checked policy's settings, shared by every call to one target. */
+export interface PolicySettings {
+  /** Names the target in metrics, logs and failures. */
+  readonly target: string
+  /** Names the model in metrics and logs. */
+  readonly model: string | undefined
+  /** Attempts per call, the first included. */
+  readonly maxAttempts: number
+  /** The cap of the random spread added to a provider's hint, drawn from `[0, hint / 2)`. */
+  readonly hintSpread: Duration.Duration
+  /** The longest an attempt may run, before the deadline shortens it. */
+  readonly attemptTimeout: Duration.Duration
+  /**
+   * An attempt with less time than this before the deadline is not started: it could only be cut
+   * off. The bar rises to what the model's successful attempts on this target take lately (a moving average).
+   */
+  readonly minAttemptTime: Duration.Duration
+  /**
+   * A provider hint longer than this, or than the call's time left, ends the sequence
+   * (`retry-after-too-long`) instead of being slept through.
+   */
+  readonly maxRetryAfter: Duration.Duration
+  /** Whether ambiguous failures (the request may have run) may be replayed. */
+  readonly replaySafe: boolean
+  /** What the target's budget is made from, on its first call, by the `Coordination` in context. */
+  readonly budget: RetryBudget.Options
+  /** What the target's gate is made from, on its first call. */
+  readonly gate: Omit<ConcurrencyGate.Options, "target">
+  /** What the target's rate limiter is made from, on its first call. */
+  readonly rateLimit: Omit<RateLimiter.Options, "target">
+  /** Judges the toolkit's failures; `undefined`: the `Classifier` in context (`classifyDefault`). */
+  readonly classify: ((failure: Failure.Failure) => Classifiers.Verdict) | undefined
+}
+
+/**
+ * A policy, checked or not: an Effect that checks it (`yield* policy` gives the checked policy, or
+ * fails with `InvalidSettings`). Using an unchecked one adds its `E` to the call's errors.
+ */
+export interface PolicyOf<out E> extends Effect.Effect<Policy, E> {
+  readonly [TypeId]: Variance<E>
+}
+
+/** What using `P` may fail with before its first attempt: `InvalidSettings` for a policy not yet checked. */
+export type PolicyError<P> = P extends PolicyOf<infer E> ? E : never
+
 /**
  * A budget's options, checked by the budget's own rules (`budget.ratio`, …) and kept as written:
  * the target's budget is made from them on its first call.
@@ -64,33 +112,33 @@ const BudgetOptions: Schema.Schema<RetryBudget.Options, unknown> = Schema.transf
 
 /** The rules of each retry setting, without defaults: a target's settings reuse them. */
 export const fields = {
-  maxAttempts: Settings.integerAtLeast(1),
-  baseDelay: Settings.duration,
-  maxDelay: Settings.duration,
-  hintSpread: Settings.duration,
-  attemptTimeout: Settings.positiveDuration,
-  minAttemptTime: Settings.duration,
-  maxRetryAfter: Settings.duration,
-  replaySafe: Settings.flag,
+  maxAttempts: Checked.integerAtLeast(1),
+  baseDelay: Checked.duration,
+  maxDelay: Checked.duration,
+  hintSpread: Checked.duration,
+  attemptTimeout: Checked.positiveDuration,
+  minAttemptTime: Checked.duration,
+  maxRetryAfter: Checked.duration,
+  replaySafe: Checked.flag,
   budget: BudgetOptions
 }
 
 /** The rules of a policy's settings, its defaults included. */
 const PolicySettings = Schema.Struct({
-  target: Settings.nonEmpty,
-  model: Settings.optional(Schema.String),
-  maxAttempts: Settings.withDefault(fields.maxAttempts, 3),
-  baseDelay: Settings.withDefault(fields.baseDelay, Duration.millis(500)),
-  maxDelay: Settings.withDefault(fields.maxDelay, Duration.seconds(8)),
-  hintSpread: Settings.withDefault(fields.hintSpread, Duration.seconds(1)),
-  attemptTimeout: Settings.withDefault(fields.attemptTimeout, Duration.seconds(60)),
-  minAttemptTime: Settings.withDefault(fields.minAttemptTime, Duration.millis(100)),
-  maxRetryAfter: Settings.withDefault(fields.maxRetryAfter, Duration.seconds(60)),
-  replaySafe: Settings.withDefault(fields.replaySafe, false),
-  budget: Settings.withDefault(fields.budget, {}),
-  gate: Settings.withDefault(Schema.Object, {}),
-  rateLimit: Settings.withDefault(Schema.Object, {}),
-  classify: Settings.optional(
+  target: Checked.nonEmpty,
+  model: Checked.optional(Schema.String),
+  maxAttempts: Checked.withDefault(fields.maxAttempts, 3),
+  baseDelay: Checked.withDefault(fields.baseDelay, Duration.millis(500)),
+  maxDelay: Checked.withDefault(fields.maxDelay, Duration.seconds(8)),
+  hintSpread: Checked.withDefault(fields.hintSpread, Duration.seconds(1)),
+  attemptTimeout: Checked.withDefault(fields.attemptTimeout, Duration.seconds(60)),
+  minAttemptTime: Checked.withDefault(fields.minAttemptTime, Duration.millis(100)),
+  maxRetryAfter: Checked.withDefault(fields.maxRetryAfter, Duration.seconds(60)),
+  replaySafe: Checked.withDefault(fields.replaySafe, false),
+  budget: Checked.withDefault(fields.budget, {}),
+  gate: Checked.withDefault(Schema.Object, {}),
+  rateLimit: Checked.withDefault(Schema.Object, {}),
+  classify: Checked.optional(
     Schema.declare(
       (input: unknown): input is (failure: Failure.Failure) => Classifiers.Verdict => typeof input === "function",
       {
@@ -99,23 +147,23 @@ const PolicySettings = Schema.Struct({
     )
   )
 }).pipe(Schema.filter((settings) => [
-  Settings.notLongerThan(["baseDelay"], settings.baseDelay, ["maxDelay"], settings.maxDelay),
-  Settings.shorterThan(["minAttemptTime"], settings.minAttemptTime, ["attemptTimeout"], settings.attemptTimeout),
+  Checked.notLongerThan(["baseDelay"], settings.baseDelay, ["maxDelay"], settings.maxDelay),
+  Checked.shorterThan(["minAttemptTime"], settings.minAttemptTime, ["attemptTimeout"], settings.attemptTimeout),
   // The gate and limiter are made on the target's first call: their settings are checked now.
   ...Either.match(
-    ConcurrencyGate.settings({ limit: Number.POSITIVE_INFINITY, ...settings.gate, target: settings.target }),
+    Gates.settings({ limit: Number.POSITIVE_INFINITY, ...settings.gate, target: settings.target }),
     {
       onLeft: (invalid) => invalid.problems.map((problem) => ({ path: ["gate"], message: problem })),
       onRight: () => []
     }
   ),
-  ...Either.match(RateLimiter.settings({ ...settings.rateLimit, target: settings.target }), {
+  ...Either.match(Limiters.settings({ ...settings.rateLimit, target: settings.target }), {
     onLeft: (invalid) => invalid.problems.map((problem) => ({ path: ["rateLimit"], message: problem })),
     onRight: () => []
   })
 ]))
 
-const decodeSettings = Settings.decoder(PolicySettings, (input) => {
+const decodeSettings = Checked.decoder(PolicySettings, (input) => {
   const target = (input as { readonly target?: unknown } | undefined)?.target
   return typeof target === "string" && target !== "" ? `policy for ${target}` : "policy"
 })

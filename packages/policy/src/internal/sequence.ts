@@ -23,25 +23,28 @@ import * as Random from "effect/Random"
 import type * as RuntimeFlags from "effect/RuntimeFlags"
 import type * as Schedule from "effect/Schedule"
 import type * as Tracer from "effect/Tracer"
-import * as Backoff from "../Backoff.js"
-import * as Classifiers from "../Classifier.js"
 import { Classifier } from "../Classifier.js"
-import * as ConcurrencyGate from "../ConcurrencyGate.js"
-import * as Coordination from "../Coordination.js"
-import { CurrentDeadline } from "../Deadline.js"
-import * as Failure from "../Failure.js"
-import type * as Metrics from "../Metrics.js"
-import * as RateLimiter from "../RateLimiter.js"
-import type { CallOptions, Judgement, LastFailure, Policy, PolicyOf, TargetServices } from "../Resilient.js"
+import type { CallOptions, Judgement, Policy } from "../Resilient.js"
 import type * as RetryBudget from "../RetryBudget.js"
 import * as Settings from "../Settings.js"
 import { Answered, type AttemptContext, CurrentAttempt, type Phase, type Report, Reported } from "./attempt.js"
+import * as Backoff from "./backoff.js"
 import { startBounded, timedOut } from "./boundedRun.js"
+import * as Classifiers from "./classifier.js"
+import * as Coordination from "./coordination.js"
+import type { TargetServices } from "./coordination.js"
+import { CurrentDeadline } from "./deadline.js"
 import * as Decision from "./decision.js"
+import * as Failure from "./failures.js"
 import * as FastPath from "./fastPath.js"
+import * as ConcurrencyGate from "./gate.js"
 import * as Instruments from "./instrumentation.js"
-import type { TypicalLatency } from "./learned.js"
+import type { Learned, TypicalLatency } from "./learned.js"
+import type * as Metrics from "./metrics.js"
 import * as Policies from "./policy.js"
+import type { PolicyOf } from "./policy.js"
+import * as RateLimiter from "./rateLimiter.js"
+import type { LastFailure } from "./resilient.js"
 import * as Spans from "./spans.js"
 import { kindOf } from "./spans.js"
 
@@ -200,6 +203,7 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
   readonly clock: Clock.Clock
   readonly metricLabels: ReadonlyArray<MetricLabel.MetricLabel>
   readonly minimumLogLevel: LogLevel.LogLevel
+  readonly learned: Learned
   readonly latency: TypicalLatency
   readonly metrics: Metrics.TargetMetrics
   readonly deadline: number
@@ -267,6 +271,7 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
     this.metricLabels = fiber.getFiberRef(FiberRef.currentMetricLabels)
     this.minimumLogLevel = fiber.getFiberRef(FiberRef.currentMinimumLogLevel)
     const outer = fiber.getFiberRef(CurrentAttempt)
+    this.learned = services.learned
     const model = services.learned.of(policy.target, policy.model)
     this.latency = model.latency
     this.metrics = model.metrics

@@ -3,7 +3,8 @@
  * one function a scenario, with the figures, goals, chart and notes its section shows. `StormReport.section`
  * runs them at full size; the tests run some at a size, or with contenders, of their own.
  */
-import { Health, Metrics } from "@resilient-ai/policy"
+import type { Health } from "@resilient-ai/policy"
+import { Diagnoses, Meters } from "@resilient-ai/policy/internal"
 import * as Either from "effect/Either"
 import * as Contention from "../Contention.js"
 import * as Storm from "../Storm.js"
@@ -620,8 +621,8 @@ export const s5 = (seed: number, scale = 1): Section => {
   const rows = runs.map((run) => {
     const latencies = run.calls.filter((call) => call.ok).map((call) => call.endedAt - call.startedAt)
       .sort((a, b) => a - b)
-    const p99 = Metrics.quantile(latencies, 0.99, { sorted: true })
-    const p50 = Metrics.quantile(latencies, 0.5, { sorted: true })
+    const p99 = Meters.quantile(latencies, 0.99, { sorted: true })
+    const p50 = Meters.quantile(latencies, 0.5, { sorted: true })
     let drained: number | undefined
     for (let second = surgeEnds; second < run.load.length; second++) {
       if ((run.load[second] ?? 0) <= Scenarios.slots) {
@@ -736,10 +737,10 @@ export const s6 = (
       if (!call.ok) failures.set(call.failure ?? "?", (failures.get(call.failure ?? "?") ?? 0) + 1)
     }
     const rateLimitedShare = run.rateLimited / Math.max(1, run.attempts)
-    const interactiveP50 = Metrics.quantile(interactiveWaits, 0.5, { sorted: true })
-    const interactiveP99 = Metrics.quantile(interactiveWaits, 0.99, { sorted: true })
-    const batchP50 = Metrics.quantile(batchWaits, 0.5, { sorted: true })
-    const batchP99 = Metrics.quantile(batchWaits, 0.99, { sorted: true })
+    const interactiveP50 = Meters.quantile(interactiveWaits, 0.5, { sorted: true })
+    const interactiveP99 = Meters.quantile(interactiveWaits, 0.99, { sorted: true })
+    const batchP50 = Meters.quantile(batchWaits, 0.5, { sorted: true })
+    const batchP99 = Meters.quantile(batchWaits, 0.99, { sorted: true })
     const finite = (value: number | undefined) => value !== undefined && Number.isFinite(value) ? value : null
     figures[run.contender.name] = {
       rateLimitedShare,
@@ -880,7 +881,7 @@ export const s7 = (
   const runs = runAll(scenario, seed, contenders)
   const { from, to } = Scenarios.clientStampedeMillis(scale)
   const until = scenario.horizonMillis
-  const windowMillis = Either.match(Health.settings(scenario.probe?.diagnosis), {
+  const windowMillis = Either.match(Diagnoses.settings(scenario.probe?.diagnosis), {
     onLeft: () => Number.NaN,
     onRight: (settings) => settings.windowMillis
   })

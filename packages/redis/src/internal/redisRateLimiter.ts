@@ -12,13 +12,13 @@
  * them from its first answer, and a process that knows no limit paces nothing and never asks
  * Redis. When Redis cannot answer in time, this process paces alone within its share (see `make`).
  */
-import { type Coordination, type Failure, RateLimiter, type Settings } from "@resilient-ai/policy"
-import { FastPath } from "@resilient-ai/policy/internal"
+import { type Failure, RateLimiter, type Settings } from "@resilient-ai/policy"
+import { type Coordinations, FastPath, Limiters } from "@resilient-ai/policy/internal"
 import * as Effect from "effect/Effect"
 import type { Redis } from "ioredis"
-import { keyFor } from "./internal/keys.js"
-import { isVoid, memberTtlMillis, never, register, type Void } from "./internal/script.js"
-import { RedisConnection } from "./RedisConnection.js"
+import { RedisConnection } from "../RedisConnection.js"
+import { keyFor } from "./keys.js"
+import { isVoid, memberTtlMillis, never, register, type Void } from "./script.js"
 
 /**
  * After the shared prologue (`internal/script.ts`): keys[1] the pace's hash, whose fields
@@ -31,7 +31,7 @@ import { RedisConnection } from "./RedisConnection.js"
  * Returns { decision ("reserved" | "wait" | "refused" | "done"), at, dimension, requests' wait,
  * tokens' wait, fleet size }, the numbers as strings so that Redis cuts no fraction off.
  *
- * "decide" is `RateLimiter.Pacer.decide` step for step, "adjust" its `adjustTokens` and
+ * "decide" is `Limiters.Pacer.decide` step for step, "adjust" its `adjustTokens` and
  * `giveBackRequest`, the waits its `snapshot`: they must agree, and the tests run both side by side.
  */
 const script = `
@@ -120,7 +120,7 @@ interface Scripted extends Redis {
 }
 
 /** Settings of a fleet rate limiter: those of `RateLimiter`, and the fingerprint of the API key the fleet shares (as `Coordination` makes it). */
-export interface Options extends Coordination.RateLimiterOptions {}
+export interface Options extends Coordinations.ForKey<RateLimiter.Options> {}
 
 // The places taken alone that the next command reports, at most: a process alone for long paced
 // itself, and only its latest places can still hold the fleet's pace back.
@@ -136,26 +136,26 @@ const finite = (limit: number, none: number) => Number.isFinite(limit) ? limit :
  * is added to the fleet's pace (at its instant) by the next command Redis takes. A place Redis
  * granted to a decision the caller stopped waiting for is given back, and settling and giving back
  * are sent again when Redis is back. A target with no limit known paces nothing, at once, without
- * asking Redis: `admitNow` answers `RateLimiter.free`, and only then. Bad settings fail with
+ * asking Redis: `admitNow` answers `Limiters.free`, and only then. Bad settings fail with
  * `InvalidSettings` naming them.
  */
 export const make = (
   options: Options
 ): Effect.Effect<RateLimiter.Service, Settings.InvalidSettings, RedisConnection> =>
-  Effect.flatMap(Effect.suspend(() => RateLimiter.settings(options)), (settings) => makeChecked(options, settings))
+  Effect.flatMap(Effect.suspend(() => Limiters.settings(options)), (settings) => makeChecked(options, settings))
 
 const makeChecked = (
   options: Options,
-  settings: RateLimiter.Settings
+  settings: Limiters.Settings
 ): Effect.Effect<RateLimiter.Service, never, RedisConnection> =>
   Effect.gen(function*() {
     const connection = yield* RedisConnection
     const clock = yield* Effect.clock
     const now = () => clock.unsafeCurrentTimeMillis()
     let fleet = connection.fleetSize
-    const fallback = yield* Effect.orDie(RateLimiter.make(options, () => 1 / fleet))
+    const fallback = yield* Effect.orDie(Limiters.makeShared(options, () => 1 / fleet))
     // The limits in force (the settings', lowered by the provider's): a pacer's, whose pace is unused.
-    const limits = new RateLimiter.Pacer(settings)
+    const limits = new Limiters.Pacer(settings)
     const client = connection.client as Scripted
     register(client, "resilientAiLimiter", 1, script)
     const members = keyFor(connection.keyPrefix, "members", settings.target, options.keyFingerprint)
@@ -220,10 +220,10 @@ const makeChecked = (
 
     /** Redis's decision for `demand`, or `undefined` when this process must decide alone. */
     const ask = (demand: RateLimiter.Demand) =>
-      connection.decide<RateLimiter.Decision | undefined>(
+      connection.decide<Limiters.Decision | undefined>(
         "limiter",
         (voidAfter) =>
-          call(voidAfter, "decide", demand).then((answer): RateLimiter.Decision | null => {
+          call(voidAfter, "decide", demand).then((answer): Limiters.Decision | null => {
             if (answer === null) return null
             const at = Number(answer[1])
             return answer[0] === "refused" ? { _tag: "refused", at, dimension: answer[2] } : {
@@ -255,16 +255,16 @@ const makeChecked = (
               return Effect.tap(restore(fallback.admit(demand)), () => keep(unreported, [now(), demand.tokens]))
             }
             if (decision._tag === "wait") batchTurn = decision.at
-            return restore(RateLimiter.takeTurn(settings.target, decision, now(), () => onRedis(demand.tokens)))
+            return restore(Limiters.takeTurn(settings.target, decision, now(), () => onRedis(demand.tokens)))
           }
         )
       )
-    const admit = RateLimiter.admitting(settings.target, now, decideNow, () => Math.max(now(), batchTurn))
+    const admit = Limiters.admitting(settings.target, now, decideNow, () => Math.max(now(), batchTurn))
 
     const service: FastPath.With<RateLimiter.Service, FastPath.Limiter> = {
-      admit: (demand) => Effect.suspend(() => limits.pacing ? admit(demand) : Effect.succeed(RateLimiter.free)),
+      admit: (demand) => Effect.suspend(() => limits.pacing ? admit(demand) : Effect.succeed(Limiters.free)),
       // Only the answer that needs no Redis: a key with no limit known.
-      [FastPath.key]: { admitNow: () => limits.pacing ? undefined : RateLimiter.free },
+      [FastPath.key]: { admitNow: () => limits.pacing ? undefined : Limiters.free },
       learn: (learned) => Effect.zipRight(Effect.sync(() => limits.learn(learned)), fallback.learn(learned)),
       snapshot: Effect.suspend(() => {
         if (!limits.pacing) return fallback.snapshot

@@ -12,13 +12,13 @@
  * timeout, the process decides alone within its share of the fleet's floor (see `make` and
  * `RedisConnection`).
  */
-import { type Coordination, RetryBudget, Settings } from "@resilient-ai/policy"
-import { FastPath } from "@resilient-ai/policy/internal"
+import { RetryBudget, Settings } from "@resilient-ai/policy"
+import { Budgets, type Coordinations, FastPath } from "@resilient-ai/policy/internal"
 import * as Effect from "effect/Effect"
 import type { Redis } from "ioredis"
-import { keyFor } from "./internal/keys.js"
-import { answered, isVoid, memberTtlMillis, never, register, type Void } from "./internal/script.js"
-import { RedisConnection } from "./RedisConnection.js"
+import { RedisConnection } from "../RedisConnection.js"
+import { keyFor } from "./keys.js"
+import { answered, isVoid, memberTtlMillis, never, register, type Void } from "./script.js"
 
 /**
  * After the shared prologue (`internal/script.ts`): keys[1] the window's hash. args: operation
@@ -103,7 +103,7 @@ interface Scripted extends Redis {
 const maxBuckets = 1_000
 
 /** Settings of a fleet budget: a target, the fingerprint of the API key the fleet shares (as `Coordination` makes it), the window. */
-export interface Options extends Coordination.BudgetOptions {}
+export interface Options extends Coordinations.ForKey<RetryBudget.Options> {}
 
 /**
  * A budget on the fleet's Redis. When Redis cannot decide in time, this process decides alone with
@@ -117,7 +117,7 @@ export const make = (
   options: Options
 ): Effect.Effect<RetryBudget.Service, Settings.InvalidSettings, RedisConnection> =>
   Effect.flatMap(
-    Effect.suspend(() => RetryBudget.settings(options)),
+    Effect.suspend(() => Budgets.settings(options)),
     (settings) =>
       settings.buckets > maxBuckets
         ? Effect.fail(
@@ -131,11 +131,11 @@ export const make = (
 
 const makeChecked = (
   options: Options,
-  settings: RetryBudget.Settings
+  settings: Budgets.Settings
 ): Effect.Effect<RetryBudget.Service, never, RedisConnection> => {
   const bucketMillis = settings.windowMillis / settings.buckets
   // The floor: what a window without successes allows.
-  const floor = RetryBudget.allowance(settings, 0)
+  const floor = Budgets.allowance(settings, 0)
   const windowTtl = Math.ceil(2 * settings.windowMillis)
   return Effect.gen(function*() {
     const connection = yield* RedisConnection
@@ -145,7 +145,7 @@ const makeChecked = (
     const members = keyFor(connection.keyPrefix, "members", options.target, options.keyFingerprint)
     const key = keyFor(connection.keyPrefix, "budget", options.target, options.keyFingerprint)
     // What this process has done in the window, whoever decided: its fallback when Redis cannot.
-    const local = new RetryBudget.Window(settings)
+    const local = new Budgets.Window(settings)
     let fleet = connection.fleetSize
     // Retries this process granted alone and Redis has not counted yet: the next command that
     // takes effect adds them to the fleet's window, so the fleet stops granting what was spent.
@@ -229,7 +229,7 @@ const makeChecked = (
               successes: answer[1],
               retries: answer[2],
               paid: local.snapshot(clock.unsafeCurrentTimeMillis()).paid,
-              allowance: RetryBudget.allowance(settings, answer[1], 1, local.payoff(clock.unsafeCurrentTimeMillis()))
+              allowance: Budgets.allowance(settings, answer[1], 1, local.payoff(clock.unsafeCurrentTimeMillis()))
             }
           ),
         Effect.sync(() => local.snapshot(clock.unsafeCurrentTimeMillis()))

@@ -11,7 +11,8 @@
  * (Anthropic adds its own: `event: error` with `{"type": "error", "error": {"type", "message"}}`,
  * which reads as OpenAI's shape); `fromErrorEvent` maps them onto the failure their status would give.
  */
-import { Failure, RetryHint } from "@resilient-ai/policy"
+import { Failure } from "@resilient-ai/policy"
+import { Failures, RetryHint } from "@resilient-ai/policy/internal"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 
@@ -75,7 +76,7 @@ export const toFailure = (response: ErrorResponse, nowMillis: number): Failure.F
 
 const fromDetails = ({ code, message, type }: Details, response: ErrorResponse, nowMillis: number): Failure.Failure => {
   const shouldRetry = RetryHint.header(response.headers, "x-should-retry")?.trim().toLowerCase()
-  return Failure.fromResponse({
+  return Failures.fromResponse({
     status: response.status,
     providerCode: code,
     providerType: type,

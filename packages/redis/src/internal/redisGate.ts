@@ -15,23 +15,23 @@
  * polling, bounded by the deadline; in `"shed"` mode it refuses at once. When Redis cannot answer
  * in time, an in-process gate with the same settings decides (see `RedisConnection`).
  */
-import { ConcurrencyGate, type Coordination, Failure, Settings } from "@resilient-ai/policy"
-import { FastPath } from "@resilient-ai/policy/internal"
+import { ConcurrencyGate, Failure, Settings } from "@resilient-ai/policy"
+import { Checked, type Coordinations, FastPath, Gates } from "@resilient-ai/policy/internal"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Random from "effect/Random"
 import * as Schema from "effect/Schema"
 import type { Redis } from "ioredis"
-import { keyFor } from "./internal/keys.js"
-import { answered, isVoid, memberTtlMillis, never, register, type Void } from "./internal/script.js"
-import { RedisConnection } from "./RedisConnection.js"
+import { RedisConnection } from "../RedisConnection.js"
+import { keyFor } from "./keys.js"
+import { answered, isVoid, memberTtlMillis, never, register, type Void } from "./script.js"
 
 /**
  * After the shared prologue (`internal/script.ts`): keys[1] the leases (sorted set, score =
  * expiry), keys[2] the health hash. args: operation ("acquire" | "release" | "observe" | "degrade"
  * | "recover" | "snapshot"), lease id, lease time to live (ms), limit, ramp floor
- * (`ConcurrencyGate.rampFloor`), ramp factor, ramp step (ms), failures to degrade, outcome
+ * (`Gates.rampFloor`), ramp factor, ramp step (ms), failures to degrade, outcome
  * ("success" | "overload" | "neutral"), health time to live (ms), now (epoch ms, the caller's clock),
  * adaptive (1/0), least learned limit, backoff ratio, backoff interval (ms), recovery held (1/0: this process's
 health probe finds the provider down, so its successes do not start the ramp).
@@ -162,7 +162,7 @@ interface Scripted extends Redis {
 }
 
 /** Settings of a fleet gate: those of `ConcurrencyGate`, the fingerprint of the API key the fleet shares (as `Coordination` makes it), and the leases. */
-export interface Options extends Coordination.GateOptions {
+export interface Options extends Coordinations.ForKey<ConcurrencyGate.Options> {
   /**
    * The longest a lease lives when the caller has no deadline: a permit held by a process that
    * died comes back to the fleet after this. Default 2 minutes.
@@ -194,35 +194,35 @@ export const make = (
   options: Options
 ): Effect.Effect<ConcurrencyGate.Service, Settings.InvalidSettings, RedisConnection> =>
   Effect.flatMap(
-    Effect.suspend(() => Either.all([ConcurrencyGate.settings(options), decodeLeases(options)])),
+    Effect.suspend(() => Either.all([Gates.settings(options), decodeLeases(options)])),
     ([settings, leases]) =>
       makeChecked(options, settings, Duration.toMillis(leases.leaseTime), Duration.toMillis(leases.pollInterval))
   )
 
 /** The rules of the lease settings a fleet gate adds to a gate's, defaults included. */
 export const LeaseSettings = Schema.Struct({
-  leaseTime: Settings.withDefault(Settings.positiveDuration, Duration.minutes(2)),
-  pollInterval: Settings.withDefault(Settings.positiveDuration, Duration.millis(100))
+  leaseTime: Checked.withDefault(Checked.positiveDuration, Duration.minutes(2)),
+  pollInterval: Checked.withDefault(Checked.positiveDuration, Duration.millis(100))
 })
 
-const decodeLeases = Settings.decoder(LeaseSettings, (input) => {
+const decodeLeases = Checked.decoder(LeaseSettings, (input) => {
   const target = (input as { readonly target?: unknown } | undefined)?.target
   return `redis gate for ${String(target)}`
 })
 
 const makeChecked = (
   options: Options,
-  settings: ConcurrencyGate.Settings,
+  settings: Gates.Settings,
   leaseMillis: number,
   pollMillis: number
 ): Effect.Effect<ConcurrencyGate.Service, never, RedisConnection> => {
   // Redis numbers are finite: an unbounded gate is one whose limit no fleet reaches.
   const finiteLimit = Number.isFinite(settings.limit) ? settings.limit : Number.MAX_SAFE_INTEGER
-  const rampFloor = ConcurrencyGate.rampFloor({ ...settings, limit: finiteLimit })
+  const rampFloor = Gates.rampFloor({ ...settings, limit: finiteLimit })
   return Effect.gen(function*() {
     const connection = yield* RedisConnection
     let fleet = connection.fleetSize
-    const fallback = yield* Effect.orDie(ConcurrencyGate.make(options, () => 1 / fleet))
+    const fallback = yield* Effect.orDie(Gates.makeShared(options, () => 1 / fleet))
     const clock = yield* Effect.clock
     const client = connection.client as Scripted
     let recoveryHeld = false
