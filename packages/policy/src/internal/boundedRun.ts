@@ -17,7 +17,7 @@ export type Started<A, E> =
   | { readonly _tag: "Finished"; readonly exit: Exit.Exit<A, E> }
   | {
     readonly _tag: "Running"
-    readonly fiber: Fiber.RuntimeFiber<A, E>
+    readonly fiber: Fiber.RuntimeFiber<Exit.Exit<A, E>>
     /**
      * Waits for the attempt's exit, or `timedOut` once its time ran out and it was stopped. If the
      * wait is interrupted, the attempt is interrupted and awaited, then `cancelled` runs.
@@ -44,9 +44,11 @@ export const startBounded = <A, E, R>(
   timeoutMillis: number,
   clock: Clock.Clock
 ): Started<A, E> => {
-  const fiber = Runtime.runFork(Runtime.make({ context, fiberRefs, runtimeFlags }))(self)
+  // The fiber ends with the attempt's exit as its value, so an attempt that fails is not a fiber
+  // that failed: Effect logs no "unhandled error" for it, and it needs no FiberRef set to say so.
+  const fiber = Runtime.runFork(Runtime.make({ context, fiberRefs, runtimeFlags }))(Effect.exit(self))
   const polled = fiber.unsafePoll()
-  if (polled !== null) return { _tag: "Finished", exit: polled }
+  if (polled !== null) return { _tag: "Finished", exit: attemptExit(polled) }
   const millis = Math.max(0, timeoutMillis)
   // On the real clock the timer is the platform's own, armed beside the wait: no fiber races the
   // attempt. Any other clock (a TestClock, a simulation) is asked to sleep, as Effect.timeout would.
@@ -76,6 +78,10 @@ export const startBounded = <A, E, R>(
   }
 }
 
+/** The attempt's own exit, from its fiber's: the fiber fails only when it is interrupted. */
+const attemptExit = <A, E>(exit: Exit.Exit<Exit.Exit<A, E>>): Exit.Exit<A, E> =>
+  Exit.isSuccess(exit) ? exit.value : exit as Exit.Exit<never>
+
 /**
  * Waits for `fiber` to end. With `timeoutMillis`, a timer interrupts it when the time is up, and
  * the wait gives `timedOut` once it has ended (unless it succeeded meanwhile). Interrupting the
@@ -83,7 +89,7 @@ export const startBounded = <A, E, R>(
  * `cancelled`.
  */
 const awaitExit = <A, E>(
-  fiber: Fiber.RuntimeFiber<A, E>,
+  fiber: Fiber.RuntimeFiber<Exit.Exit<A, E>>,
   parent: Fiber.RuntimeFiber<unknown, unknown>,
   timeoutMillis: number | undefined,
   cancelled: Effect.Effect<void>
@@ -94,8 +100,9 @@ const awaitExit = <A, E>(
       expired = true
       fiber.unsafeInterruptAsFork(parent.id())
     })
-    fiber.addObserver((exit) => {
+    fiber.addObserver((fiberExit) => {
       disarm?.()
+      const exit = attemptExit(fiberExit)
       resume(Effect.succeed(expired && !Exit.isSuccess(exit) ? timedOut : exit))
     })
     return Effect.zipRight(Fiber.interrupt(fiber), cancelled)

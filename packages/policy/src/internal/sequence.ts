@@ -15,7 +15,6 @@ import type * as Fiber from "effect/Fiber"
 import type * as FiberId from "effect/FiberId"
 import * as FiberRef from "effect/FiberRef"
 import * as FiberRefs from "effect/FiberRefs"
-import { globalValue } from "effect/GlobalValue"
 import * as LogLevel from "effect/LogLevel"
 import type * as MetricLabel from "effect/MetricLabel"
 import * as Option from "effect/Option"
@@ -53,11 +52,6 @@ import { kindOf } from "./spans.js"
  * different gates nest. Internal, so an attempt's view stays what a caller's own effects need.
  */
 type HeldGates = ConcurrencyGate.Service | ReadonlyArray<ConcurrencyGate.Service> | undefined
-
-const CurrentHeldGates: FiberRef.FiberRef<HeldGates> = globalValue(
-  "@resilient-ai/policy/Resilient/CurrentHeldGates",
-  () => FiberRef.unsafeMake<HeldGates>(undefined, { join: (parent) => parent })
-)
 
 const holds = (held: HeldGates, gate: ConcurrencyGate.Service): boolean =>
   held === gate || (held !== undefined && !("acquire" in held) && held.includes(gate))
@@ -133,6 +127,11 @@ class Attempt implements AttemptContext, Instruments.AttemptTrace {
 
   get replaySafe(): boolean {
     return this.sequence.replaySafe
+  }
+
+  /** The gates this attempt's call and the calls around it hold: a call inside it must not wait for them. */
+  get heldGates(): HeldGates {
+    return this.sequence.heldGates
   }
 
   reached(phase: Phase, said?: Report): void {
@@ -284,7 +283,7 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
     // An enclosing call already holds a permit of this gate: waiting for a second one could wait on
     // that very permit. The gate itself decides, not the target's name: two targets may share a
     // gate, and two policies may name one target over different gates.
-    const outerGates = this.nested ? fiber.getFiberRef(CurrentHeldGates) : undefined
+    const outerGates = outer instanceof Attempt ? outer.heldGates : undefined
     this.gated = !holds(outerGates, this.gate)
     this.heldGates = !this.gated
       ? outerGates
@@ -590,13 +589,10 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
         current.currentContext as Context.Context<R>
       )
       const id = current.id()
-      const entries: [RefEntry, ...Array<RefEntry>] = [
-        [CurrentAttempt, [[id, attempt]]],
-        [CurrentDeadline, [[id, deadline]]],
-        [CurrentHeldGates, [[id, this.heldGates]]],
-        // The attempt's failure is this sequence's to handle, not an unhandled error to report.
-        [FiberRef.unhandledErrorLogLevel, [[id, Option.none()]]]
-      ]
+      const entries: [RefEntry, ...Array<RefEntry>] = [[CurrentAttempt, [[id, attempt]]]]
+      // Each FiberRef set costs the attempt's fiber a little to start: the deadline is set only
+      // when the call's own timeout moved it.
+      if (deadline !== current.getFiberRef(CurrentDeadline)) entries.push([CurrentDeadline, [[id, deadline]]])
       const attemptRefs = this.attemptRefs
       if (attemptRefs !== undefined) {
         for (const [ref, value] of attemptRefs) entries.push([ref, [[id, value]]])
