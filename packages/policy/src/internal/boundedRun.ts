@@ -46,7 +46,7 @@ export const startBounded = <A, E, R>(
 ): Started<A, E> => {
   // The fiber ends with the attempt's exit as its value, so an attempt that fails is not a fiber
   // that failed: Effect logs no "unhandled error" for it, and it needs no FiberRef set to say so.
-  const fiber = Runtime.runFork(Runtime.make({ context, fiberRefs, runtimeFlags }))(Effect.exit(self))
+  const fiber = Runtime.runFork(Runtime.make({ context, fiberRefs, runtimeFlags }), Effect.exit(self))
   const polled = fiber.unsafePoll()
   if (polled !== null) return { _tag: "Finished", exit: attemptExit(polled) }
   const millis = Math.max(0, timeoutMillis)
@@ -105,5 +105,6 @@ const awaitExit = <A, E>(
       const exit = attemptExit(fiberExit)
       resume(Effect.succeed(expired && !Exit.isSuccess(exit) ? timedOut : exit))
     })
-    return Effect.zipRight(Fiber.interrupt(fiber), cancelled)
+    // Built only if the wait is interrupted: most attempts end without it.
+    return Effect.suspend(() => Effect.zipRight(Fiber.interrupt(fiber), cancelled))
   })
