@@ -101,7 +101,7 @@ export const runBin = (args: ReadonlyArray<string>, env: Readonly<Record<string,
   Effect.scoped(Effect.flatMap(start(args, env), (running) => running.exited))
 
 /** How a command line run in this process ended: its exit code and what it printed. */
-export interface Exited extends Output {
+interface Exited extends Output {
   readonly code: number
 }
 

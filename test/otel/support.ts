@@ -28,7 +28,7 @@ const found = (name: string): string | undefined => {
 }
 
 /** Whether this is CI, where a missing binary is a failure rather than a skip. */
-export const underCi = (process.env["CI"] ?? "") !== ""
+const underCi = (process.env["CI"] ?? "") !== ""
 
 /** A binary of Debian's `prometheus` package, and whether the tests that need it run. */
 export interface Binary {

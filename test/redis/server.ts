@@ -20,7 +20,7 @@ export const redisServerBinary = (): string | undefined => {
 }
 
 /** A loopback port nothing listens on right now. */
-export const freePort = (): Promise<number> =>
+const freePort = (): Promise<number> =>
   new Promise((resolve, reject) => {
     const server = createServer()
     server.once("error", reject)

@@ -44,7 +44,7 @@ export const checked = <A>(name: string, pseudoName: string, read: Read<A>): Opt
  * Reads decimal digits (and a leading minus) only: `1e3`, `0x10`, `1.0` and ` 12` are refused
  * rather than guessed at, and a value beyond `max` is refused before anything is sized by it.
  */
-export const parseWhole = (min: number, max: number) => (text: string): number | undefined => {
+const parseWhole = (min: number, max: number) => (text: string): number | undefined => {
   if (!/^-?\d+$/.test(text)) return undefined
   const value = Number(text)
   return value >= min && value <= max ? value : undefined

@@ -91,7 +91,7 @@ export const isModelCall = (url: URL, method: string): boolean =>
   method === "POST" && modelPaths.test(url.pathname.replace(/\/+$/, ""))
 
 /** Embeddings change nothing when replayed; a generation is billed again. */
-export const replaySafe = (url: URL): true | undefined => url.pathname.endsWith("/embeddings") ? true : undefined
+const replaySafe = (url: URL): true | undefined => url.pathname.endsWith("/embeddings") ? true : undefined
 
 /**
  * What a call's JSON body says, when it is JSON: the model asked for, whether it streams, and the
@@ -140,7 +140,7 @@ export interface Answered {
 }
 
 /** `bytes` as the body of `response`, kept. */
-export const kept = (
+const kept = (
   response: { readonly status: number; readonly statusText?: string; readonly headers: Headers },
   bytes: Uint8Array<ArrayBuffer>
 ): Answer => ({ status: response.status, statusText: response.statusText ?? "", headers: response.headers, bytes })
@@ -158,7 +158,7 @@ const jsonOrText = (text: string): unknown => {
  * The attempt ends on an error answer: kept in `answered` for the SDK, and failed with the policy's
  * failure for it.
  */
-export const stopOn = (answered: Answered, answer: Answer, model: string): Effect.Effect<never, Failure.Failure> =>
+const stopOn = (answered: Answered, answer: Answer, model: string): Effect.Effect<never, Failure.Failure> =>
   Effect.flatMap(Clock.currentTimeMillis, (now) => {
     answered.last = answer
     const body = jsonOrText(new TextDecoder().decode(answer.bytes))
@@ -178,7 +178,7 @@ export const bodyFailed = (error: unknown): Failure.Failure =>
   new Failure.ConnectionReset({ afterSend: true, detail: error instanceof Error ? error.message : String(error) })
 
 /** Reads at most `limit` bytes of `response`'s body; more is `ResponseTooLarge`, the rest unread. */
-export const readAtMost = (
+const readAtMost = (
   response: Response,
   limit: number
 ): Effect.Effect<Uint8Array<ArrayBuffer>, Failure.Failure> =>
@@ -296,7 +296,7 @@ const errorEventIn = (
  * provider's error event (Anthropic's `event: error` when overloaded, an OpenAI error object) has
  * reached nobody: the attempt stops on it (`stopOn`), retried or not as its type says.
  */
-export const firstChunk = (
+const firstChunk = (
   response: Response,
   model: string,
   answered: Answered
@@ -346,7 +346,7 @@ export const sdkRetries = Metric.counter("resilient_ai_sdk_retries_total", {
  * A fingerprint of a call's body (32-bit FNV-1a over its bytes or UTF-16 units, and its length): a
  * collision costs at most a false warning, so a cryptographic hash would buy nothing.
  */
-export const fingerprint = (body: string | Uint8Array | undefined): number => {
+const fingerprint = (body: string | Uint8Array | undefined): number => {
   if (body === undefined) return 0
   let hash = 0x811c9dc5 ^ body.length
   if (typeof body === "string") {
@@ -365,11 +365,11 @@ const remember = <K>(seen: Map<K, number>, key: K, at: number): void => {
 }
 
 /** A call that failed: its body sent again soon is a layer above retrying it. */
-export const noticeFailure = (adapter: Adapter, body: number): Effect.Effect<void> =>
+const noticeFailure = (adapter: Adapter, body: number): Effect.Effect<void> =>
   Effect.map(Clock.currentTimeMillis, (now) => remember(adapter.failedBodies, body, now))
 
 /** What marks a request as an SDK's own retry. */
-export interface Arrival {
+interface Arrival {
   /** `x-stainless-retry-count`, as the Stainless-made SDKs (openai, anthropic) send it. */
   readonly retryCount: string | null | undefined
   /** The idempotency key the SDK set, if it set one. */
@@ -383,7 +383,7 @@ export interface Arrival {
  * (`x-stainless-retry-count` above 0), one carrying an idempotency key it sent before, or the body
  * of a call that failed in the last two minutes, sent again. Counted, and warned of once per target.
  */
-export const noticeSdkRetry = (adapter: Adapter, arrival: Arrival): Effect.Effect<void> =>
+const noticeSdkRetry = (adapter: Adapter, arrival: Arrival): Effect.Effect<void> =>
   Effect.flatMap(Clock.currentTimeMillis, (now) => {
     const { body, retryCount, sdkKey } = arrival
     const count = Number(retryCount ?? "0")

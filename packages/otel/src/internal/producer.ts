@@ -13,8 +13,7 @@ import type { CollectionResult, MetricData, MetricProducer } from "@opentelemetr
 import * as Effect from "effect/Effect"
 
 /** The unit a metric named `name` is exported with, given the unit Effect's producer chose. */
-export const unitFor = (name: string, unit: string): string =>
-  name.endsWith("_seconds") ? "s" : unit === "1" ? "" : unit
+const unitFor = (name: string, unit: string): string => name.endsWith("_seconds") ? "s" : unit === "1" ? "" : unit
 
 const withUnit = (metric: MetricData): MetricData => {
   const unit = unitFor(metric.descriptor.name, metric.descriptor.unit)

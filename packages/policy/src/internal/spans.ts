@@ -60,7 +60,7 @@ const parentOf = (context: Context.Context<never>): Option.Option<Tracer.AnySpan
 }
 
 /** Sets each defined attribute of `attributes` on `span`. */
-export const setAttributes = (span: Tracer.Span, attributes: Readonly<Record<string, unknown>> | undefined): void => {
+const setAttributes = (span: Tracer.Span, attributes: Readonly<Record<string, unknown>> | undefined): void => {
   if (attributes === undefined) return
   for (const key in attributes) {
     const value = attributes[key]

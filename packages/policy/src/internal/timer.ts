@@ -13,7 +13,7 @@ declare const setTimeout: (callback: () => void, millis: number) => unknown
 declare const clearTimeout: (handle: unknown) => void
 
 /** Timers fire at once past this (2^31 − 1 ms, about 24.8 days): a longer wait has no timer. */
-export const maxTimerMillis = 2 ** 31 - 1
+const maxTimerMillis = 2 ** 31 - 1
 
 /** Arms the platform's timer, or none for a wait too long for it; returns how to disarm it. */
 export const armTimer = (millis: number, fire: () => void): () => void => {

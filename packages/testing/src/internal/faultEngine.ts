@@ -20,7 +20,7 @@ export type Api = "openai" | "anthropic"
  * A request for a generated reply, as far as the answer depends on it: OpenAI's chat completions
  * and Responses API, Anthropic's Messages API.
  */
-export interface ReplyRequest {
+interface ReplyRequest {
   readonly endpoint: "chat" | "responses" | "messages"
   readonly model: string
   readonly stream: boolean
@@ -30,7 +30,7 @@ export interface ReplyRequest {
 }
 
 /** An embeddings request, as far as the answer depends on it. */
-export interface EmbeddingsRequest extends FaultServerBody.Embeddings {
+interface EmbeddingsRequest extends FaultServerBody.Embeddings {
   readonly endpoint: "embeddings"
 }
 
@@ -39,7 +39,7 @@ export interface EmbeddingsRequest extends FaultServerBody.Embeddings {
  * from inference, so it takes no place in the plan's `capacity` and no step: it gets the window of
  * its arrival or `otherwise`, as the provider's state, and is answered without `latencyMs`.
  */
-export interface ModelsRequest {
+interface ModelsRequest {
   readonly endpoint: "models"
   readonly model: string
 }
@@ -62,7 +62,7 @@ export interface Incoming {
  * A request answered at once with an error body in its API's format (OpenAI's for a path no API
  * has): not the plan's to answer, or beyond its capacity. The error's `type` is in the API's words.
  */
-export interface Refuse {
+interface Refuse {
   readonly _tag: "Refuse"
   readonly status: number
   readonly error: FaultServerBody.ErrorObject
@@ -71,7 +71,7 @@ export interface Refuse {
 }
 
 /** A request the plan answers, with the fault it gets. */
-export interface Admit {
+interface Admit {
   readonly _tag: "Admit"
   readonly request: ModelRequest
   readonly fault: FaultPlan.Fault
