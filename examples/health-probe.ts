@@ -33,19 +33,20 @@ const program = Effect.gen(function*() {
 
   const started = Date.now()
   const seen: Array<string> = []
-  const watch = yield* Effect.fork(Effect.forever(Effect.gen(function*() {
-    const diagnosis = yield* probe.diagnosis
-    if (seen[seen.length - 1] !== diagnosis) {
+  // Each change is printed once, whoever reads it first: the watcher, or the wait for a diagnosis.
+  const record = (diagnosis: string) =>
+    seen[seen.length - 1] === diagnosis ? Effect.void : Effect.suspend(() => {
       seen.push(diagnosis)
-      yield* Console.log(`${((Date.now() - started) / 1000).toFixed(1)} s: ${diagnosis}`)
-    }
-    yield* Effect.sleep("50 millis")
-  })))
+      return Console.log(`${((Date.now() - started) / 1000).toFixed(1)} s: ${diagnosis}`)
+    })
+  const watch = yield* Effect.fork(
+    Effect.forever(Effect.zipRight(Effect.flatMap(probe.diagnosis, record), Effect.sleep("50 millis")))
+  )
   const steady = yield* Effect.fork(
     Effect.forever(Effect.zipRight(Effect.ignore(client.chat(request)), Effect.sleep("100 millis")))
   )
   const until = (wanted: string) =>
-    Effect.repeat(probe.diagnosis, {
+    Effect.repeat(Effect.tap(probe.diagnosis, record), {
       until: (diagnosis) => diagnosis === wanted,
       schedule: Schedule.spaced("50 millis")
     }).pipe(
@@ -59,14 +60,15 @@ const program = Effect.gen(function*() {
   yield* Console.log("the provider is back, with two slots; a stampede of 60 calls")
   yield* server.setPlan({ capacity: { concurrent: 2, status: 429 }, latencyMs: 200 })
   yield* until("healthy")
-  yield* Effect.forEach(Array.from({ length: 60 }), () => Effect.ignore(client.chat(request)), {
-    concurrency: "unbounded"
-  })
+  // Diagnosed while it lasts: once the 60 calls are served, the calls of the window are healthy again.
+  const stampede = yield* Effect.fork(
+    Effect.forEach(Array.from({ length: 60 }), () => Effect.ignore(client.chat(request)), { concurrency: "unbounded" })
+  )
   yield* until("self-inflicted")
-  yield* Fiber.interrupt(steady)
-  yield* Effect.sleep("100 millis")
   yield* Fiber.interrupt(watch)
   yield* Console.log(`diagnoses, in order: ${seen.join(" → ")}`)
+  yield* Fiber.interrupt(steady)
+  yield* Fiber.join(stampede)
 })
 
 program.pipe(

@@ -4,7 +4,7 @@
  */
 import { Effect } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
-import { availableParallelism } from "node:os"
+import { availableParallelism, loadavg } from "node:os"
 
 // Spins in slices so that the event loop still sees the parent's channel close.
 const hogSource = `
@@ -23,8 +23,16 @@ spin()
 export const startHog = (): ChildProcess =>
   spawn(process.execPath, ["-e", hogSource], { stdio: ["ignore", "ignore", "inherit", "ipc"], detached: true })
 
-/** One busy process per core (or `processes`) for as long as the scope is open. */
-export const cpuHog = (processes = availableParallelism()) =>
+/**
+ * Enough busy processes to keep every core loaded: one per core the machine's recent load leaves
+ * idle, at least one. In the suite, the other test files already load the cores, and a hog per core
+ * on top would only take CPU from them (two hogs for 20 s were a seventh of the suite's CPU); alone,
+ * a test gets one per core. `test:stress` adds its own on top of either.
+ */
+const idleCores = (): number => Math.max(1, availableParallelism() - Math.floor(loadavg()[0] ?? 0))
+
+/** Busy processes (`idleCores()`, or `processes`) for as long as the scope is open. */
+export const cpuHog = (processes = idleCores()) =>
   Effect.acquireRelease(
     Effect.sync(() => Array.from({ length: processes }, startHog)),
     (hogs) => Effect.sync(() => hogs.forEach((hog) => hog.kill("SIGKILL")))
