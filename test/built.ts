@@ -65,8 +65,12 @@ export const requireBuild = (): void => {
 /** Where `bundleSetup.ts` writes the bundles. */
 export const bundlesDir = Path.join(root, "build", "bundles")
 
-/** What `bundleSetup.ts` bundles: the fleet member, a fixture, the storm tests' thread, and every example. */
+/**
+ * What `bundleSetup.ts` bundles: the command, the fleet member, a fixture, the storm tests' thread,
+ * and every example.
+ */
 export const bundleEntries = (): ReadonlyArray<string> => [
+  "packages/cli/src/main.ts",
   "test/redis/fleet/member.ts",
   "test/policy/fixtures/timersEnd.ts",
   "test/storm/simulator.ts",

@@ -6,7 +6,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { performance } from "node:perf_hooks"
-import { apiKey, bin, eventually, requireBuild, root, runBin, start } from "./support.js"
+import { apiKey, bin, builtBin, eventually, requireBuild, root, runBin, start } from "./support.js"
 
 beforeAll(requireBuild)
 
@@ -418,7 +418,8 @@ describe.concurrent("resilient-ai storm", () => {
 describe.concurrent("resilient-ai demo", () => {
   it.live("exits 0 and prints the introduction, the summary and what it means", () =>
     Effect.gen(function*() {
-      const ran = yield* runBin(["demo"], { RESILIENT_AI_DEMO_REQUESTS: "60" })
+      // The bin as published, running the build (the other tests run the command bundled).
+      const ran = yield* runBin(["demo"], { RESILIENT_AI_DEMO_REQUESTS: "60" }, builtBin)
       assert.strictEqual(ran.code, 0, ran.stderr)
       assert.strictEqual(ran.stderr, "")
       assert.match(ran.stdout, /^resilient-ai demo: 60 chat calls through a managed target/)
