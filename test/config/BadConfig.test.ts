@@ -405,10 +405,19 @@ describe("a target's bad configuration", () => {
         const exit = yield* Effect.exit(
           client.chat({ messages: [{ role: "user", content: "Say hello." }] }, { timeout: "5 seconds" })
         )
-        // A busy machine can take longer than the 90 ms edge to answer: that ends the attempt at its
-        // timeout, after it was sent, which is all the edge is about. Nothing else may fail.
-        if (Exit.isFailure(exit)) assert.strictEqual(failureOf(exit).last._tag, "ReadTimeout")
-        assert.strictEqual((yield* server.arrivals).length, 1)
+        const arrivals = (yield* server.arrivals).length
+        if (Exit.isSuccess(exit)) {
+          assert.strictEqual(arrivals, 1)
+        } else {
+          // A busy machine can take longer than the 90 ms edge to answer, or even to send the request
+          // (one loaded to 15 did): the attempt then ends at its timeout. A `ReadTimeout` is the
+          // failure of an attempt that was started, which is all the edge is about (one refused for
+          // lack of time would fail with the deadline). Nothing else may fail.
+          const failed = failureOf(exit)
+          assert.strictEqual(failed.last._tag, "ReadTimeout")
+          assert.isAtLeast(failed.attempts.length, 1)
+          assert.isAtMost(arrivals, failed.attempts.length)
+        }
       }).pipe(Effect.provide(HttpLive)))
   }
 })

@@ -26,7 +26,7 @@ export const run = <A, E, R>(
   options?: CallOptions | undefined
 ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> => runSequence(attempt, policy, options, services, undefined)
 
-/** Streams under `policy`, as `Resilient.retryStreamWith` does, each attempt given its context. */
+/** Streams under `policy`, as `Resilient.retryStream` does, each attempt given its context. */
 export const stream = <A, E extends AttemptError, R, E2, R2>(
   open: AttemptOf<OpenedReporting<A, E2, R2>, E, R>,
   policy: Policy,

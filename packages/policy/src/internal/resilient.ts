@@ -1,20 +1,17 @@
 /**
  * `Resilient` with what only the toolkit uses of it: the types a call's errors are made of, the
- * span a call is made as, and `retry` / `retryStream` with the target's state given as a value
+ * span a call is made as, and `retry` with the target's state given as a value
  * rather than taken from the `Coordination` in context (the storm's reference policies, some tests).
  */
 import * as Effect from "effect/Effect"
 import { dual } from "effect/Function"
-import type * as Scope from "effect/Scope"
-import type * as Stream from "effect/Stream"
 import type * as Tracer from "effect/Tracer"
 import type * as Failure from "../Failure.js"
-import type { CallOptions, Opened } from "../Resilient.js"
+import type { CallOptions } from "../Resilient.js"
 import type { TargetServices } from "./coordination.js"
 import * as Policies from "./policy.js"
 import type { PolicyError, PolicyOf } from "./policy.js"
 import { runSequence } from "./sequence.js"
-import { streamSequence } from "./streaming.js"
 
 export * from "../Resilient.js"
 
@@ -75,15 +72,3 @@ export const retryWith: {
     options?: CallOptions
   ) => runSequence(self, policy, options, services, undefined)
 )
-
-/** `retryStream` with the target's state given as a value, as `retryWith` takes it. */
-export const retryStreamWith = <A, E extends AttemptError, R, E2, R2, P extends PolicyOf<unknown>>(
-  open: Effect.Effect<Opened<A, E2, R2>, E, R>,
-  policy: P,
-  services: TargetServices,
-  options?: CallOptions
-): Stream.Stream<
-  A,
-  Failure.CallFailed<LastFailure<E>> | E2 | Failure.DeadlineExceeded | PolicyError<P>,
-  Exclude<R, Scope.Scope> | R2
-> => streamSequence(open, policy as PolicyOf<PolicyError<P>>, options, services)

@@ -1,7 +1,7 @@
 /**
  * A streamed call on the engine: one permit of the target's gate held for the whole stream, its
  * attempts (each in a scope of its own) retried until one delivers the first element, and the
- * deadline bounding the rest. `Resilient.retryStream` and `retryStreamWith` run it.
+ * deadline bounding the rest. `Resilient.retryStream` and the client's streams (`Engine.stream`) run it.
  */
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
