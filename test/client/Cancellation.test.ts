@@ -301,9 +301,16 @@ const interrupting = (scenario: Case, trigger: Trigger) =>
       yield* Effect.sleep(scenario.settleMillis)
       assert.strictEqual((yield* server.arrivals).length, before.arrivals, "no further attempt arrived")
       // undici (7.30) reconnects once when a connection closes under an aborted request, then drops
-      // that connection unused: nothing is sent on it, and it does not stay open.
+      // that connection unused: nothing is sent on it, and it does not stay open (on a machine loaded
+      // to 18 it was still open when the settling time ended, and closed after).
       assert.isAtMost((yield* server.connectionsAccepted) - before.accepted, scenario.inFlight ? 1 : 0)
-      if (scenario.inFlight) assert.strictEqual(yield* server.openConnections, 0, "no connection stays open")
+      if (scenario.inFlight) {
+        yield* eventually(
+          Effect.map(server.openConnections, (open) => open === 0),
+          patienceMillis,
+          "no connection stays open"
+        )
+      }
       assert.strictEqual(attempts(), before.attempts, "resilient_ai_attempts_total did not move")
       assert.strictEqual(slept(), before.slept, "no backoff sleep completed")
       assert.deepStrictEqual(lines.slice(before.lines), [], "nothing was logged after the interrupt")
