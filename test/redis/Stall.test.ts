@@ -247,6 +247,13 @@ describe.skipIf(redisServerBinary === "")("a Redis stall under running fleet mem
       assert.isBelow(longest, stallMs, `no call waited out the stall (longest ${longest} ms)`)
       assert.deepStrictEqual(calls.filter((call) => !call.ok), [], "every call succeeded")
       const observer = yield* memberConnection(redis, keyPrefix)
+      // A connection of its own, made now: on a loaded machine it may still be connecting, and with
+      // the offline queue off a command sent before it is up is refused (one stress run saw that).
+      yield* eventually(
+        Effect.promise(() => observer.client.ping().then(() => true, () => false)),
+        30_000,
+        "the observer's connection is up"
+      )
       yield* eventually(
         Effect.promise(() => observer.client.keys(`${keyPrefix}:*:gate:leases`)).pipe(
           Effect.flatMap(([key]) =>
