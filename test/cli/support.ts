@@ -8,6 +8,7 @@ import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { format } from "node:util"
 import { bundled, root } from "../built.js"
+import { whenPrinted } from "../childOutput.js"
 
 export { apiKey, eventually, HttpLive, managedAt, selfHostedAt } from "../client/support.js"
 
@@ -74,26 +75,12 @@ export const start = (args: ReadonlyArray<string>, env: Readonly<Record<string, 
         })
       )
       const printed = (check: (output: Output) => boolean, what: string) =>
-        Effect.async<void>((resume) => {
-          const settle = () => {
-            if (check({ stdout, stderr })) resume(Effect.void)
-            else if (closed) resume(Effect.dieMessage(`the bin ended before ${what}:\n${stdout}${stderr}`))
-            else return false
-            return true
-          }
-          if (settle()) return
-          const onEvent = () => void (settle() && stop())
-          const stop = () => {
-            child.stdout.off("data", onEvent)
-            child.stderr.off("data", onEvent)
-            child.off("close", onEvent)
-          }
-          // Registered after the listeners that collect the output, so each check sees the chunk that woke it.
-          child.stdout.on("data", onEvent)
-          child.stderr.on("data", onEvent)
-          child.on("close", onEvent)
-          return Effect.sync(stop)
-        })
+        Effect.asVoid(whenPrinted(
+          child,
+          () => closed,
+          () => check({ stdout, stderr }) || undefined,
+          () => `the bin ended before ${what}:\n${stdout}${stderr}`
+        ))
       return {
         output: () => ({ stdout, stderr }),
         signal: (signal) => child.kill(signal),

@@ -3,6 +3,7 @@ import { Effect } from "effect"
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process"
 import { bundled, root } from "../../built.js"
 import { scan } from "../../canary.js"
+import { whenPrinted } from "../../childOutput.js"
 import type { Task } from "./member.js"
 
 /** A running member: the JSON lines it printed so far, a way to kill it, and its end. */
@@ -48,25 +49,12 @@ export const startMember = (task: Task) =>
         })
       )
       const printed = (tag: string) =>
-        Effect.async<Record<string, unknown>>((resume) => {
-          const settle = () => {
-            const line = lines().find((line) => line["_tag"] === tag)
-            if (line !== undefined) resume(Effect.succeed(line))
-            else if (closed) resume(Effect.dieMessage(`member ${child.pid} ended without printing ${tag}:\n${stderr}`))
-            else return false
-            return true
-          }
-          if (settle()) return
-          const onEvent = () => void (settle() && stop())
-          const stop = () => {
-            child.stdout.off("data", onEvent)
-            child.off("close", onEvent)
-          }
-          // Registered after the listeners that collect the output, so each check sees the chunk that woke it.
-          child.stdout.on("data", onEvent)
-          child.on("close", onEvent)
-          return Effect.sync(stop)
-        })
+        whenPrinted(
+          child,
+          () => closed,
+          () => lines().find((line) => line["_tag"] === tag),
+          () => `member ${child.pid} ended without printing ${tag}:\n${stderr}`
+        )
       return {
         pid: child.pid ?? -1,
         lines,
