@@ -3,11 +3,12 @@ import { assert, describe, it } from "@effect/vitest"
 import { ModelClient } from "@resilient-ai/client"
 import { Coordination } from "@resilient-ai/policy"
 import { RedisConnection, RedisCoordination } from "@resilient-ai/redis"
+import { RedisGate } from "@resilient-ai/redis/internal"
 import { FaultServer } from "@resilient-ai/testing"
-import { Effect, Layer, Logger, Metric, Redacted } from "effect"
+import { Duration, Effect, Exit, Layer, Logger, Metric, Redacted, Scope } from "effect"
 import { afterEach, beforeEach } from "vitest"
 import { eventually as eventuallyLive, hello, managedAt } from "../client/support.js"
-import { type RedisServer, startRedisServer } from "./server.js"
+import { command, type RedisServer, startRedisServer } from "./server.js"
 import { freshPrefix, redisServerBinary } from "./support.js"
 
 /** These tests stop and start Redis, so they need a `redis-server` of their own. */
@@ -157,4 +158,70 @@ describeWithBinary("Redis failing under a running fleet member", () => {
       ])
       assert.deepStrictEqual(unhandled, [])
     }).pipe(Effect.scoped))
+
+  /**
+   * A process holding a lease, its Redis restarted (from its append-only file, so the lease is
+   * still there, as on a cluster's node that restarts), and the release sent while Redis was away:
+   * the release waits to be sent again, and the process closes before any reconnect or timer sends
+   * it. Closing must give it back, or the fleet loses the permit until the lease expires.
+   */
+  describe("closing", () => {
+    const persistent = Effect.acquireRelease(
+      Effect.promise(() => startRedisServer(redisServerBinary, ["--appendonly", "yes", "--appendfsync", "always"])),
+      (server) => Effect.promise(() => server.stop())
+    )
+    /** A connection in a scope of its own, which the test closes, and a gate on it. */
+    const gateToClose = (redis: RedisServer, commandTimeout: Duration.DurationInput) =>
+      Effect.gen(function*() {
+        const scope = yield* Scope.make()
+        const keyPrefix = freshPrefix()
+        const context = yield* Layer.buildWithScope(
+          RedisConnection.layer({
+            url: Redacted.make(redis.url),
+            keyPrefix,
+            commandTimeout,
+            // Long enough that no timer sends the release again before the close.
+            retryAfter: "10 minutes"
+          }).pipe(Layer.provide(Logger.remove(Logger.defaultLogger))),
+          scope
+        )
+        const gate = yield* Effect.provide(RedisGate.make({ target: "llm", limit: 4, mode: "shed" }), context)
+        const leases = Effect.promise(() =>
+          command(redis.port, "ZCARD", `${keyPrefix}:{llm:no-key}:gate:leases`).catch((error) => String(error))
+        )
+        const close = Effect.timed(Scope.close(scope, Exit.void))
+        return { gate, leases, close }
+      })
+
+    it.live("gives back a permit Redis could not take while it was away", () =>
+      Effect.gen(function*() {
+        const redis = yield* persistent
+        const { close, gate, leases } = yield* gateToClose(redis, "1 second")
+        yield* gate.acquire(Number.POSITIVE_INFINITY)
+        assert.strictEqual((yield* leases).trim(), ":1")
+
+        yield* Effect.promise(() => redis.stop())
+        yield* gate.release("success")
+        yield* Effect.promise(() => redis.start())
+        assert.strictEqual((yield* leases).trim(), ":1", "the lease outlived the restart")
+
+        yield* close
+        assert.strictEqual((yield* leases).trim(), ":0", "given back as the connection closed")
+        assert.deepStrictEqual(unhandled, [])
+      }).pipe(Effect.scoped))
+
+    it.live("does not wait for a Redis that stays away longer than four command timeouts", () =>
+      Effect.gen(function*() {
+        const redis = yield* persistent
+        const { close, gate } = yield* gateToClose(redis, "200 millis")
+        yield* gate.acquire(Number.POSITIVE_INFINITY)
+        yield* Effect.promise(() => redis.stop())
+        yield* gate.release("success")
+        const [took] = yield* close
+        // Four command timeouts for what Redis did not take, one for QUIT; the rest is slack for a
+        // loaded machine's timers, far below the lease's two minutes that waiting for Redis would take.
+        assert.isBelow(Duration.toMillis(took), 5 * 200 + 5_000)
+        assert.deepStrictEqual(unhandled, [])
+      }).pipe(Effect.scoped))
+  })
 })

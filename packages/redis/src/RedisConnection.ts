@@ -98,8 +98,8 @@ export interface Service {
   ) => Effect.Effect<A>
   /**
    * Sends a command whose effect is wanted however late it arrives (giving a lease back): waits
-   * for it at most the command timeout, and sends it again after a reconnect if the connection
-   * could not take it. Never fails.
+   * for it at most the command timeout, and sends it again once Redis is back if the connection
+   * could not take it, closing included. Never fails.
    */
   readonly tell: (command: () => Promise<unknown>) => Effect.Effect<void>
   readonly health: Effect.Effect<Health>
@@ -116,6 +116,24 @@ export const fallbacks = Metric.counter("resilient_ai_redis_fallbacks_total", {
 
 /** The commands kept to send again once Redis is back, at most. */
 const remembered = 4_096
+
+/** How often closing sends again what Redis has not taken yet. */
+const closingPauseMillis = 50
+
+const sleep = (millis: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, millis))
+
+/** Settles when `promise` does, or after `millis`, whichever is first. */
+const within = (promise: Promise<unknown>, millis: number): Promise<void> =>
+  new Promise((resolve) => {
+    const timer = setTimeout(resolve, millis)
+    promise.then(() => {
+      clearTimeout(timer)
+      resolve()
+    }, () => {
+      clearTimeout(timer)
+      resolve()
+    })
+  })
 
 /** Resolves `true` once `client` is ready, `false` if it is not within `millis`. */
 const readyWithin = (client: Client, millis: number): Promise<boolean> =>
@@ -281,8 +299,9 @@ const clocksOf = (client: Client): ReadonlyArray<Redis> => client instanceof Clu
 
 /**
  * Opens the connection (closed with the scope), waiting for it a bounded time (four command timeouts,
- * at least 500 ms). Redis being unreachable now is not an error: the connection starts down and
- * keeps reconnecting in the background. Bad settings fail with `InvalidSettings` naming them.
+ * at least 500 ms); closing waits as long at most for Redis to take what it was told while away.
+ * Redis being unreachable now is not an error: the connection starts down and keeps reconnecting
+ * in the background. Bad settings fail with `InvalidSettings` naming them.
  *
  * Falling back is a judgement about the connection, not about one slow reply. A reply that is late
  * makes that one decision in process; Redis is marked down (and not asked again for `retryAfter`)
@@ -487,34 +506,54 @@ const makeChecked = (options: Checked): Effect.Effect<Service, never, Scope.Scop
     // Redis, and every `retryAfter` while some wait: a cluster's node that restarted comes back
     // without the first, and a process whose last call is over sends no command for the second.
     const resend: Array<() => Promise<unknown>> = []
+    // Sent and not answered yet: closing waits for them.
+    const unanswered = new Set<Promise<void>>()
     let resendTimer: ReturnType<typeof setTimeout> | undefined
-    const sendOrKeep = (command: () => Promise<unknown>) =>
-      new Promise<void>((resolve) => {
-        // Stop waiting after the command timeout; the command itself goes on.
-        const timer = setTimeout(resolve, commandTimeoutMillis)
-        command().then(
-          () => {
-            clearTimeout(timer)
-            resolve()
-          },
-          () => {
-            resend.push(command)
-            // Bounded through a long outage: what is dropped (the oldest) is a lease that expires anyway.
-            if (resend.length > remembered) resend.shift()
-            resendTimer ??= setTimeout(sendAgain, retryAfterMillis).unref()
-            clearTimeout(timer)
-            resolve()
-          }
-        )
-      })
+    let closing = false
+    const keep = (command: () => Promise<unknown>) => {
+      resend.push(command)
+      // Bounded through a long outage: what is dropped (the oldest) is a lease that expires anyway.
+      if (resend.length > remembered) resend.shift()
+      if (!closing) resendTimer ??= setTimeout(sendAgain, retryAfterMillis).unref()
+    }
+    const send = (command: () => Promise<unknown>): Promise<void> => {
+      const sent: Promise<void> = command().then(
+        () => {
+          unanswered.delete(sent)
+          // Redis took this one: it is back for those it could not take.
+          if (resend.length > 0 && !closing) sendAgain()
+        },
+        () => {
+          unanswered.delete(sent)
+          keep(command)
+        }
+      )
+      unanswered.add(sent)
+      return sent
+    }
     const sendAgain = () => {
       clearTimeout(resendTimer)
       resendTimer = undefined
-      for (const command of resend.splice(0)) void sendOrKeep(command)
+      for (const command of resend.splice(0)) void send(command)
     }
     client.on("ready", sendAgain)
-    yield* Effect.addFinalizer(() => Effect.sync(() => clearTimeout(resendTimer)))
-    const tell: Service["tell"] = (command) => Effect.promise(() => sendOrKeep(command))
+    // A process that stops gives back what it holds: a lease left on Redis would keep a permit from
+    // the fleet until it expires. What Redis has not taken is sent until it is, or until four
+    // command timeouts (at least 500 ms) have passed: a Redis that is away does not hold up the exit.
+    yield* Effect.addFinalizer(() =>
+      Effect.promise(async () => {
+        closing = true
+        clearTimeout(resendTimer)
+        const until = wallClock() + connectTimeoutMillis
+        while ((resend.length > 0 || unanswered.size > 0) && wallClock() < until) {
+          if (resend.length > 0 && client.status === "ready") sendAgain()
+          const pause = Math.min(closingPauseMillis, until - wallClock())
+          await (unanswered.size > 0 ? within(Promise.all(unanswered), pause) : sleep(pause))
+        }
+      })
+    )
+    /** Waits for a command at most the command timeout; the command itself goes on. */
+    const tell: Service["tell"] = (command) => Effect.promise(() => within(send(command), commandTimeoutMillis))
 
     return {
       client,
