@@ -31,6 +31,20 @@ const memberConnection = (redis: RedisServer, keyPrefix: string) =>
   )
 
 /**
+ * A connection that only reads what the members left on Redis: patient (a 2 s command timeout), so a
+ * loaded machine does not make it read its own in-process state instead.
+ */
+const observerConnection = (redis: RedisServer, keyPrefix: string) =>
+  Effect.flatMap(
+    Layer.build(
+      RedisConnection.layer({ url: Redacted.make(redis.url), keyPrefix, commandTimeout: "2 seconds" }).pipe(
+        Layer.provide(quiet)
+      )
+    ),
+    (context) => Effect.provide(RedisConnection.RedisConnection, context)
+  )
+
+/**
  * Waits until Redis has run every command `connection` sent before now: a connection's commands
  * run in order, so once a PING sent after them is answered, they have all run.
  */
@@ -74,7 +88,7 @@ describe.skipIf(redisServerBinary === "")("a Redis stall under running fleet mem
       redis.resume()
 
       yield* drained(connection)
-      const observer = yield* memberConnection(redis, keyPrefix)
+      const observer = yield* observerConnection(redis, keyPrefix)
       const onRedis = yield* RedisBudget.make({ target: "llm", minPerSecond: 10 }).pipe(
         Effect.flatMap((fresh) => fresh.snapshot),
         Effect.provideService(RedisConnection.RedisConnection, observer)
