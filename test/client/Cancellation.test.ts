@@ -71,7 +71,7 @@ const triggers: ReadonlyArray<Trigger> = [
   }
 ]
 
-/** What undici reports about connections to `port` and requests to it, and every client socket Node opens. */
+/** What undici reports about connections to `port` and requests to it, and every client socket Node opens to it. */
 interface Observed {
   readonly counts: { beforeConnect: number; connected: number; connectError: number; headers: number }
   readonly sockets: Array<Net.Socket>
@@ -96,7 +96,13 @@ const observe = (port: number) =>
           const origin = (m as { readonly request?: { readonly origin?: unknown } }).request?.origin
           if (String(origin) === `http://127.0.0.1:${port}`) observed.counts.headers++
         }],
-        ["net.client.socket", (m) => observed.sockets.push((m as { readonly socket: Net.Socket }).socket)]
+        // Only sockets to `port`: the worker runs other files' tests too, whose sockets are not this one's.
+        ["net.client.socket", (m) => {
+          const socket = (m as { readonly socket: Net.Socket }).socket
+          socket.once("connectionAttempt", (_address: string, attemptPort: number) => {
+            if (attemptPort === port) observed.sockets.push(socket)
+          })
+        }]
       ]
       for (const [name, handler] of handlers) DiagnosticsChannel.subscribe(name, handler)
       return { observed, handlers }
