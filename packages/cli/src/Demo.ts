@@ -255,7 +255,10 @@ export const explanation = (result: Result): ReadonlyArray<string> => {
     `During the ${seconds(outage.toMs - outage.fromMs)} outage, ${outage.newCalls} new calls arrived and the ` +
       `server received ${outage.requests} requests, ${plural(outage.retries, "retry", "retries")} among them; ` +
       `retrying each call up to ${attempts} times would have sent up to ${naiveOutage}. ` +
-      (perCall <= 1.5
+      // A machine busy enough to start every call late can leave the outage with none to meet.
+      (outage.newCalls === 0
+        ? `With no call in it, the outage shows neither absorption nor amplification.`
+        : perCall <= 1.5
         ? `The outage was absorbed by the budget instead of amplified (${perCall.toFixed(2)} requests per call).`
         : `The budget let retries through, so the outage was amplified ${perCall.toFixed(2)}x.`)
   )
