@@ -27,7 +27,7 @@ export const hashTagOf = (key: string): string | undefined => /\{([^}]+)\}/.exec
 
 /** A connection to the shared Redis under `keyPrefix`, with a command timeout generous enough for a loaded CI machine. */
 export const connection = (keyPrefix: string): Layer.Layer<RedisConnection.RedisConnection> =>
-  Layer.orDie(RedisConnection.layer({ url: Redacted.make(redisUrl), keyPrefix, commandTimeout: "1 second" }))
+  Layer.orDie(RedisConnection.layer({ url: Redacted.make(redisUrl), keyPrefix, commandTimeout: "5 seconds" }))
 
 /** Runs `command` on the connection in context, for tests that inspect what Redis holds. */
 export const redis = <A>(command: (client: RedisConnection.Service["client"]) => Promise<A>) =>

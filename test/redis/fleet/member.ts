@@ -170,7 +170,7 @@ const hold = (task: Extract<Task, { _tag: "hold" }>) =>
     yield* Effect.replicateEffect(gate.acquire(Number.POSITIVE_INFINITY), task.permits)
     yield* say({ _tag: "held", pid: process.pid, permits: task.permits })
     return yield* Effect.never
-  }).pipe(Effect.provide(connection(task.redisUrl, task.keyPrefix, "1 second")))
+  }).pipe(Effect.provide(connection(task.redisUrl, task.keyPrefix, "5 seconds")))
 
 const program = task._tag === "calls" ? calls(task) : hold(task)
 
