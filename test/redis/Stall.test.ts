@@ -11,7 +11,7 @@ import { Coordination, Failure } from "@resilient-ai/policy"
 import { RedisConnection, RedisCoordination } from "@resilient-ai/redis"
 import { RedisBudget, RedisGate } from "@resilient-ai/redis/internal"
 import { FaultServer } from "@resilient-ai/testing"
-import { Clock, Effect, Fiber, Layer, Metric, Redacted } from "effect"
+import { Clock, type Duration, Effect, Fiber, Layer, Metric, Redacted } from "effect"
 import { eventually, hello, managedAt, quiet } from "../client/support.js"
 import { type RedisServer, startRedisServer } from "./server.js"
 import { freshPrefix, redisServerBinary } from "./support.js"
@@ -21,25 +21,15 @@ const privateRedis = Effect.acquireRelease(
   (server) => Effect.promise(() => server.stop())
 )
 
-/** A member's connection with the default settings (a 50 ms command timeout): what a stall catches. */
-const memberConnection = (redis: RedisServer, keyPrefix: string) =>
-  Effect.flatMap(
-    Layer.build(
-      RedisConnection.layer({ url: Redacted.make(redis.url), keyPrefix }).pipe(Layer.provide(quiet))
-    ),
-    (context) => Effect.provide(RedisConnection.RedisConnection, context)
-  )
-
 /**
- * A connection that only reads what the members left on Redis: patient (a 2 s command timeout), so a
- * loaded machine does not make it read its own in-process state instead.
+ * A member's connection with the default settings (a 50 ms command timeout): what a stall catches.
+ * An observer, which only reads what the members left on Redis, passes a patient `commandTimeout`,
+ * so a loaded machine does not make it read its own in-process state instead.
  */
-const observerConnection = (redis: RedisServer, keyPrefix: string) =>
+const memberConnection = (redis: RedisServer, keyPrefix: string, commandTimeout?: Duration.DurationInput) =>
   Effect.flatMap(
     Layer.build(
-      RedisConnection.layer({ url: Redacted.make(redis.url), keyPrefix, commandTimeout: "2 seconds" }).pipe(
-        Layer.provide(quiet)
-      )
+      RedisConnection.layer({ url: Redacted.make(redis.url), keyPrefix, commandTimeout }).pipe(Layer.provide(quiet))
     ),
     (context) => Effect.provide(RedisConnection.RedisConnection, context)
   )
@@ -88,7 +78,7 @@ describe.skipIf(redisServerBinary === "")("a Redis stall under running fleet mem
       redis.resume()
 
       yield* drained(connection)
-      const observer = yield* observerConnection(redis, keyPrefix)
+      const observer = yield* memberConnection(redis, keyPrefix, "2 seconds")
       const onRedis = yield* RedisBudget.make({ target: "llm", minPerSecond: 10 }).pipe(
         Effect.flatMap((fresh) => fresh.snapshot),
         Effect.provideService(RedisConnection.RedisConnection, observer)

@@ -54,13 +54,13 @@ const waitFor = async (check: () => Promise<boolean>, what: string, timeoutMilli
   }
 }
 
-/** A `redis-server` of the test's own, on a free loopback port, with nothing persisted. */
+/** A `redis-server` of the test's own, on a free loopback port, with nothing persisted unless its `args` say so. */
 export interface RedisServer {
   readonly port: number
   readonly url: string
   /** Stops the server and waits until it no longer answers. */
   readonly stop: () => Promise<void>
-  /** Starts it again on the same port, empty, and waits until it answers. */
+  /** Starts it again on the same port (empty, unless its `args` keep an append-only file) and waits until it answers commands. */
   readonly start: () => Promise<void>
   /** Freezes the process (SIGSTOP): connections stay open, commands get no answer, as a stalled server's. */
   readonly pause: () => void
@@ -93,7 +93,9 @@ export const startRedisServer = async (binary: string, args: ReadonlyArray<strin
       await waitFor(
         async () =>
           started.exitCode !== null ||
-          (await command(port, "INFO", "server").catch(() => "")).includes(`process_id:${started.pid}\r\n`),
+          // Its own process answers, and has read back any append-only file (until then, LOADING).
+          ((await command(port, "INFO", "server").catch(() => "")).includes(`process_id:${started.pid}\r\n`) &&
+            (await ping(url, 200))),
         `redis-server on port ${port}`
       )
       return started.exitCode === null
