@@ -12,6 +12,9 @@ import { armTimer, realClock } from "./timer.js"
 /** The marker a pending attempt returns when the time ran out. */
 export const timedOut: unique symbol = Symbol.for("@resilient-ai/policy/timedOut")
 
+/** Lets the effect it is given be interrupted as its caller could be: `Effect.uninterruptibleMask`'s. */
+export type Restore = <X, Y, Z>(effect: Effect.Effect<X, Y, Z>) => Effect.Effect<X, Y, Z>
+
 /** An attempt that finished while it was started, or one still running. */
 export type Started<A, E> =
   | { readonly _tag: "Finished"; readonly exit: Exit.Exit<A, E> }
@@ -19,10 +22,16 @@ export type Started<A, E> =
     readonly _tag: "Running"
     readonly fiber: Fiber.RuntimeFiber<Exit.Exit<A, E>>
     /**
-     * Waits for the attempt's exit, or `timedOut` once its time ran out and it was stopped. If the
-     * wait is interrupted, the attempt is interrupted and awaited, then `cancelled` runs.
+     * Waits, interruptibly as `restore` allows, for the attempt's exit, or `timedOut` once its time
+     * ran out and it was stopped, and goes on with `then`. If the wait is interrupted, the attempt
+     * is interrupted and awaited, then `cancelled` runs. Called where the caller cannot be
+     * interrupted (inside `Effect.uninterruptibleMask`), so that this holds however it ends.
      */
-    readonly await: (cancelled: Effect.Effect<void>) => Effect.Effect<Exit.Exit<A, E> | typeof timedOut>
+    readonly awaitThen: <B, E2, R2>(
+      restore: Restore,
+      cancelled: () => Effect.Effect<void>,
+      then: (result: Exit.Exit<A, E> | typeof timedOut) => Effect.Effect<B, E2, R2>
+    ) => Effect.Effect<B, E2, R2>
   }
 
 /**
@@ -33,7 +42,7 @@ export type Started<A, E> =
  * first-try success. Only an effect that suspends gets the timer, and on timeout or on the
  * caller's interruption while awaiting it is interrupted and awaited, so nothing it opened outlives
  * it. The fiber is not the caller's child: the caller must start it where it cannot be interrupted
- * and interrupt it itself if it is interrupted before awaiting `result`.
+ * and interrupt it itself if it is interrupted before awaiting it.
  */
 export const startBounded = <A, E, R>(
   self: Effect.Effect<A, E, R>,
@@ -51,30 +60,26 @@ export const startBounded = <A, E, R>(
   if (polled !== null) return { _tag: "Finished", exit: attemptExit(polled) }
   const millis = Math.max(0, timeoutMillis)
   // On the real clock the timer is the platform's own, armed beside the wait: no fiber races the
-  // attempt. Any other clock (a TestClock, a simulation) is asked to sleep, as Effect.timeout would.
-  if (!Number.isFinite(millis) || clock === realClock) {
-    return {
-      _tag: "Running",
-      fiber,
-      await: (cancelled) => awaitExit(fiber, parent, Number.isFinite(millis) ? millis : undefined, cancelled)
-    }
-  }
+  // attempt. Any other clock (a TestClock, a simulation) is asked to sleep, as Effect.timeout would;
+  // the timeout interrupts the inner wait, which stops the attempt.
+  const wait: Effect.Effect<Exit.Exit<A, E> | typeof timedOut> = !Number.isFinite(millis) || clock === realClock
+    ? awaitExit(fiber, parent, Number.isFinite(millis) ? millis : undefined)
+    : Effect.timeoutTo(Effect.onInterrupt(awaitExit(fiber, parent, undefined), () => Fiber.interrupt(fiber)), {
+      duration: Duration.millis(millis),
+      onSuccess: (exit): Exit.Exit<A, E> | typeof timedOut => exit,
+      onTimeout: () => timedOut
+    })
   return {
     _tag: "Running",
     fiber,
-    // The timeout interrupts the inner wait, which stops the attempt; only the caller's interruption
-    // of the whole wait runs `cancelled`.
-    await: (cancelled) => {
-      const bounded: Effect.Effect<Exit.Exit<A, E> | typeof timedOut> = Effect.timeoutTo(
-        awaitExit(fiber, parent, undefined, Effect.void),
-        {
-          duration: Duration.millis(millis),
-          onSuccess: (exit): Exit.Exit<A, E> | typeof timedOut => exit,
-          onTimeout: () => timedOut
-        }
-      )
-      return Effect.onInterrupt(bounded, () => cancelled)
-    }
+    // One handler for the caller's interruption, run where nothing can interrupt it: the wait
+    // itself has none, which spares every attempt the region `Effect.async`'s canceler costs.
+    awaitThen: (restore, cancelled, then) =>
+      Effect.matchCauseEffect(restore(wait), {
+        onFailure: (cause) =>
+          Effect.zipRight(Effect.zipRight(Fiber.interrupt(fiber), cancelled()), Effect.failCause(cause)),
+        onSuccess: then
+      })
   }
 }
 
@@ -84,15 +89,14 @@ const attemptExit = <A, E>(exit: Exit.Exit<Exit.Exit<A, E>>): Exit.Exit<A, E> =>
 
 /**
  * Waits for `fiber` to end. With `timeoutMillis`, a timer interrupts it when the time is up, and
- * the wait gives `timedOut` once it has ended (unless it succeeded meanwhile). Interrupting the
- * wait interrupts the fiber and waits for it, so nothing it opened outlives it, then runs
- * `cancelled`.
+ * the wait gives `timedOut` once it has ended (unless it succeeded meanwhile). The wait has no
+ * canceler: whoever interrupts it stops the fiber (a later resume is dropped by the fiber it was
+ * meant for).
  */
 const awaitExit = <A, E>(
   fiber: Fiber.RuntimeFiber<Exit.Exit<A, E>>,
   parent: Fiber.RuntimeFiber<unknown, unknown>,
-  timeoutMillis: number | undefined,
-  cancelled: Effect.Effect<void>
+  timeoutMillis: number | undefined
 ): Effect.Effect<Exit.Exit<A, E> | typeof timedOut> =>
   Effect.async<Exit.Exit<A, E> | typeof timedOut>((resume) => {
     let expired = false
@@ -103,8 +107,6 @@ const awaitExit = <A, E>(
     fiber.addObserver((fiberExit) => {
       disarm?.()
       const exit = attemptExit(fiberExit)
-      resume(Effect.succeed(expired && !Exit.isSuccess(exit) ? timedOut : exit))
+      resume(Exit.succeed(expired && !Exit.isSuccess(exit) ? timedOut : exit))
     })
-    // Built only if the wait is interrupted: most attempts end without it.
-    return Effect.suspend(() => Effect.zipRight(Fiber.interrupt(fiber), cancelled))
   })
