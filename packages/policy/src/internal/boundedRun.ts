@@ -21,17 +21,8 @@ export type Started<A, E> =
   | {
     readonly _tag: "Running"
     readonly fiber: Fiber.RuntimeFiber<Exit.Exit<A, E>>
-    /**
-     * Waits, interruptibly as `restore` allows, for the attempt's exit, or `timedOut` once its time
-     * ran out and it was stopped, and goes on with `then`. If the wait is interrupted, the attempt
-     * is interrupted and awaited, then `cancelled` runs. Called where the caller cannot be
-     * interrupted (inside `Effect.uninterruptibleMask`), so that this holds however it ends.
-     */
-    readonly awaitThen: <B, E2, R2>(
-      restore: Restore,
-      cancelled: () => Effect.Effect<void>,
-      then: (result: Exit.Exit<A, E> | typeof timedOut) => Effect.Effect<B, E2, R2>
-    ) => Effect.Effect<B, E2, R2>
+    /** Its exit, or `timedOut` once its time ran out and it was stopped; no handler for the caller's interruption. */
+    readonly wait: Effect.Effect<Exit.Exit<A, E> | typeof timedOut>
   }
 
 /**
@@ -69,19 +60,27 @@ export const startBounded = <A, E, R>(
       onSuccess: (exit): Exit.Exit<A, E> | typeof timedOut => exit,
       onTimeout: () => timedOut
     })
-  return {
-    _tag: "Running",
-    fiber,
-    // One handler for the caller's interruption, run where nothing can interrupt it: the wait
-    // itself has none, which spares every attempt the region `Effect.async`'s canceler costs.
-    awaitThen: (restore, cancelled, then) =>
-      Effect.matchCauseEffect(restore(wait), {
-        onFailure: (cause) =>
-          Effect.zipRight(Effect.zipRight(Fiber.interrupt(fiber), cancelled()), Effect.failCause(cause)),
-        onSuccess: then
-      })
-  }
+  return { _tag: "Running", fiber, wait }
 }
+
+/**
+ * Waits, interruptibly as `restore` allows, for a running attempt's exit, or `timedOut`, and goes
+ * on with `then`. If the wait is interrupted, the attempt is interrupted and awaited, then
+ * `cancelled` runs. Called where the caller cannot be interrupted (inside
+ * `Effect.uninterruptibleMask`): this one handler is the only one, since the wait has none, which
+ * spares every attempt the second region `Effect.async`'s canceler would cost.
+ */
+export const awaitThen = <A, E, B, E2, R2>(
+  running: Extract<Started<A, E>, { readonly _tag: "Running" }>,
+  restore: Restore,
+  cancelled: () => Effect.Effect<void>,
+  then: (result: Exit.Exit<A, E> | typeof timedOut) => Effect.Effect<B, E2, R2>
+): Effect.Effect<B, E2, R2> =>
+  Effect.matchCauseEffect(restore(running.wait), {
+    onFailure: (cause) =>
+      Effect.zipRight(Effect.zipRight(Fiber.interrupt(running.fiber), cancelled()), Effect.failCause(cause)),
+    onSuccess: then
+  })
 
 /** The attempt's own exit, from its fiber's: the fiber fails only when it is interrupted. */
 const attemptExit = <A, E>(exit: Exit.Exit<Exit.Exit<A, E>>): Exit.Exit<A, E> =>

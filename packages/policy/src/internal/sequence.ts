@@ -28,7 +28,7 @@ import type * as RetryBudget from "../RetryBudget.js"
 import * as Settings from "../Settings.js"
 import { Answered, type AttemptContext, CurrentAttempt, type Phase, type Report, Reported } from "./attempt.js"
 import * as Backoff from "./backoff.js"
-import { type Restore, startBounded, timedOut } from "./boundedRun.js"
+import { awaitThen, type Restore, startBounded, timedOut } from "./boundedRun.js"
 import * as Classifiers from "./classifier.js"
 import * as Coordination from "./coordination.js"
 import type { TargetServices } from "./coordination.js"
@@ -620,7 +620,8 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
       return this.settle(restore, attempt, run.exit, clock.unsafeCurrentTimeMillis() - started, delayBefore)
     }
     // Interrupted while awaiting it: the attempt is stopped, then its permit given back.
-    return run.awaitThen(
+    return awaitThen(
+      run,
       restore,
       () => {
         Instruments.attemptEnded(this, attempt)
