@@ -20,7 +20,9 @@ export default defineConfig({
       // The internal entry a package offers its siblings and the tests (`@resilient-ai/policy/internal`).
       { find: /^@resilient-ai\/([^/]+)\/internal$/, replacement: `${packagesDir}$1/src/internal/index.ts` },
       // A public module, as the exports maps name them (`@resilient-ai/policy/Resilient`); never internal/.
-      { find: /^@resilient-ai\/([^/]+)\/([A-Z]\w*)$/, replacement: `${packagesDir}$1/src/$2.ts` }
+      { find: /^@resilient-ai\/([^/]+)\/([A-Z]\w*)$/, replacement: `${packagesDir}$1/src/$2.ts` },
+      // The policy package's seam, on this line (docs/effect-lines.md).
+      { find: /^#effect-line$/, replacement: `${packagesDir}policy/src/internal/line/effect3.ts` }
     ]
   },
   test: {

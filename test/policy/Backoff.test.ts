@@ -1,19 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Backoff, Failure } from "@resilient-ai/policy"
-import { Backoffs } from "@resilient-ai/policy/internal"
-import {
-  Clock,
-  Duration,
-  Effect,
-  Either,
-  Fiber,
-  Random,
-  Ref,
-  Schedule,
-  ScheduleDecision,
-  ScheduleInterval,
-  TestClock
-} from "effect"
+import { Backoffs, EffectLine } from "@resilient-ai/policy/internal"
+import { Clock, Duration, Effect, Either, Fiber, Random, Ref, Schedule, TestClock } from "effect"
 
 const options = { base: "100 millis", cap: "2 seconds" } as const
 /** `min(2000, 100·2^n)` for n = 0…7. */
@@ -39,12 +27,11 @@ const stepAll = <Out, In>(
   now = 0
 ): Effect.Effect<Array<Step<Out>>> =>
   Effect.gen(function*() {
-    let state = schedule.initial
+    const stepper = EffectLine.stepperOf(schedule)
     const steps: Array<Step<Out>> = []
     for (const input of inputs) {
-      const [next, output, decision] = yield* schedule.step(now, input, state)
-      state = next
-      steps.push({ output, delay: Backoffs.delayOf(decision, now) })
+      const { delay, output } = yield* stepper.step(now, input)
+      steps.push({ output: output as Out, delay })
     }
     return steps
   })
@@ -92,19 +79,7 @@ describe("Backoff", () => {
     })
   })
 
-  describe("delayOf", () => {
-    it("is undefined when the decision is done", () => {
-      assert.strictEqual(Backoffs.delayOf(ScheduleDecision.done, 1000), undefined)
-    })
-
-    it("is the time from now to the start of the next interval, never negative", () => {
-      const decision = ScheduleDecision.continueWith(ScheduleInterval.after(1500))
-      assert.strictEqual(Backoffs.delayOf(decision, 1000), 500)
-      assert.strictEqual(Backoffs.delayOf(decision, 1500), 0)
-      assert.strictEqual(Backoffs.delayOf(decision, 2000), 0)
-      assert.strictEqual(Backoffs.delayOf(ScheduleDecision.continueWith(ScheduleInterval.make(1200, 1300)), 1000), 200)
-    })
-
+  describe("stepping by hand", () => {
     it.effect("reads the delay of Effect's own schedules", () =>
       Effect.gen(function*() {
         const [spaced] = yield* stepAll(Schedule.spaced("2 seconds"), [undefined], 10_000)

@@ -190,7 +190,7 @@ describe("a coordination's targets", () => {
       const overloadedTwice = Effect.suspend(() =>
         attempts++ % 3 < 2 ? Effect.fail(new Failure.Overloaded({ status: 503 })) : Effect.succeed("ok")
       )
-      const callThrough = (coordination: Coordination.Coordination["Type"]) =>
+      const callThrough = (coordination: Coordination.Coordination) =>
         Effect.gen(function*() {
           const fiber = yield* Effect.fork(
             overloadedTwice.pipe(

@@ -8,7 +8,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Targets } from "@resilient-ai/client/internal"
 import { Backoff, Classifier, Failure, Resilient, RetryBudget } from "@resilient-ai/policy"
-import { Backoffs, Budgets, Failures, RetryHint } from "@resilient-ai/policy/internal"
+import { Backoffs, Budgets, EffectLine, Failures, RetryHint } from "@resilient-ai/policy/internal"
 import {
   Clock,
   Duration,
@@ -658,12 +658,11 @@ const stepAll = <Out, In>(
 ): ReadonlyArray<Stepped> =>
   Effect.runSync(
     Effect.gen(function*() {
-      let state = schedule.initial
+      const stepper = EffectLine.stepperOf(schedule)
       const steps: Array<Stepped> = []
       for (const input of inputs) {
-        const [next, output, decision] = yield* schedule.step(now, input, state)
-        state = next
-        steps.push({ delay: Backoffs.delayOf(decision, now), output: outputMillis(output) })
+        const { delay, output } = yield* stepper.step(now, input)
+        steps.push({ delay, output: outputMillis(output as Out) })
       }
       return steps
     }).pipe(Effect.withRandom(Random.make(seed)))

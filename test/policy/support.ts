@@ -65,7 +65,7 @@ export const services = (
     readonly budget?: RetryBudget.Options | RetryBudget.Service
     readonly gate?: Partial<ConcurrencyGate.Options>
   } = {}
-): Layer.Layer<Parts | Coordination.Coordination> =>
+): Layer.Layer<Parts> =>
   Layer.unwrapEffect(
     Effect.gen(function*() {
       const budget = options.budget !== undefined && "tryAcquire" in options.budget

@@ -19,11 +19,12 @@
  * const answer = flaky.pipe(Effect.retry(Schedule.intersect(jitter, Schedule.recurs(4))))
  * ```
  */
+import { type DurationInput, scheduleOf } from "#effect-line"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Random from "effect/Random"
 import * as Schedule from "effect/Schedule"
-import { ceilingMillis, continueAfter, wholeMillisUpTo } from "./internal/backoff.js"
+import { ceilingMillis, wholeMillisUpTo } from "./internal/backoff.js"
 
 /**
  * Full jitter: the n-th retry (from 0) waits a uniform draw from `[0, min(cap, base·2^n)]`, in whole
@@ -31,14 +32,17 @@ import { ceilingMillis, continueAfter, wholeMillisUpTo } from "./internal/backof
  * policy's backoff, the attempt ceiling, budget and deadline end a sequence.
  */
 export const fullJitter = (options: {
-  readonly base: Duration.DurationInput
-  readonly cap: Duration.DurationInput
+  readonly base: DurationInput
+  readonly cap: DurationInput
 }): Schedule.Schedule<Duration.Duration> => {
   const baseMillis = Duration.toMillis(options.base)
   const capMillis = Duration.toMillis(options.cap)
-  return Schedule.makeWithState(0, (now, _input: unknown, retry: number) =>
-    Effect.map(Random.next, (fraction) => {
-      const delayMillis = wholeMillisUpTo(fraction, ceilingMillis(baseMillis, capMillis, retry))
-      return [retry + 1, Duration.millis(delayMillis), continueAfter(now, delayMillis)] as const
-    }))
+  return scheduleOf(
+    0,
+    (_now, _input: unknown, retry: number) =>
+      Effect.map(
+        Random.next,
+        (fraction) => [retry + 1, wholeMillisUpTo(fraction, ceilingMillis(baseMillis, capMillis, retry))] as const
+      )
+  )
 }

@@ -6,7 +6,7 @@
  * target can provide its own through `layer` (it is a `Context.Reference`, so nothing needs to
  * provide it unless it wants to change it).
  */
-import * as Context from "effect/Context"
+import { type Reference, reference } from "#effect-line"
 import * as Layer from "effect/Layer"
 import type * as Failure from "./Failure.js"
 import { neverReached, type Service } from "./internal/classifier.js"
@@ -82,9 +82,10 @@ export const classifyDefault = (failure: Failure.Failure): Verdict => {
 }
 
 /** The classifier in use. Defaults to `classifyDefault`. */
-export class Classifier extends Context.Reference<Classifier>()("@resilient-ai/policy/Classifier", {
-  defaultValue: (): Service => ({ classify: classifyDefault })
-}) {}
+export const Classifier: Reference<Service> = reference(
+  "@resilient-ai/policy/Classifier",
+  () => ({ classify: classifyDefault })
+)
 
 /** Replaces the classifier, for a target whose provider speaks differently. */
 export const layer = (classify: (failure: Failure.Failure) => Verdict): Layer.Layer<never> =>

@@ -19,9 +19,8 @@
  * The limit is computed from the clock when asked, so no background fiber runs and `TestClock`
  * drives the ramp.
  */
-import type * as Duration from "effect/Duration"
+import { type DurationInput, getRef } from "#effect-line"
 import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
 import { dual } from "effect/Function"
 import type * as Failure from "./Failure.js"
 import { CurrentDeadline } from "./internal/deadline.js"
@@ -60,13 +59,13 @@ export interface Options {
    * The least time between two cuts, so that one moment's burst of overloads is one cut (an overload
    * right after another, at a gate within its lowered limit, cuts again). Default 1 second.
    */
-  readonly backoffInterval?: Duration.DurationInput | undefined
+  readonly backoffInterval?: DurationInput | undefined
   /** Share of the steady limit the ramp starts from. Default 0.1. */
   readonly rampStart?: number | undefined
   /** Growth of the limit per ramp step. Default 1.5. */
   readonly rampFactor?: number | undefined
   /** Time between ramp steps. Default 5 seconds. */
-  readonly rampStep?: Duration.DurationInput | undefined
+  readonly rampStep?: DurationInput | undefined
   /** Capacity failures in a row that mark the target degraded. Default 5. */
   readonly degradeAfter?: number | undefined
   /** Calls allowed to wait in `"queue"` mode; more are shed. Default unbounded (the deadline bounds each wait). */
@@ -148,7 +147,7 @@ export const withPermit: {
   2,
   <A, E, R>(self: Effect.Effect<A, E, R>, gate: Service) =>
     Effect.flatMap(
-      FiberRef.get(CurrentDeadline),
+      getRef(CurrentDeadline),
       (deadline) =>
         Effect.uninterruptibleMask((restore) =>
           Effect.flatMap(restore(gate.acquire(deadline)), () =>

@@ -24,11 +24,10 @@
  * makers; never the key. A coordination keeps its targets for as long as it lives: a target is a
  * deployment's, few and named in advance, never one per request.
  */
-import * as Context from "effect/Context"
+import { makeDeferredUnsafe, type Reference, reference } from "#effect-line"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as FiberId from "effect/FiberId"
 import * as Layer from "effect/Layer"
 import * as ConcurrencyGate from "./ConcurrencyGate.js"
 import {
@@ -86,7 +85,7 @@ const unsafeMake = (makers: Makers): Service => {
       if (made !== undefined) return Effect.succeed(made)
       const waiting = making.get(target)?.get(fingerprint)
       if (waiting !== undefined) return Deferred.await(waiting)
-      const deferred = Deferred.unsafeMake<TargetServices, InvalidSettings>(FiberId.none)
+      const deferred = makeDeferredUnsafe<TargetServices, InvalidSettings>()
       mapOf(making, target).set(fingerprint, deferred)
       const limiterOptions = { ...options.rateLimit, target, keyFingerprint: fingerprint }
       return Effect.all({
@@ -113,9 +112,13 @@ const unsafeMake = (makers: Makers): Service => {
  * Where targets' state lives. Optional: without one provided, its default value, a coordination in
  * this process's memory made once for the process, is used.
  */
-export class Coordination extends Context.Reference<Coordination>()("@resilient-ai/policy/Coordination", {
-  defaultValue: (): Service => unsafeMake(inMemory)
-}) {}
+export const Coordination: Reference<Service> = reference(
+  "@resilient-ai/policy/Coordination",
+  () => unsafeMake(inMemory)
+)
+
+/** A coordination: the `Service` it provides. */
+export type Coordination = Service
 
 /**
  * A coordination whose targets' parts `makers` make (those not given are in this process's
@@ -135,7 +138,7 @@ export const make = (makers: {
   )
 
 /** Provides a coordination in memory of its own: its targets share nothing with another's. */
-export const layerMemory: Layer.Layer<Coordination> = Layer.effect(Coordination, make())
+export const layerMemory: Layer.Layer<never> = Layer.effect(Coordination, make())
 
 /**
  * Provides a coordination in memory whose targets all get the given `budget` and/or `gate` instead
@@ -155,7 +158,7 @@ export const layerWith = (parts: {
   readonly budget?: RetryBudget.Service | undefined
   readonly gate?: ConcurrencyGate.Service | undefined
   readonly rateLimiter?: RateLimiter.Service | undefined
-}): Layer.Layer<Coordination> => {
+}): Layer.Layer<never> => {
   const { budget, gate, rateLimiter } = parts
   return Layer.effect(
     Coordination,

@@ -8,11 +8,10 @@
  * calls derive every attempt's timeout from it and never start an attempt or a sleep that cannot
  * finish before it. `enforce` bounds any other effect by it.
  */
+import { clockOf, type DurationInput, getRef, locally, nowMillis, readRef, timeoutFail, withFiber } from "#effect-line"
 import * as Clock from "effect/Clock"
-import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
 import { dual } from "effect/Function"
 import * as Option from "effect/Option"
 import { DeadlineExceeded } from "./Failure.js"
@@ -25,35 +24,35 @@ export const at: {
 } = dual(
   2,
   <A, E, R>(self: Effect.Effect<A, E, R>, epochMillis: number): Effect.Effect<A, E, R> =>
-    Effect.withFiberRuntime((fiber) =>
-      epochMillis < fiber.getFiberRef(CurrentDeadline) ? Effect.locally(self, CurrentDeadline, epochMillis) : self
+    withFiber((fiber) =>
+      epochMillis < readRef(fiber, CurrentDeadline) ? locally(self, CurrentDeadline, epochMillis) : self
     )
 )
 
 /** Runs `self` with the deadline `duration` from now, or the current one if that is earlier. */
 export const within: {
-  (duration: Duration.DurationInput): <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
-  <A, E, R>(self: Effect.Effect<A, E, R>, duration: Duration.DurationInput): Effect.Effect<A, E, R>
+  (duration: DurationInput): <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  <A, E, R>(self: Effect.Effect<A, E, R>, duration: DurationInput): Effect.Effect<A, E, R>
 } = dual(
   2,
-  <A, E, R>(self: Effect.Effect<A, E, R>, duration: Duration.DurationInput): Effect.Effect<A, E, R> => {
+  <A, E, R>(self: Effect.Effect<A, E, R>, duration: DurationInput): Effect.Effect<A, E, R> => {
     const millis = Duration.toMillis(duration)
-    return Effect.withFiberRuntime((fiber) => {
-      const deadline = Context.get(fiber.currentDefaultServices, Clock.Clock).unsafeCurrentTimeMillis() + millis
-      return deadline < fiber.getFiberRef(CurrentDeadline) ? Effect.locally(self, CurrentDeadline, deadline) : self
+    return withFiber((fiber) => {
+      const deadline = nowMillis(clockOf(fiber)) + millis
+      return deadline < readRef(fiber, CurrentDeadline) ? locally(self, CurrentDeadline, deadline) : self
     })
   }
 )
 
 /** The current deadline, if one is set. */
 export const current: Effect.Effect<Option.Option<number>> = Effect.map(
-  FiberRef.get(CurrentDeadline),
+  getRef(CurrentDeadline),
   (deadline) => (Number.isFinite(deadline) ? Option.some(deadline) : Option.none())
 )
 
 /** The time left until the current deadline (zero once it has passed), if one is set. */
 export const remaining: Effect.Effect<Option.Option<Duration.Duration>> = Effect.flatMap(
-  FiberRef.get(CurrentDeadline),
+  getRef(CurrentDeadline),
   (deadline) =>
     Number.isFinite(deadline)
       ? Effect.map(Clock.currentTimeMillis, (now) => Option.some(Duration.millis(Math.max(0, deadline - now))))
@@ -65,10 +64,10 @@ export const remaining: Effect.Effect<Option.Option<Duration.Duration>> = Effect
  * result is `DeadlineExceeded`. Without a deadline, `self` runs unbounded.
  */
 export const enforce = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E | DeadlineExceeded, R> =>
-  Effect.flatMap(FiberRef.get(CurrentDeadline), (deadline) => {
+  Effect.flatMap(getRef(CurrentDeadline), (deadline) => {
     if (!Number.isFinite(deadline)) return self
     return Effect.flatMap(Clock.currentTimeMillis, (now) =>
-      Effect.timeoutFail(self, {
+      timeoutFail(self, {
         duration: Duration.millis(Math.max(0, deadline - now)),
         onTimeout: () => new DeadlineExceeded({ deadline, phase: "attempt" })
       }))

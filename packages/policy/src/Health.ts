@@ -15,7 +15,7 @@
  * `HealthProbe` in `@resilient-ai/client` runs the probe beside a target's calls; the diagnosis is
  * the `resilient_ai_diagnosis` gauge, and a log line at each change.
  */
-import type * as Duration from "effect/Duration"
+import { type DurationInput } from "#effect-line"
 
 /** What a target's probe and calls say together. */
 export type Diagnosis = "healthy" | "provider-degraded" | "self-inflicted"
@@ -31,5 +31,5 @@ export interface Options {
   /** The least number of troubles in `window` before the calls count as in trouble. Default 5. */
   readonly minTrouble?: number | undefined
   /** How far back the calls are read. Default 30 seconds. */
-  readonly window?: Duration.DurationInput | undefined
+  readonly window?: DurationInput | undefined
 }

@@ -7,9 +7,8 @@
  * spread, jitter is not working), and how many retries turned into successes (if few do, the
  * budget should be smaller).
  */
+import { counted, type HistogramState, histogramState } from "#effect-line"
 import * as Effect from "effect/Effect"
-import type * as Metric from "effect/Metric"
-import type * as MetricState from "effect/MetricState"
 import * as Failures from "./internal/failures.js"
 import { forTarget } from "./internal/metrics.js"
 
@@ -25,7 +24,7 @@ export interface Summary {
   readonly deadlineSkips: number
   readonly shed: number
   readonly nestedSingleAttempts: number
-  readonly retryDelay: MetricState.MetricState.Histogram
+  readonly retryDelay: HistogramState
   readonly failuresByKind: Readonly<Record<string, number>>
   readonly callsFailedByReason: Readonly<Record<string, number>>
 }
@@ -43,7 +42,7 @@ const nonZero = <K extends string>(keys: ReadonlyArray<K>, read: (key: K) => num
 export const summary = (target: string, model?: string | undefined): Effect.Effect<Summary> =>
   Effect.sync(() => {
     const metrics = forTarget(target, model)
-    const count = (metric: Metric.Metric.Counter<number>) => metric.unsafeValue([]).count
+    const count = counted
     const attemptCount = count(metrics.attempts)
     const successCount = count(metrics.successes)
     return {
@@ -56,7 +55,7 @@ export const summary = (target: string, model?: string | undefined): Effect.Effe
       deadlineSkips: count(metrics.deadlineSkips),
       shed: count(metrics.shed),
       nestedSingleAttempts: count(metrics.nestedSingleAttempts),
-      retryDelay: metrics.retryDelay.unsafeValue([]),
+      retryDelay: histogramState(metrics.retryDelay),
       failuresByKind: nonZero(Failures.failureTags, (kind) => count(metrics.failures(kind))),
       callsFailedByReason: nonZero(Failures.stopReasons, (reason) => count(metrics.callsFailed(reason)))
     }

@@ -23,7 +23,7 @@
  * and `anthropic-ratelimit-*-limit` headers: the lower of the setting and the provider's number
  * holds. Without either, calls are not paced.
  */
-import type * as Duration from "effect/Duration"
+import { type DurationInput } from "#effect-line"
 import * as Effect from "effect/Effect"
 import type * as Failure from "./Failure.js"
 import * as FastPath from "./internal/fastPath.js"
@@ -44,7 +44,7 @@ export interface Options extends Limits {
   /** Names the target in `RateLimitedLocally` failures. */
   readonly target: string
   /** How much of the limit may go at once. Default 1 second's worth. */
-  readonly burst?: Duration.DurationInput | undefined
+  readonly burst?: DurationInput | undefined
   /** Share of the burst a batch call may not take, kept for interactive calls. Default 0.5. */
   readonly interactiveReserve?: number | undefined
   /** Whether the provider's limit headers lower the limits. Default true. */

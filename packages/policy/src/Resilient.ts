@@ -35,9 +35,8 @@
  * someone can see them: not while tracing is off, nor under Effect's built-in tracer, which
  * exports nothing.
  */
-import type * as Duration from "effect/Duration"
+import { type DurationInput, type Ref } from "#effect-line"
 import * as Effect from "effect/Effect"
-import type * as FiberRef from "effect/FiberRef"
 import { dual } from "effect/Function"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
@@ -58,7 +57,7 @@ import type * as Settings from "./Settings.js"
 export type AttemptInfo = Attempts.AttemptView
 
 /** The attempt the current fiber is running, inside a resilient call; `undefined` outside one. Read-only. */
-export const CurrentAttempt: FiberRef.FiberRef<AttemptInfo | undefined> = Attempts.CurrentAttempt
+export const CurrentAttempt: Ref<AttemptInfo | undefined> = Attempts.CurrentAttempt
 
 /**
  * A retry policy. `Policy<InvalidSettings>` is one not yet checked (`Resilient.policy`'s, defined
@@ -74,20 +73,20 @@ export interface PolicyOptions {
   /** Default 3. */
   readonly maxAttempts?: number | undefined
   /** Full jitter's first-retry bound. Default 500 ms. */
-  readonly baseDelay?: Duration.DurationInput | undefined
+  readonly baseDelay?: DurationInput | undefined
   /** Full jitter's cap. Default 8 seconds. */
-  readonly maxDelay?: Duration.DurationInput | undefined
+  readonly maxDelay?: DurationInput | undefined
   /**
    * The cap of the random spread added to a provider's hint, which replaces the backoff's delay and
    * is drawn from `[0, hint / 2)`. Default 1 second.
    */
-  readonly hintSpread?: Duration.DurationInput | undefined
+  readonly hintSpread?: DurationInput | undefined
   /** Default 60 seconds; set it per model, above the model's p99 under load. */
-  readonly attemptTimeout?: Duration.DurationInput | undefined
+  readonly attemptTimeout?: DurationInput | undefined
   /** Default 100 ms; set it near the model's typical latency. */
-  readonly minAttemptTime?: Duration.DurationInput | undefined
+  readonly minAttemptTime?: DurationInput | undefined
   /** Default 60 seconds. */
-  readonly maxRetryAfter?: Duration.DurationInput | undefined
+  readonly maxRetryAfter?: DurationInput | undefined
   /** Default false. */
   readonly replaySafe?: boolean | undefined
   /** The target's retry budget. Default: a ratio of 0.1 over 60 seconds, with a floor of 5 a second. */
@@ -129,7 +128,7 @@ export interface CallOptions {
   /** The logical call's id, sent by transports as the idempotency key. Generated when absent. */
   readonly requestId?: string | undefined
   /** Sets the deadline this far from now, unless the current one is earlier. */
-  readonly timeout?: Duration.DurationInput | undefined
+  readonly timeout?: DurationInput | undefined
   /**
    * Overrides the policy's attempt ceiling for this call (a whole number of at least 1; anything
    * else is a defect of the caller), as openai-node's per-request `maxRetries` does.
@@ -158,7 +157,7 @@ export interface CallOptions {
  */
 export type Judgement =
   | Classifiers.Verdict
-  | { readonly verdict: Classifiers.Verdict; readonly retryAfter?: Duration.DurationInput | undefined }
+  | { readonly verdict: Classifiers.Verdict; readonly retryAfter?: DurationInput | undefined }
 
 /**
  * How the errors of an Effect of your own are judged, as cockatiel's `handleWhen` or `Effect.retry`'s

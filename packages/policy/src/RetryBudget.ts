@@ -19,7 +19,7 @@
  * fixed-capacity targets, which should shed instead of retrying, and `unlimited` and `recording`
  * are for tests.
  */
-import type * as Duration from "effect/Duration"
+import { currentClock, type DurationInput, nowMillis } from "#effect-line"
 import * as Effect from "effect/Effect"
 import * as FastPath from "./internal/fastPath.js"
 import { settings, Window } from "./internal/retryBudget.js"
@@ -54,7 +54,7 @@ export interface Options {
   /** Share of successful calls that retries may add, from 0 to 1. Default 0.1. */
   readonly ratio?: number | undefined
   /** The window successes and retries are counted over. Default 60 seconds. */
-  readonly window?: Duration.DurationInput | undefined
+  readonly window?: DurationInput | undefined
   /** Retries per second always allowed, so a quiet service can still retry. Default 5. */
   readonly minPerSecond?: number | undefined
   /** Buckets the window is kept in: the window slides one bucket at a time. Default 60. */
@@ -73,19 +73,19 @@ export interface Options {
  */
 export const make = (options?: Options): Effect.Effect<Service, InvalidSettings> =>
   Effect.flatMap(Effect.suspend(() => settings(options)), (checked) =>
-    Effect.map(Effect.clock, (clock) => {
+    Effect.map(currentClock, (clock) => {
       const window = new Window(checked)
-      const tryAcquire = Effect.sync(() => window.tryAcquire(clock.unsafeCurrentTimeMillis()))
-      const recordSuccessNow = (attempts: number) => window.recordSuccess(clock.unsafeCurrentTimeMillis(), attempts)
+      const tryAcquire = Effect.sync(() => window.tryAcquire(nowMillis(clock)))
+      const recordSuccessNow = (attempts: number) => window.recordSuccess(nowMillis(clock), attempts)
       // Without learning, what retries did changes nothing: no need to hear of each failure.
       const recordFailure = checked.shareWhenRetriesFail < 1
         ? (_: unknown, attempt: number) =>
-          attempt > 1 ? Effect.sync(() => window.recordFailure(clock.unsafeCurrentTimeMillis(), attempt)) : Effect.void
+          attempt > 1 ? Effect.sync(() => window.recordFailure(nowMillis(clock), attempt)) : Effect.void
         : undefined
       const service: FastPath.With<Service, FastPath.Budget> = {
         tryAcquire: () => tryAcquire,
         recordSuccess: (attempts) => Effect.sync(() => recordSuccessNow(attempts)),
-        snapshot: Effect.sync(() => window.snapshot(clock.unsafeCurrentTimeMillis())),
+        snapshot: Effect.sync(() => window.snapshot(nowMillis(clock))),
         [FastPath.key]: { recordSuccessNow, recordFailure }
       }
       return service
@@ -134,7 +134,7 @@ export const recording = (budget: Service = unlimited): Effect.Effect<Recording>
           decisions.push({ _tag: "Retry", failure, granted })
         }),
       recordSuccess: (attempts) =>
-        Effect.zipRight(
+        Effect.andThen(
           Effect.sync(() => {
             decisions.push({ _tag: "Success", attempts })
           }),

@@ -79,12 +79,12 @@ export const make = (
  */
 export const layer = (
   options?: Options
-): Layer.Layer<Coordination.Coordination, Settings.InvalidSettings, RedisConnection.RedisConnection> =>
+): Layer.Layer<never, Settings.InvalidSettings, RedisConnection.RedisConnection> =>
   Layer.effect(Coordination.Coordination, make(options))
 
 /** Provides `Coordination` on a connection read from `RedisConnection.config(prefix)` (default `REDIS_*`). */
 export const layerConfig = (
   prefix?: string,
   options?: Options
-): Layer.Layer<Coordination.Coordination, ConfigError.ConfigError | Settings.InvalidSettings> =>
+): Layer.Layer<never, ConfigError.ConfigError | Settings.InvalidSettings> =>
   layer(options).pipe(Layer.provide(RedisConnection.layerConfig(prefix)))

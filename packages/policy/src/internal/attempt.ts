@@ -6,9 +6,8 @@
  * `CurrentAttempt` is a read-only view of the attempt for the caller's own effects.
  * Kept apart from the engine so a transport's import of it loads nothing else.
  */
+import { makeRef, type Ref } from "#effect-line"
 import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
-import { globalValue } from "effect/GlobalValue"
 
 /** What an attempt knows about itself: read it to set an idempotency key or a timeout. */
 export interface AttemptView {
@@ -92,7 +91,7 @@ export const valueOf = <A>(answer: A | Answered<A>): A => answer instanceof Answ
 export const failureOf = <E>(failure: E | Reported<E>): E => failure instanceof Reported ? failure.failure : failure
 
 /** The attempt the current fiber is running, inside a resilient call; `undefined` outside one. */
-export const CurrentAttempt: FiberRef.FiberRef<AttemptView | undefined> = globalValue(
+export const CurrentAttempt: Ref<AttemptView | undefined> = makeRef<AttemptView | undefined>(
   "@resilient-ai/policy/Resilient/CurrentAttempt",
-  () => FiberRef.unsafeMake<AttemptView | undefined>(undefined, { join: (parent) => parent })
+  undefined
 )

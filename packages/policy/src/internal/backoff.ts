@@ -3,14 +3,12 @@
  * provider's hint in place of the formula, the delay a schedule's decision asks for, and full jitter
  * with the hint winning as one schedule.
  */
+import { type DurationInput, scheduleOf, type StepDelay, type Stepper, stepperOf } from "#effect-line"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { dual } from "effect/Function"
 import * as Random from "effect/Random"
 import * as Schedule from "effect/Schedule"
-import * as ScheduleDecision from "effect/ScheduleDecision"
-import * as ScheduleInterval from "effect/ScheduleInterval"
-import * as ScheduleIntervals from "effect/ScheduleIntervals"
 import { fullJitter } from "../Backoff.js"
 import { retryAfterOf } from "./failures.js"
 
@@ -25,10 +23,6 @@ export const ceilingMillis = (baseMillis: number, capMillis: number, retry: numb
 export const wholeMillisUpTo = (fraction: number, bound: number): number =>
   Math.min(bound, Math.floor(fraction * (Math.floor(bound) + 1)))
 
-/** Continues after `delayMillis` from `now`. */
-export const continueAfter = (now: number, delayMillis: number) =>
-  ScheduleDecision.continueWith(ScheduleInterval.after(now + delayMillis))
-
 /** Options for honouring the provider's hint. */
 export interface RetryAfterOptions {
   /**
@@ -36,7 +30,7 @@ export interface RetryAfterOptions {
    * `Retry-After` do not reconverge into one wave. The spread is drawn from `[0, hint / 2)`, as
    * Envoy waits within `[reset, 1.5 × reset)`, and this caps it. Defaults to 1 second.
    */
-  readonly spread?: Duration.DurationInput | undefined
+  readonly spread?: DurationInput | undefined
 }
 
 /**
@@ -52,52 +46,42 @@ export interface RetryAfterOptions {
  * result is done.
  */
 export const withRetryAfter: {
-  (options?: RetryAfterOptions): <Out, In, R>(
-    self: Schedule.Schedule<Out, In, R>
-  ) => Schedule.Schedule<Duration.Duration, In, R>
-  <Out, In, R>(
-    self: Schedule.Schedule<Out, In, R>,
-    options?: RetryAfterOptions
-  ): Schedule.Schedule<Duration.Duration, In, R>
+  (options?: RetryAfterOptions): <Out, In>(self: Schedule.Schedule<Out, In>) => Schedule.Schedule<Duration.Duration, In>
+  <Out, In>(self: Schedule.Schedule<Out, In>, options?: RetryAfterOptions): Schedule.Schedule<Duration.Duration, In>
 } = dual(
   (args) => Schedule.isSchedule(args[0]),
-  <Out, In, R>(
-    self: Schedule.Schedule<Out, In, R>,
+  <Out, In>(
+    self: Schedule.Schedule<Out, In>,
     options?: RetryAfterOptions
-  ): Schedule.Schedule<Duration.Duration, In, R> => {
+  ): Schedule.Schedule<Duration.Duration, In> => {
     const spreadMillis = Duration.toMillis(options?.spread ?? Duration.seconds(1))
-    return Schedule.makeWithState(
-      self.initial,
-      (now, input: In, state) =>
-        Effect.flatMap(self.step(now, input, state), ([next, _out, decision]) => {
-          if (ScheduleDecision.isDone(decision)) {
-            return Effect.succeed([next, Duration.zero, decision] as const)
+    // Each run steps `self` from its start: the stepper is made on the run's first step.
+    return scheduleOf(
+      undefined as Stepper<Out, In> | undefined,
+      (now, input: In, state) => {
+        const inner = state ?? stepperOf(self)
+        return Effect.flatMap(
+          inner.step(now, input),
+          ({ delay }): Effect.Effect<readonly [Stepper<Out, In>, StepDelay]> => {
+            if (delay === undefined) return Effect.succeed([inner, undefined] as const)
+            const hint = retryAfterOf(input)
+            if (hint === undefined) return Effect.succeed([inner, delay] as const)
+            const hintMillis = Duration.toMillis(hint)
+            return Effect.map(
+              Random.next,
+              (fraction) => [inner, hintMillis + Math.floor(fraction * Math.min(spreadMillis, hintMillis / 2))] as const
+            )
           }
-          const hint = retryAfterOf(input)
-          if (hint === undefined) {
-            const delayMillis = delayOf(decision, now) ?? 0
-            return Effect.succeed([next, Duration.millis(delayMillis), decision] as const)
-          }
-          const hintMillis = Duration.toMillis(hint)
-          return Effect.map(Random.next, (fraction) => {
-            const delayMillis = hintMillis + Math.floor(fraction * Math.min(spreadMillis, hintMillis / 2))
-            return [next, Duration.millis(delayMillis), continueAfter(now, delayMillis)] as const
-          })
-        })
+        )
+      }
     )
   }
 )
 
-const startOf = (decision: ScheduleDecision.Continue): number => ScheduleIntervals.start(decision.intervals)
-
-/** The delay a schedule's decision asks for, in milliseconds from `now`; `undefined` when it is done. */
-export const delayOf = (decision: ScheduleDecision.ScheduleDecision, now: number): number | undefined =>
-  ScheduleDecision.isDone(decision) ? undefined : Math.max(0, startOf(decision) - now)
-
 /** Options of the default backoff. */
 export interface DefaultOptions extends RetryAfterOptions {
-  readonly base: Duration.DurationInput
-  readonly cap: Duration.DurationInput
+  readonly base: DurationInput
+  readonly cap: DurationInput
 }
 
 /**

@@ -1,13 +1,22 @@
+import {
+  type AttemptFiber,
+  callback,
+  type CallerFlags,
+  type FiberView,
+  interruptAsFork,
+  liveClock,
+  pollFiber,
+  type RefValue,
+  startFiber
+} from "#effect-line"
 import type * as Clock from "effect/Clock"
 import type * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import type * as FiberRefs from "effect/FiberRefs"
-import * as Runtime from "effect/Runtime"
-import type * as RuntimeFlags from "effect/RuntimeFlags"
-import { armTimer, realClock } from "./timer.js"
+import * as Option from "effect/Option"
+import { armTimer } from "./timer.js"
 
 /** The marker a pending attempt returns when the time ran out. */
 export const timedOut: unique symbol = Symbol.for("@resilient-ai/policy/timedOut")
@@ -20,7 +29,7 @@ export type Started<A, E> =
   | { readonly _tag: "Finished"; readonly exit: Exit.Exit<A, E> }
   | {
     readonly _tag: "Running"
-    readonly fiber: Fiber.RuntimeFiber<Exit.Exit<A, E>>
+    readonly fiber: AttemptFiber<Exit.Exit<A, E>, never>
     /** Its exit, or `timedOut` once its time ran out and it was stopped; no handler for the caller's interruption. */
     readonly wait: Effect.Effect<Exit.Exit<A, E> | typeof timedOut>
   }
@@ -37,29 +46,31 @@ export type Started<A, E> =
  */
 export const startBounded = <A, E, R>(
   self: Effect.Effect<A, E, R>,
-  parent: Fiber.RuntimeFiber<unknown, unknown>,
+  parent: FiberView,
+  flags: CallerFlags,
   context: Context.Context<R>,
-  runtimeFlags: RuntimeFlags.RuntimeFlags,
-  fiberRefs: FiberRefs.FiberRefs,
+  refs: ReadonlyArray<RefValue>,
   timeoutMillis: number,
   clock: Clock.Clock
 ): Started<A, E> => {
   // The fiber ends with the attempt's exit as its value, so an attempt that fails is not a fiber
   // that failed: Effect logs no "unhandled error" for it, and it needs no FiberRef set to say so.
-  const fiber = Runtime.runFork(Runtime.make({ context, fiberRefs, runtimeFlags }), Effect.exit(self))
-  const polled = fiber.unsafePoll()
-  if (polled !== null) return { _tag: "Finished", exit: attemptExit(polled) }
+  const fiber = startFiber(Effect.exit(self), parent, flags, context, refs)
+  const polled = pollFiber(fiber)
+  if (polled !== undefined) return { _tag: "Finished", exit: attemptExit(polled) }
   const millis = Math.max(0, timeoutMillis)
   // On the real clock the timer is the platform's own, armed beside the wait: no fiber races the
   // attempt. Any other clock (a TestClock, a simulation) is asked to sleep, as Effect.timeout would;
   // the timeout interrupts the inner wait, which stops the attempt.
-  const wait: Effect.Effect<Exit.Exit<A, E> | typeof timedOut> = !Number.isFinite(millis) || clock === realClock
+  const wait: Effect.Effect<Exit.Exit<A, E> | typeof timedOut> = !Number.isFinite(millis) || clock === liveClock
     ? awaitExit(fiber, parent, Number.isFinite(millis) ? millis : undefined)
-    : Effect.timeoutTo(Effect.onInterrupt(awaitExit(fiber, parent, undefined), () => Fiber.interrupt(fiber)), {
-      duration: Duration.millis(millis),
-      onSuccess: (exit): Exit.Exit<A, E> | typeof timedOut => exit,
-      onTimeout: () => timedOut
-    })
+    : Effect.map(
+      Effect.timeoutOption(
+        Effect.onInterrupt(awaitExit(fiber, parent, undefined), () => Fiber.interrupt(fiber)),
+        Duration.millis(millis)
+      ),
+      Option.getOrElse((): typeof timedOut => timedOut)
+    )
   return { _tag: "Running", fiber, wait }
 }
 
@@ -68,7 +79,7 @@ export const startBounded = <A, E, R>(
  * on with `then`. If the wait is interrupted, the attempt is interrupted and awaited, then
  * `cancelled` runs. Called where the caller cannot be interrupted (inside
  * `Effect.uninterruptibleMask`): this one handler is the only one, since the wait has none, which
- * spares every attempt the second region `Effect.async`'s canceler would cost.
+ * spares every attempt the second region `callback`'s canceler would cost.
  */
 export const awaitThen = <A, E, B, E2, R2>(
   running: Extract<Started<A, E>, { readonly _tag: "Running" }>,
@@ -78,7 +89,7 @@ export const awaitThen = <A, E, B, E2, R2>(
 ): Effect.Effect<B, E2, R2> =>
   Effect.matchCauseEffect(restore(running.wait), {
     onFailure: (cause) =>
-      Effect.zipRight(Effect.zipRight(Fiber.interrupt(running.fiber), cancelled()), Effect.failCause(cause)),
+      Effect.andThen(Effect.andThen(Fiber.interrupt(running.fiber), cancelled()), Effect.failCause(cause)),
     onSuccess: then
   })
 
@@ -93,15 +104,15 @@ const attemptExit = <A, E>(exit: Exit.Exit<Exit.Exit<A, E>>): Exit.Exit<A, E> =>
  * meant for).
  */
 const awaitExit = <A, E>(
-  fiber: Fiber.RuntimeFiber<Exit.Exit<A, E>>,
-  parent: Fiber.RuntimeFiber<unknown, unknown>,
+  fiber: AttemptFiber<Exit.Exit<A, E>, never>,
+  parent: FiberView,
   timeoutMillis: number | undefined
 ): Effect.Effect<Exit.Exit<A, E> | typeof timedOut> =>
-  Effect.async<Exit.Exit<A, E> | typeof timedOut>((resume) => {
+  callback<Exit.Exit<A, E> | typeof timedOut>((resume) => {
     let expired = false
     const disarm = timeoutMillis === undefined ? undefined : armTimer(timeoutMillis, () => {
       expired = true
-      fiber.unsafeInterruptAsFork(parent.id())
+      interruptAsFork(fiber, parent)
     })
     fiber.addObserver((fiberExit) => {
       disarm?.()

@@ -3,8 +3,8 @@
  * and the one way to it), what a target's state is, and a target's state from parts made elsewhere
  * (the storm's, a test's).
  */
+import { type RefValue } from "#effect-line"
 import type * as Effect from "effect/Effect"
-import type * as FiberRef from "effect/FiberRef"
 import type * as Redacted from "effect/Redacted"
 import type * as ConcurrencyGate from "../ConcurrencyGate.js"
 import * as RateLimiter from "../RateLimiter.js"
@@ -46,7 +46,7 @@ export interface TargetServices {
    * given to each attempt's fiber as it is made, where an `Effect.locally` around every call would
    * copy the fiber's refs twice per call.
    */
-  readonly attemptRefs?: ReadonlyArray<readonly [FiberRef.FiberRef<any>, unknown]> | undefined
+  readonly attemptRefs?: ReadonlyArray<RefValue> | undefined
 }
 
 /** A coordination: its targets' state, and the one way to it. */

@@ -3,7 +3,7 @@
  * settings with their defaults, the ramp's and the learned limit's arithmetic (which the fleet's gate
  * on Redis repeats in its script), and the gate in memory with a share of a fleet's limit.
  */
-import * as Cause from "effect/Cause"
+import { currentClock, failureOf, nowMillis } from "#effect-line"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -47,7 +47,7 @@ export const outcomeOf = (failure: unknown): Outcome => {
 /** What an effect's exit says about capacity: a success, one of the toolkit's failures, or nothing. */
 export const outcomeOfExit = (exit: Exit.Exit<unknown, unknown>): Outcome => {
   if (Exit.isSuccess(exit)) return "success"
-  const failure = Cause.failureOption(exit.cause)
+  const failure = failureOf(exit.cause)
   return Option.isSome(failure) ? outcomeOf(failure.value) : "neutral"
 }
 
@@ -356,10 +356,10 @@ export const makeShared = (
   share?: () => number
 ): Effect.Effect<Service, Checked.InvalidSettings> =>
   Effect.flatMap(Effect.suspend(() => settings(options)), (checked) =>
-    Effect.map(Effect.clock, (clock) => {
+    Effect.map(currentClock, (clock) => {
       const limiter = new Limiter(checked, share)
       const waiters = new Line<Waiter>()
-      const now = () => clock.unsafeCurrentTimeMillis()
+      const now = () => nowMillis(clock)
 
       const grantWaiting = (at: number) => {
         while (waiters.length > 0 && limiter.tryAcquire(at)) {
@@ -408,7 +408,7 @@ export const makeShared = (
           const wakeAt = Math.min(deadline, limiter.nextRaiseAt(at) ?? Number.POSITIVE_INFINITY)
           // Whole milliseconds: `Duration` rounds a sliver of a millisecond to zero, and a wait of
           // zero would wake at the same instant, forever.
-          return Effect.zipRight(wakeOrTimeout(listen, Math.ceil(wakeAt - at), clock), lookAgain)
+          return Effect.andThen(wakeOrTimeout(listen, Math.ceil(wakeAt - at), clock), lookAgain)
         })
         return Effect.suspend(() => {
           waiters.push(waiter)

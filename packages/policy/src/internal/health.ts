@@ -3,6 +3,7 @@
  * (`HealthProbe` in `@resilient-ai/client`) decide alike; what a target's calls have come to; and
  * the publishing of a diagnosis as the `resilient_ai_diagnosis` gauge and one log line per change.
  */
+import { counted, noMetricScope, update } from "#effect-line"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -154,8 +155,7 @@ export const callTotals = (target: string, state: Pick<TargetServices, "learned"
   let attempts = 0
   let troubles = 0
   for (const metrics of Metrics.allForTarget(target)) {
-    const count = (metric: { readonly unsafeValue: (extra: []) => { readonly count: number } }) =>
-      metric.unsafeValue([]).count
+    const count = counted
     attempts += count(metrics.attempts)
     // A gate that queues instead of shedding fails the calls it cannot place at their deadline: the
     // managed preset's shed. (A call that failed for capacity and then ran out of time counts twice,
@@ -180,9 +180,9 @@ export const report = (
 ): Effect.Effect<void> =>
   Effect.suspend(() => {
     const metrics = Metrics.healthOf(target)
-    for (const state of diagnoses) metrics.diagnosis(state).unsafeUpdate(state === step.diagnosis ? 1 : 0, [])
-    metrics.probeUp.unsafeUpdate(probe.up ? 1 : 0, [])
-    metrics.probeDuration.unsafeUpdate(probe.millis / 1000, [])
+    for (const state of diagnoses) update(metrics.diagnosis(state), state === step.diagnosis ? 1 : 0, noMetricScope)
+    update(metrics.probeUp, probe.up ? 1 : 0, noMetricScope)
+    update(metrics.probeDuration, probe.millis / 1000, noMetricScope)
     if (step.changedFrom === undefined) return Effect.void
     const fields = {
       target,

@@ -5,6 +5,7 @@
  *
  * @internal
  */
+export * as EffectLine from "#effect-line"
 export * as Attempts from "./attempt.js"
 export * as Backoffs from "./backoff.js"
 export * as BudgetRules from "./budgetRules.js"

@@ -4,12 +4,20 @@
  * with what happened; they decide nothing. Each takes the call as it reads it (`Instrumented`), so a
  * call allocates nothing for being observed beyond what it shows.
  */
+import {
+  type Counter,
+  type FiberView,
+  type Histogram,
+  logAt,
+  type LogLevel,
+  logLevels,
+  type MetricScope,
+  update,
+  writesAt
+} from "#effect-line"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import type * as Exit from "effect/Exit"
-import type * as Fiber from "effect/Fiber"
-import * as LogLevel from "effect/LogLevel"
-import type * as MetricLabel from "effect/MetricLabel"
 import * as Tracer from "effect/Tracer"
 import type * as Failure from "../Failure.js"
 import * as ConcurrencyGate from "./gate.js"
@@ -23,8 +31,8 @@ export interface Instrumented {
   readonly policy: { readonly target: string; readonly model: string | undefined }
   /** A call inside another's attempt: its attempts and outcome are the enclosing call's to count. */
   readonly nested: boolean
-  readonly metricLabels: ReadonlyArray<MetricLabel.MetricLabel>
-  readonly minimumLogLevel: LogLevel.LogLevel
+  readonly metricScope: MetricScope
+  readonly minimumLogLevel: LogLevel
   readonly metrics: Metrics.TargetMetrics
   /** What the target's calls learn, in its state: where a capacity failure is counted. */
   readonly learned: Learned
@@ -45,15 +53,13 @@ export interface AttemptTrace {
   described: Array<unknown> | undefined
 }
 
-type Updated = { unsafeUpdate: (input: number, tags: ReadonlyArray<MetricLabel.MetricLabel>) => void }
-
-/** Updates `metric` under the call's labels (`Effect.tagMetrics` in scope). */
-const count = (call: Instrumented, metric: Updated, value = 1): void => {
-  metric.unsafeUpdate(value, call.metricLabels)
+/** Updates `metric` under the call's tags too (`Effect.tagMetrics` in scope). */
+const count = (call: Instrumented, metric: Counter | Histogram, value = 1): void => {
+  update(metric, value, call.metricScope)
 }
 
 /** Whether a log line at `level` would be written: one that would not is not even built. */
-const logs = (call: Instrumented, level: LogLevel.LogLevel): boolean => !LogLevel.lessThan(level, call.minimumLogLevel)
+const logs = (call: Instrumented, level: LogLevel): boolean => writesAt(level, call.minimumLogLevel)
 
 const definedOnly = (annotations: Record<string, unknown>): Record<string, unknown> => {
   const defined: Record<string, unknown> = {}
@@ -66,13 +72,13 @@ const definedOnly = (annotations: Record<string, unknown>): Record<string, unkno
 /** A log line of the call, with its request id, target and model. */
 const log = (
   call: Instrumented,
-  level: LogLevel.LogLevel,
+  level: LogLevel,
   message: string,
   annotations: Record<string, unknown>
 ): Effect.Effect<void> =>
   logs(call, level)
     ? Effect.annotateLogs(
-      Effect.logWithLevel(level, message),
+      logAt(level, message),
       definedOnly({
         requestId: call.requestIdNow(),
         target: call.policy.target,
@@ -106,7 +112,7 @@ export const pacedWait = (call: Instrumented, millis: number): void => {
 export const attemptStarting = <R>(
   call: Instrumented,
   attempt: AttemptTrace,
-  fiber: Fiber.RuntimeFiber<unknown, unknown>,
+  fiber: FiberView,
   number: number,
   delayBefore: number,
   context: Context.Context<R>
@@ -184,8 +190,8 @@ export const succeeded = (
     count(call, metrics.attemptsPerSuccess, number)
     if (number > 1) count(call, metrics.retriesSucceeded)
   }
-  if (!logs(call, LogLevel.Debug)) return undefined
-  return log(call, LogLevel.Debug, "attempt succeeded", { attempt: number, durationMs: took, ...annotations })
+  if (!logs(call, logLevels.debug)) return undefined
+  return log(call, logLevels.debug, "attempt succeeded", { attempt: number, durationMs: took, ...annotations })
 }
 
 /**
@@ -223,11 +229,11 @@ export const stopLogged = (
   logged: Record<string, unknown>
 ): Effect.Effect<void> =>
   reason === "deferred"
-    ? log(call, LogLevel.Info, "attempt failed; retrying is left to the enclosing resilient call", {
+    ? log(call, logLevels.info, "attempt failed; retrying is left to the enclosing resilient call", {
       ...logged,
       stop: reason
     })
-    : log(call, LogLevel.Warning, "attempt failed, stopping", { ...logged, stop: reason })
+    : log(call, logLevels.warning, "attempt failed, stopping", { ...logged, stop: reason })
 
 /** The call stopped for `reason`, after `last`. */
 export const stopped = (call: Instrumented, reason: Failure.StopReason, last: unknown): void => {
@@ -251,7 +257,7 @@ export const shed = (call: Instrumented): void => count(call, call.metrics.shed)
 /** A retry is granted: counted, and the attempt's log line says when it comes. */
 export const retrying = (call: Instrumented, logged: Record<string, unknown>, delay: number): Effect.Effect<void> => {
   count(call, call.metrics.retries)
-  return log(call, LogLevel.Info, "attempt failed, retrying", { ...logged, retryInMs: Math.round(delay) })
+  return log(call, logLevels.info, "attempt failed, retrying", { ...logged, retryInMs: Math.round(delay) })
 }
 
 /** The sleep before a retry ended: what was slept. */

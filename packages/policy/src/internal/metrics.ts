@@ -2,13 +2,17 @@
  * The metrics of the failure path, as the engine updates them and the health diagnosis reads them:
  * Effect `Metric`s tagged by target and model, built once per pair.
  */
-import * as Arr from "effect/Array"
+import {
+  type Counter,
+  counter,
+  exponentialBoundaries,
+  type Gauge,
+  gauge,
+  type Histogram,
+  histogram,
+  tagged
+} from "#effect-line"
 import { globalValue } from "effect/GlobalValue"
-import * as Metric from "effect/Metric"
-import * as MetricBoundaries from "effect/MetricBoundaries"
-import * as MetricLabel from "effect/MetricLabel"
-
-const counter = (name: string, description: string) => Metric.counter(name, { description, incremental: true })
 
 /** Attempts started, first attempts included. */
 const attempts = counter("resilient_ai_attempts_total", "attempts sent to the provider, first attempts included")
@@ -23,9 +27,9 @@ const callsFailed = counter(
 )
 
 /** For each successful call, the attempts it took. */
-const attemptsPerSuccess = Metric.histogram(
+const attemptsPerSuccess = histogram(
   "resilient_ai_attempts_per_success",
-  MetricBoundaries.fromIterable([1, 2, 3, 4, 5, 6, 8, 10]),
+  [1, 2, 3, 4, 5, 6, 8, 10],
   "attempts each successful call took"
 )
 
@@ -48,17 +52,17 @@ const deadlineSkips = counter(
 )
 
 /** From 1 ms to about two minutes, doubling: a sleep or a wait in seconds, as Prometheus names time. */
-const secondsBoundaries = MetricBoundaries.exponential({ start: 0.001, factor: 2, count: 18 })
+const secondsBoundaries = exponentialBoundaries({ start: 0.001, factor: 2, count: 18 })
 
 /** Delays actually slept before retries, in seconds. */
-const retryDelay = Metric.histogram(
+const retryDelay = histogram(
   "resilient_ai_retry_delay_seconds",
   secondsBoundaries,
   "delays slept before retries, in seconds"
 )
 
 /** How long attempts waited for their turn in the key's pace (`RateLimiter`), when they waited, in seconds. */
-const pacedWait = Metric.histogram(
+const pacedWait = histogram(
   "resilient_ai_paced_wait_seconds",
   secondsBoundaries,
   "time attempts waited for their turn under the key's requests and tokens per minute, in seconds"
@@ -76,73 +80,53 @@ const nestedSingleAttempts = counter(
 /** Tokens the provider reported, tagged by `kind` (`prompt`, `completion`). */
 const tokens = counter("resilient_ai_tokens_total", "tokens the provider reported as used, by kind")
 
-/** The labels that name a target and a model. */
-const labelsFor = (target: string, model: string | undefined): ReadonlyArray<MetricLabel.MetricLabel> => [
-  MetricLabel.make("target", target),
-  MetricLabel.make("model", model ?? "default")
-]
+/** The tags that name a target and a model. */
+const tagsFor = (target: string, model: string | undefined): Readonly<Record<string, string>> => ({
+  target,
+  model: model ?? "default"
+})
 
 /** Every metric above, tagged for one target and model; built once per pair. */
 export interface TargetMetrics {
-  readonly labels: ReadonlyArray<MetricLabel.MetricLabel>
-  readonly attempts: Metric.Metric.Counter<number>
-  readonly successes: Metric.Metric.Counter<number>
-  readonly attemptsPerSuccess: Metric.Metric.Histogram<number>
-  readonly retries: Metric.Metric.Counter<number>
-  readonly retriesSucceeded: Metric.Metric.Counter<number>
-  readonly budgetExhausted: Metric.Metric.Counter<number>
-  readonly deadlineSkips: Metric.Metric.Counter<number>
-  readonly retryDelay: Metric.Metric.Histogram<number>
-  readonly pacedWait: Metric.Metric.Histogram<number>
-  readonly shed: Metric.Metric.Counter<number>
-  readonly nestedSingleAttempts: Metric.Metric.Counter<number>
-  readonly failures: (kind: string) => Metric.Metric.Counter<number>
-  readonly callsFailed: (reason: string) => Metric.Metric.Counter<number>
-  readonly tokens: (kind: string) => Metric.Metric.Counter<number>
+  readonly tags: Readonly<Record<string, string>>
+  readonly attempts: Counter
+  readonly successes: Counter
+  readonly attemptsPerSuccess: Histogram
+  readonly retries: Counter
+  readonly retriesSucceeded: Counter
+  readonly budgetExhausted: Counter
+  readonly deadlineSkips: Counter
+  readonly retryDelay: Histogram
+  readonly pacedWait: Histogram
+  readonly shed: Counter
+  readonly nestedSingleAttempts: Counter
+  readonly failures: (kind: string) => Counter
+  readonly callsFailed: (reason: string) => Counter
+  readonly tokens: (kind: string) => Counter
 }
 
 const cache = globalValue("@resilient-ai/policy/Metrics/cache", () => new Map<string, TargetMetrics>())
-
-/**
- * `metric` with `labels`, as `Metric.taggedWithLabels` makes it, but cheap to update. Effect finds
- * a metric's state by the identity of the label array it is updated with; `taggedWithLabels` joins
- * the labels into a new array on every update, so every update built and looked up a metric key.
- * Here an update without labels of its own passes the same array every time.
- */
-const taggedOnce = <Type, In, Out>(
-  metric: Metric.Metric<Type, In, Out>,
-  labels: ReadonlyArray<MetricLabel.MetricLabel>
-): Metric.Metric<Type, In, Out> => {
-  const withExtra = (extra: ReadonlyArray<MetricLabel.MetricLabel>) =>
-    extra.length === 0 ? labels : Arr.union(labels, extra)
-  return Metric.make(
-    metric.keyType,
-    (input, extra) => metric.unsafeUpdate(input, withExtra(extra)),
-    (extra) => metric.unsafeValue(withExtra(extra)),
-    (input, extra) => metric.unsafeModify(input, withExtra(extra))
-  )
-}
 
 /** The metrics of one target and model. */
 export const forTarget = (target: string, model?: string | undefined): TargetMetrics => {
   const key = `${target}\u0000${model ?? "default"}`
   const cached = cache.get(key)
   if (cached !== undefined) return cached
-  const labels = labelsFor(target, model)
-  const tag = <Type, In, Out>(metric: Metric.Metric<Type, In, Out>) => taggedOnce(metric, labels)
-  const byKind = <Type, In, Out>(metric: Metric.Metric<Type, In, Out>, label: string) => {
-    const tagged = new Map<string, Metric.Metric<Type, In, Out>>()
+  const tags = tagsFor(target, model)
+  const tag = <M extends Counter | Histogram>(metric: M) => tagged(metric, tags)
+  const byKind = (metric: Counter, label: string) => {
+    const made = new Map<string, Counter>()
     return (value: string) => {
-      let found = tagged.get(value)
+      let found = made.get(value)
       if (found === undefined) {
-        found = taggedOnce(metric, [...labels, MetricLabel.make(label, value)])
-        tagged.set(value, found)
+        found = tagged(metric, { ...tags, [label]: value })
+        made.set(value, found)
       }
       return found
     }
   }
   const made: TargetMetrics = {
-    labels,
+    tags,
     attempts: tag(attempts),
     successes: tag(successes),
     attemptsPerSuccess: tag(attemptsPerSuccess),
@@ -171,18 +155,19 @@ export const allForTarget = (target: string): ReadonlyArray<TargetMetrics> => {
 }
 
 /** The target's diagnosis, one series per state: 1 for the current one, 0 for the others. */
-const diagnosis = Metric.gauge("resilient_ai_diagnosis", {
-  description:
-    "the target's diagnosis: 1 for the current state (healthy, provider-degraded, self-inflicted), 0 for the others"
-})
+const diagnosis = gauge(
+  "resilient_ai_diagnosis",
+  "the target's diagnosis: 1 for the current state (healthy, provider-degraded, self-inflicted), 0 for the others"
+)
 
 /** Whether the target's health probe last found the provider answering. */
-const probeUp = Metric.gauge("resilient_ai_probe_up", {
-  description: "1 when the target's health probe last found the provider answering, else 0"
-})
+const probeUp = gauge(
+  "resilient_ai_probe_up",
+  "1 when the target's health probe last found the provider answering, else 0"
+)
 
 /** How long the health probes took, in seconds. */
-const probeDuration = Metric.histogram(
+const probeDuration = histogram(
   "resilient_ai_probe_duration_seconds",
   secondsBoundaries,
   "how long the target's health probes took, in seconds"
@@ -190,9 +175,9 @@ const probeDuration = Metric.histogram(
 
 /** The health metrics of one target (a probe is per target, not per model). */
 export interface HealthMetrics {
-  readonly diagnosis: (state: string) => Metric.Metric.Gauge<number>
-  readonly probeUp: Metric.Metric.Gauge<number>
-  readonly probeDuration: Metric.Metric.Histogram<number>
+  readonly diagnosis: (state: string) => Gauge
+  readonly probeUp: Gauge
+  readonly probeDuration: Histogram
 }
 
 const healthCache = globalValue("@resilient-ai/policy/Metrics/healthCache", () => new Map<string, HealthMetrics>())
@@ -201,19 +186,19 @@ const healthCache = globalValue("@resilient-ai/policy/Metrics/healthCache", () =
 export const healthOf = (target: string): HealthMetrics => {
   const cached = healthCache.get(target)
   if (cached !== undefined) return cached
-  const labels = [MetricLabel.make("target", target)]
-  const byState = new Map<string, Metric.Metric.Gauge<number>>()
+  const tags = { target }
+  const byState = new Map<string, Gauge>()
   const made: HealthMetrics = {
     diagnosis: (state) => {
       let found = byState.get(state)
       if (found === undefined) {
-        found = taggedOnce(diagnosis, [...labels, MetricLabel.make("state", state)])
+        found = tagged(diagnosis, { ...tags, state })
         byState.set(state, found)
       }
       return found
     },
-    probeUp: taggedOnce(probeUp, labels),
-    probeDuration: taggedOnce(probeDuration, labels)
+    probeUp: tagged(probeUp, tags),
+    probeDuration: tagged(probeDuration, tags)
   }
   healthCache.set(target, made)
   return made

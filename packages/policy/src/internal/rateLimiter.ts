@@ -4,6 +4,7 @@
  * an `admit` built on it, shared by the limiter in memory and the fleet's on Redis, and the rough
  * count of a prompt's tokens.
  */
+import { currentClock, makeSemaphoreUnsafe, nowMillis, timeoutFail } from "#effect-line"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -211,13 +212,13 @@ export const admitting = (
   decideNow: (demand: Demand) => Effect.Effect<Reservation | "wait", Failures.RateLimitedLocally>,
   nextTurn: () => number
 ): (demand: Demand) => Effect.Effect<Reservation, Failures.RateLimitedLocally> => {
-  const batchLine = Effect.unsafeMakeSemaphore(1)
+  const batchLine = makeSemaphoreUnsafe(1)
   const untilAdmitted = (demand: Demand): Effect.Effect<Reservation, Failures.RateLimitedLocally> =>
     Effect.flatMap(decideNow(demand), (decided) => decided === "wait" ? untilAdmitted(demand) : Effect.succeed(decided))
   const inBatchLine = (demand: Demand): Effect.Effect<Reservation, Failures.RateLimitedLocally> => {
     const waited = batchLine.withPermits(1)(untilAdmitted(demand))
     if (!Number.isFinite(demand.deadline)) return waited
-    return Effect.timeoutFail(waited, {
+    return timeoutFail(waited, {
       duration: Duration.millis(Math.max(0, demand.deadline - now())),
       onTimeout: () => refusal(target, { _tag: "refused", at: nextTurn(), dimension: "requests" }, now())
     })
@@ -244,9 +245,9 @@ export const makeShared = (
   share?: () => number
 ): Effect.Effect<Service, Checked.InvalidSettings> =>
   Effect.flatMap(Effect.suspend(() => settings(options)), (checked) =>
-    Effect.map(Effect.clock, (clock) => {
+    Effect.map(currentClock, (clock) => {
       const pacer = new Pacer(checked, share)
-      const now = () => clock.unsafeCurrentTimeMillis()
+      const now = () => nowMillis(clock)
       const reservation = (tokens: number): Reservation => ({
         tokens,
         settle: (used) => Effect.sync(() => pacer.adjustTokens(used - tokens)),

@@ -4,22 +4,36 @@
  * sleep, the attempt), so a call that succeeds at once allocates little beyond its attempt's fiber.
  * `Resilient.retry` and `retryWith` run it; nothing else should.
  */
-import * as Cause from "effect/Cause"
+import {
+  type CallerFlags,
+  clockOf,
+  contextOf,
+  type DurationInput,
+  failureOf,
+  type FiberView,
+  hasDefect,
+  hasInterruption,
+  interruptedBy,
+  type LogLevel,
+  type MetricScope,
+  metricScopeOf,
+  minimumLogLevelOf,
+  nowMillis,
+  readRef,
+  type RefValue,
+  type Stepper,
+  stepperOf,
+  withFiber,
+  withoutFailures
+} from "#effect-line"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
-import type * as Fiber from "effect/Fiber"
-import type * as FiberId from "effect/FiberId"
-import * as FiberRef from "effect/FiberRef"
-import * as FiberRefs from "effect/FiberRefs"
-import * as LogLevel from "effect/LogLevel"
-import type * as MetricLabel from "effect/MetricLabel"
 import * as Option from "effect/Option"
 import * as Random from "effect/Random"
-import type * as RuntimeFlags from "effect/RuntimeFlags"
 import type * as Schedule from "effect/Schedule"
 import type * as Tracer from "effect/Tracer"
 import { Classifier } from "../Classifier.js"
@@ -27,7 +41,6 @@ import type { CallOptions, Judgement, Policy } from "../Resilient.js"
 import type * as RetryBudget from "../RetryBudget.js"
 import * as Settings from "../Settings.js"
 import { Answered, type AttemptContext, CurrentAttempt, type Phase, type Report, Reported } from "./attempt.js"
-import * as Backoff from "./backoff.js"
 import { awaitThen, type Restore, startBounded, timedOut } from "./boundedRun.js"
 import * as Classifiers from "./classifier.js"
 import * as Coordination from "./coordination.js"
@@ -60,7 +73,7 @@ const holds = (held: HeldGates, gate: ConcurrencyGate.Service): boolean =>
 // parse its deadline every time. Bounded, in case a program writes a new one per call.
 const timeoutsRead = new Map<string, number>()
 
-const millisOf = (timeout: Duration.DurationInput): number => {
+const millisOf = (timeout: DurationInput): number => {
   if (typeof timeout !== "string") return Duration.toMillis(timeout)
   let millis = timeoutsRead.get(timeout)
   if (millis === undefined) {
@@ -74,9 +87,6 @@ const randomId = (): string => {
   const crypto = (globalThis as { readonly crypto?: { readonly randomUUID?: () => string } }).crypto
   return crypto?.randomUUID?.() ?? `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 12)}`
 }
-
-/** A FiberRef's value for an attempt's fiber, as `FiberRefs.updateManyAs` takes it. */
-type RefEntry = readonly [FiberRef.FiberRef<any>, readonly [readonly [FiberId.Single, unknown]]]
 
 const noTime = BigInt(0)
 
@@ -194,12 +204,12 @@ const outcomeOfError = (error: unknown): ConcurrencyGate.Outcome =>
  */
 class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
   // Attempts run with the caller's flags, not with those of the region that guards the permit.
-  readonly callerFlags: RuntimeFlags.RuntimeFlags
+  readonly callerFlags: CallerFlags
   /**
    * The fiber running the call: the whole sequence runs on it (nothing in it forks the caller), so
    * an attempt reads its refs from it as it starts, without an effect to ask for it.
    */
-  readonly fiber: Fiber.RuntimeFiber<unknown, unknown>
+  readonly fiber: FiberView
   readonly budget: RetryBudget.Service
   readonly gate: ConcurrencyGate.Service
   readonly limiter: RateLimiter.Service
@@ -216,8 +226,8 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
   readonly classifyFailure: (failure: Failure.Failure) => Classifiers.Verdict
   readonly attemptRefs: TargetServices["attemptRefs"]
   readonly clock: Clock.Clock
-  readonly metricLabels: ReadonlyArray<MetricLabel.MetricLabel>
-  readonly minimumLogLevel: LogLevel.LogLevel
+  readonly metricScope: MetricScope
+  readonly minimumLogLevel: LogLevel
   readonly learned: Learned
   readonly latency: TypicalLatency
   readonly metrics: Metrics.TargetMetrics
@@ -239,7 +249,7 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
   readonly readsHints: boolean
   /** Proposes the delay before each retry; a hint read replaces it. */
   readonly backoff: Schedule.Schedule<unknown, Failure.Failure>
-  backoffState: unknown
+  backoffStepper: Stepper<unknown, Failure.Failure> | undefined = undefined
   readonly requestIds: RequestId
   history: Array<Failure.AttemptRecord> | undefined = undefined
   lastFailure: LastFailure<E> | undefined = undefined
@@ -258,8 +268,8 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
     options: CallOptions | undefined,
     services: TargetServices,
     judge: Judge | undefined,
-    fiber: Fiber.RuntimeFiber<unknown, unknown>,
-    callerFlags: RuntimeFlags.RuntimeFlags,
+    fiber: FiberView,
+    callerFlags: CallerFlags,
     given: GivenSpan | undefined
   ) {
     if (Effect.isEffect(attempt)) {
@@ -279,23 +289,23 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
     this.limiterFast = FastPath.limiter(services.limiter)
     this.tokens = options?.tokens ?? 0
     this.lane = options?.lane ?? "interactive"
-    this.classifyFailure = policy.classify ?? Context.get(fiber.currentContext as Context.Context<never>, Classifier)
+    this.classifyFailure = policy.classify ?? Context.get(contextOf(fiber), Classifier)
       .classify
     this.judge = judge ?? (this.classifyFailure as Judge)
     this.attemptRefs = services.attemptRefs
-    this.clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
-    this.metricLabels = fiber.getFiberRef(FiberRef.currentMetricLabels)
-    this.minimumLogLevel = fiber.getFiberRef(FiberRef.currentMinimumLogLevel)
-    const outer = fiber.getFiberRef(CurrentAttempt)
+    this.clock = clockOf(fiber)
+    this.metricScope = metricScopeOf(fiber)
+    this.minimumLogLevel = minimumLogLevelOf(fiber)
+    const outer = readRef(fiber, CurrentAttempt)
     this.learned = services.learned
     const model = services.learned.of(policy.target, policy.model)
     this.latency = model.latency
     this.metrics = model.metrics
 
-    const inheritedDeadline = fiber.getFiberRef(CurrentDeadline)
+    const inheritedDeadline = readRef(fiber, CurrentDeadline)
     this.deadline = options?.timeout === undefined
       ? inheritedDeadline
-      : Math.min(inheritedDeadline, this.clock.unsafeCurrentTimeMillis() + millisOf(options.timeout))
+      : Math.min(inheritedDeadline, nowMillis(this.clock) + millisOf(options.timeout))
     this.nested = outer !== undefined
     // An enclosing call already holds a permit of this gate: waiting for a second one could wait on
     // that very permit. The gate itself decides, not the target's name: two targets may share a
@@ -319,7 +329,6 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
     this.hintSpreadMillis = engine.hintSpreadMillis
     this.readsHints = engine.readsHints
     this.backoff = engine.backoff
-    this.backoffState = engine.backoff.initial
     if (given !== undefined) {
       this.tracing = given.tracing
       this.span = given.span
@@ -338,7 +347,7 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
       return this.attemptFrom(1, 0)
     }
     const recordCall = this.budgetFast?.recordCall
-    return recordCall === undefined ? this.attemptFrom(1, 0) : Effect.zipRight(recordCall, this.attemptFrom(1, 0))
+    return recordCall === undefined ? this.attemptFrom(1, 0) : Effect.andThen(recordCall, this.attemptFrom(1, 0))
   }
 
   requestIdNow(): string {
@@ -373,7 +382,7 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
     if (this.nested) return done
     const budget = this.budget
     const recordSuccessNow = this.budgetFast?.recordSuccessNow
-    if (recordSuccessNow === undefined) return Effect.zipRight(budget.recordSuccess(attempt.attempt), done)
+    if (recordSuccessNow === undefined) return Effect.andThen(budget.recordSuccess(attempt.attempt), done)
     recordSuccessNow(attempt.attempt)
     return done
   }
@@ -390,7 +399,7 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
     Instruments.failed(this, failure)
     const recordFailure = this.budgetFast?.recordFailure
     if (!this.nested && recordFailure !== undefined) {
-      return Effect.zipRight(
+      return Effect.andThen(
         recordFailure(failure, attempt.attempt),
         Effect.suspend(() => this.decide(attempt, failed, took, delayBefore))
       )
@@ -442,7 +451,7 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
     }
     const stopHere = (stop: Decision.Stop) => {
       if (stop.deadlineSkip) Instruments.deadlineSkipped(this)
-      return Effect.zipRight(Instruments.stopLogged(this, stop.reason, logged), this.stop(stop.reason, last))
+      return Effect.andThen(Instruments.stopLogged(this, stop.reason, logged), this.stop(stop.reason, last))
     }
     const decided = (decision: Decision.Decision) => {
       if (decision._tag === "Stop") return stopHere(decision)
@@ -457,14 +466,13 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
     }
 
     const clock = this.clock
-    const stopped = Decision.beforeBackoff(this, judged, clock.unsafeCurrentTimeMillis())
+    const stopped = Decision.beforeBackoff(this, judged, nowMillis(clock))
     if (stopped !== undefined) return stopHere(stopped)
     return Effect.flatMap(
-      this.backoff.step(clock.unsafeCurrentTimeMillis(), scheduleInput as Failure.Failure, this.backoffState),
+      (this.backoffStepper ??= stepperOf(this.backoff)).step(nowMillis(clock), scheduleInput as Failure.Failure),
       (step) => {
-        const now = clock.unsafeCurrentTimeMillis()
-        this.backoffState = step[0]
-        const proposed = Backoff.delayOf(step[2], now) ?? "done"
+        const now = nowMillis(clock)
+        const proposed = step.delay ?? "done"
         if (proposed === "done" || !Decision.drawsSpread(this, judged)) {
           return decided(Decision.afterBackoff(this, judged, now, proposed, undefined))
         }
@@ -483,8 +491,8 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
     logged: Record<string, unknown>
   ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
     return Instruments.retrying(this, logged, delay).pipe(
-      Effect.zipRight(Effect.sleep(Duration.millis(delay))),
-      Effect.zipRight(Effect.suspend(() => {
+      Effect.andThen(Effect.sleep(Duration.millis(delay))),
+      Effect.andThen(Effect.suspend(() => {
         Instruments.slept(this, delay)
         return this.attemptFrom(next, delay)
       }))
@@ -496,7 +504,7 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
     if (!this.gated) return next
     const gate = this.gate
     const releaseNow = this.gateFast?.releaseNow
-    if (releaseNow === undefined) return Effect.zipRight(gate.release(outcome), next)
+    if (releaseNow === undefined) return Effect.andThen(gate.release(outcome), next)
     releaseNow(outcome)
     return next
   }
@@ -527,16 +535,16 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
         this.releasing("success", this.succeed(attempt, value, took, report))
       )
     }
-    const failure = Cause.failureOption(exit.cause)
+    const failure = failureOf(exit.cause)
     // Defects and interruptions are not failures of the call: they propagate untouched.
-    if (Cause.isDie(exit.cause) || Cause.isInterrupted(exit.cause) || Option.isNone(failure)) {
+    if (hasDefect(exit.cause) || hasInterruption(exit.cause) || Option.isNone(failure)) {
       Instruments.endAttemptSpan(attempt, exit)
       const reported = Option.isSome(failure) && failure.value instanceof Reported ? failure.value.report : undefined
       return this.paced(
         attempt.reservation,
         reported,
         undefined,
-        this.releasing("neutral", Effect.failCause(Cause.stripFailures(exit.cause)))
+        this.releasing("neutral", Effect.failCause(withoutFailures(exit.cause)))
       )
     }
     const unwrapped = unwrap(failure.value)
@@ -567,11 +575,11 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
     const settled = reservation === RateLimiter.free
       ? next
       : Failure.isFailure(failure) && Classifiers.neverReached(failure)
-      ? Effect.zipRight(reservation.giveBack, next)
+      ? Effect.andThen(reservation.giveBack, next)
       : used === undefined
       ? next
-      : Effect.zipRight(reservation.settle(used), next)
-    return limits === undefined ? settled : Effect.zipRight(this.limiter.learn(limits), settled)
+      : Effect.andThen(reservation.settle(used), next)
+    return limits === undefined ? settled : Effect.andThen(this.limiter.learn(limits), settled)
   }
 
   /**
@@ -587,9 +595,9 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
     const current = this.fiber
     const clock = this.clock
     // Timed from now, after any wait for the permit: a wait in the queue may have used the time.
-    const started = clock.unsafeCurrentTimeMillis()
+    const started = nowMillis(clock)
     if (!this.leavesRoom(started, 0)) {
-      return Effect.zipRight(reservation.giveBack, this.releasing("neutral", this.skipForDeadline("queue")))
+      return Effect.andThen(reservation.giveBack, this.releasing("neutral", this.skipForDeadline("queue")))
     }
     const deadline = this.deadline
     const remaining = deadline - started
@@ -602,22 +610,20 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
       current,
       number,
       delayBefore,
-      current.currentContext as Context.Context<R>
+      contextOf(current) as Context.Context<R>
     )
-    const id = current.id()
-    const entries: [RefEntry, ...Array<RefEntry>] = [[CurrentAttempt, [[id, attempt]]]]
+    const refs: Array<RefValue> = [[CurrentAttempt, attempt]]
     // Each FiberRef set costs the attempt's fiber a little to start: the deadline is set only
     // when the call's own timeout moved it.
-    if (deadline !== current.getFiberRef(CurrentDeadline)) entries.push([CurrentDeadline, [[id, deadline]]])
+    if (deadline !== readRef(current, CurrentDeadline)) refs.push([CurrentDeadline, deadline])
     const attemptRefs = this.attemptRefs
     if (attemptRefs !== undefined) {
-      for (const [ref, value] of attemptRefs) entries.push([ref, [[id, value]]])
+      for (const entry of attemptRefs) refs.push(entry)
     }
-    const fiberRefs = FiberRefs.updateManyAs(current.getFiberRefs(), { entries })
     const effect = this.attemptOf === undefined ? this.self! : this.attemptOf(attempt)
-    const run = startBounded(effect, current, context, this.callerFlags, fiberRefs, timeoutMillis, clock)
+    const run = startBounded(effect, current, this.callerFlags, context, refs, timeoutMillis, clock)
     if (run._tag === "Finished") {
-      return this.settle(restore, attempt, run.exit, clock.unsafeCurrentTimeMillis() - started, delayBefore)
+      return this.settle(restore, attempt, run.exit, nowMillis(clock) - started, delayBefore)
     }
     // Interrupted while awaiting it: the attempt is stopped, then its permit given back.
     return awaitThen(
@@ -625,11 +631,11 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
       restore,
       () => {
         Instruments.attemptEnded(this, attempt)
-        Instruments.endAttemptSpan(attempt, Exit.interrupt(id))
+        Instruments.endAttemptSpan(attempt, interruptedBy(current))
         return this.releasing("neutral", Effect.void)
       },
       (result) => {
-        const took = clock.unsafeCurrentTimeMillis() - started
+        const took = nowMillis(clock) - started
         if (result !== timedOut) return this.settle(restore, attempt, result, took, delayBefore)
         Instruments.attemptEnded(this, attempt)
         const failure = boundByDeadline
@@ -667,7 +673,7 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
   }
 
   attemptFrom(number: number, delayBefore: number): Effect.Effect<A, Failure.CallFailed<LastFailure<E>>, R> {
-    if (!this.leavesRoom(this.clock.unsafeCurrentTimeMillis(), 0)) return this.skipForDeadline("before-attempt")
+    if (!this.leavesRoom(nowMillis(this.clock), 0)) return this.skipForDeadline("before-attempt")
     // Only waiting (for the key's pace, for a permit, for a suspended attempt) can be interrupted:
     // between taking a place, starting the attempt's fiber and awaiting it, nothing can be lost. A
     // place and a permit free at once are taken without an effect.
@@ -676,11 +682,11 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
       if (placed !== undefined) return this.gatedAttempt(restore, number, delayBefore, placed)
       // Its turn must leave the attempt its time before the deadline.
       const demand = { tokens: this.tokens, lane: this.lane, deadline: this.deadline - this.minAttemptMillis }
-      const asked = this.clock.unsafeCurrentTimeMillis()
+      const asked = nowMillis(this.clock)
       return Effect.matchEffect(restore(this.limiter.admit(demand)), {
         onFailure: (refusal) => this.pacedOut(refusal),
         onSuccess: (reservation) => {
-          Instruments.pacedWait(this, this.clock.unsafeCurrentTimeMillis() - asked)
+          Instruments.pacedWait(this, nowMillis(this.clock) - asked)
           return this.gatedAttempt(restore, number, delayBefore, reservation)
         }
       })
@@ -701,7 +707,7 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
     return Effect.matchEffect(
       reservation === RateLimiter.free ? waited : Effect.onInterrupt(waited, () => reservation.giveBack),
       {
-        onFailure: (refusal) => Effect.zipRight(reservation.giveBack, this.refused(refusal)),
+        onFailure: (refusal) => Effect.andThen(reservation.giveBack, this.refused(refusal)),
         onSuccess: () => this.runAttempt(restore, number, delayBefore, reservation)
       }
     )
@@ -709,8 +715,8 @@ class Sequence<A, E, R> implements Decision.Rules, Instruments.Instrumented {
 }
 
 /** The `Coordination` in the fiber's context, or its default: read on every call, without an `Option`. */
-const coordinationOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Coordination.Service =>
-  Context.get(fiber.currentContext as Context.Context<never>, Coordination.Coordination)
+const coordinationOf = (fiber: FiberView): Coordination.Service =>
+  Context.get(contextOf(fiber), Coordination.Coordination)
 
 const badMaxAttempts = (policy: Policy, maxAttempts: number) =>
   Effect.die(
@@ -767,12 +773,12 @@ const runChecked = <A, E, R>(
   if (maxAttempts !== undefined && !(Number.isInteger(maxAttempts) && maxAttempts >= 1)) {
     return badMaxAttempts(policy, maxAttempts)
   }
-  return Effect.withFiberRuntime((fiber, status) => {
+  return withFiber((fiber, flags) => {
     // A policy's calls are made without an API key: their state is under no key's fingerprint.
     const services = given ?? coordinationOf(fiber).targets.get(policy.target)?.get(undefined)
     if (services !== undefined) {
       return started(
-        new Sequence(self, policy, options, services, judge, fiber, status.runtimeFlags, givenSpan),
+        new Sequence(self, policy, options, services, judge, fiber, flags, givenSpan),
         givenSpan
       )
     }

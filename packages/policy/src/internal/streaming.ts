@@ -3,13 +3,11 @@
  * attempts (each in a scope of its own) retried until one delivers the first element, and the
  * deadline bounding the rest. `Resilient.retryStream` and the client's streams (`Engine.stream`) run it.
  */
+import { clockOf, forkScope, getRef, inScope, metricScopeOf, unwrapScopedStream, update, withFiber } from "#effect-line"
 import * as Clock from "effect/Clock"
-import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
-import * as FiberRef from "effect/FiberRef"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type * as Tracer from "effect/Tracer"
@@ -48,7 +46,8 @@ const refusedStream = (
   refusal: Failure.Shed | Failure.DeadlineExceeded,
   given: GivenSpan | undefined
 ): Effect.Effect<never, Failure.CallFailed<Failure.Shed | Failure.DeadlineExceeded>> =>
-  Effect.flatMap(FiberRef.get(FiberRef.currentMetricLabels), (labels) => {
+  withFiber((fiber) => {
+    const scope = metricScopeOf(fiber)
     const { metrics } = services.learned.of(policy.target, policy.model)
     const reason = refusal._tag === "Shed" ? "shed" : "deadline"
     if (given !== undefined) {
@@ -56,8 +55,8 @@ const refusedStream = (
       given.span.attribute("resilient_ai.stop_reason", reason)
       given.span.attribute("error.type", refusal._tag)
     }
-    ;(refusal._tag === "Shed" ? metrics.shed : metrics.deadlineSkips).unsafeUpdate(1, labels)
-    metrics.callsFailed(reason).unsafeUpdate(1, labels)
+    update(refusal._tag === "Shed" ? metrics.shed : metrics.deadlineSkips, 1, scope)
+    update(metrics.callsFailed(reason), 1, scope)
     return Effect.fail(new Failure.CallFailed({ reason, last: refusal, attempts: [], target: policy.target }))
   })
 
@@ -71,9 +70,9 @@ const inScopeOfItsOwn = <X, Y, Z>(
   Effect.flatMap(
     Effect.scope,
     (outer) =>
-      Effect.flatMap(Scope.fork(outer, ExecutionStrategy.sequential), (scope) =>
+      Effect.flatMap(forkScope(outer), (scope) =>
         open.pipe(
-          Scope.extend(scope),
+          inScope(scope),
           Effect.onExit((exit) => Exit.isFailure(exit) ? Scope.close(scope, exit) : Effect.void)
         ))
   )
@@ -86,8 +85,8 @@ const streamSpan = (
   policy: Policy,
   options: CallOptions | undefined
 ): Effect.Effect<GivenSpan | undefined, never, Scope.Scope> =>
-  Effect.withFiberRuntime((fiber) => {
-    const tracing = Spans.tracingOf(fiber, Context.get(fiber.currentDefaultServices, Clock.Clock))
+  withFiber((fiber) => {
+    const tracing = Spans.tracingOf(fiber, clockOf(fiber))
     if (tracing === undefined) return Effect.succeed(undefined)
     const span = Spans.startCallSpan(tracing, fiber, spanStartOf(policy, options))
     return Effect.as(
@@ -167,13 +166,16 @@ const streamOf = <A, B, E extends AttemptError, R, E2, R2, PE>(
         Effect.flatMap(Coordination.Coordination, (coordination) => coordination.stateOf(policy))
       ))
     const callSpan = yield* streamSpan(policy, options)
-    const deadline = yield* FiberRef.get(CurrentDeadline)
+    const deadline = yield* getRef(CurrentDeadline)
     const gate = services.gate
     const permit = yield* Effect.acquireRelease(
-      Effect.either(Effect.interruptible(gate.acquire(deadline))),
-      (taken, exit) => taken._tag === "Right" ? gate.release(ConcurrencyGate.outcomeOfExit(exit)) : Effect.void
+      Effect.match(Effect.interruptible(gate.acquire(deadline)), {
+        onFailure: (refusal) => ({ taken: false, refusal }) as const,
+        onSuccess: () => ({ taken: true }) as const
+      }),
+      (permit, exit) => permit.taken ? gate.release(ConcurrencyGate.outcomeOfExit(exit)) : Effect.void
     )
-    if (permit._tag === "Left") return yield* refusedStream(services, policy, permit.left, callSpan)
+    if (!permit.taken) return yield* refusedStream(services, policy, permit.refusal, callSpan)
     const { first, rest } = yield* runSequence(
       open,
       policy,
@@ -186,11 +188,11 @@ const streamOf = <A, B, E extends AttemptError, R, E2, R2, PE>(
     if (!Number.isFinite(deadline)) return whole
     // The deadline bounds the whole stream, not only the wait for its first element.
     const passed = Effect.flatMap(Clock.currentTimeMillis, (now) =>
-      Effect.zipRight(
+      Effect.andThen(
         Effect.sleep(Duration.millis(Math.max(0, deadline - now))),
         Effect.fail(new Failure.DeadlineExceeded({ deadline, phase: "attempt" }))
       ))
     return Stream.interruptWhen(whole, passed)
   })
-  return Stream.unwrapScoped(options?.timeout === undefined ? opened : within(opened, options.timeout))
+  return unwrapScopedStream(options?.timeout === undefined ? opened : within(opened, options.timeout))
 }

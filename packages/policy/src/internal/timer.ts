@@ -1,11 +1,7 @@
+import { callback, liveClock } from "#effect-line"
 import * as Clock from "effect/Clock"
-import * as Context from "effect/Context"
-import * as DefaultServices from "effect/DefaultServices"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-
-/** The clock every fiber has unless a program provides another. */
-export const realClock = Context.get(DefaultServices.liveServices, Clock.Clock)
 
 // The platform's own timers, which the real clock uses too (every JavaScript runtime has them; this
 // package compiles without any runtime's types).
@@ -33,12 +29,12 @@ export const wakeOrTimeout = (
   millis: number,
   clock: Clock.Clock
 ): Effect.Effect<void> => {
-  if (Number.isFinite(millis) && clock !== realClock) {
+  if (Number.isFinite(millis) && clock !== liveClock) {
     return Effect.asVoid(
       Effect.timeoutOption(wakeOrTimeout(listen, Number.POSITIVE_INFINITY, clock), Duration.millis(millis))
     )
   }
-  return Effect.async<void>((resume) => {
+  return callback<void>((resume) => {
     let disarm = () => {}
     // Whichever comes first stops the other, so neither resumes a fiber that has moved on.
     const stopListening = listen(() => {

@@ -1,0 +1,409 @@
+/**
+ * The seam's Effect 4 side: the names `effect3.ts` offers, in Effect 4's terms (fiber-local values
+ * are references in the fiber's context; a fiber reads them with `getRef`). See
+ * docs/effect-lines.md.
+ */
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Config from "effect/Config"
+import * as ConfigProvider from "effect/ConfigProvider"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Durations from "effect/Duration"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import type * as Fiber from "effect/Fiber"
+import * as LogLevels from "effect/LogLevel"
+import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
+import * as Pull from "effect/Pull"
+import * as References from "effect/References"
+import * as Results from "effect/Result"
+import * as Schedule from "effect/Schedule"
+import * as Scope from "effect/Scope"
+import * as Semaphores from "effect/Semaphore"
+import * as Stream from "effect/Stream"
+import * as Tracer from "effect/Tracer"
+
+/** Which Effect line this build is for. */
+export const effectLine = 4 as const
+
+/** What a duration setting accepts: a `Duration`, milliseconds, or Effect's form (`"2 seconds"`). */
+export type DurationInput = Duration.Input
+
+/** A value each fiber carries, inherited by the fibers it forks, with a default: a `Context.Reference` on Effect 4. */
+export type Ref<A> = Context.Reference<A>
+
+/**
+ * A fiber-local value under `key`, `initial` until set. References are told apart by their key,
+ * so copies of the package loaded twice share it.
+ */
+export const makeRef = <A>(key: string, initial: A): Ref<A> =>
+  Context.Reference<A>(key, { defaultValue: () => initial })
+
+/** The current fiber's value of `ref`. */
+export const getRef = <A>(ref: Ref<A>): Effect.Effect<A> => Effect.service(ref)
+
+/** Runs `self` with `ref` set to `value`. */
+export const locally = <A, E, R, V>(self: Effect.Effect<A, E, R>, ref: Ref<V>, value: V): Effect.Effect<A, E, R> =>
+  Effect.provideService(self, ref, value)
+
+/** The running fiber, as the engine reads its values. */
+export type FiberView = Fiber.Fiber<unknown, unknown>
+
+/** What a fiber started for an attempt inherits from its caller besides its context: nothing more on Effect 4. */
+export type CallerFlags = undefined
+
+/** Runs `f` with the current fiber, without an effect in between. */
+export const withFiber = <A, E, R>(
+  f: (fiber: FiberView, flags: CallerFlags) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> => Effect.withFiber((fiber) => f(fiber, undefined))
+
+/** The fiber's value of `ref`. */
+export const readRef = <A>(fiber: FiberView, ref: Ref<A>): A => fiber.getRef(ref)
+
+/** The fiber's services (its context). */
+export const contextOf = (fiber: FiberView): Context.Context<never> => fiber.context
+
+/** The fiber's clock. */
+export const clockOf = (fiber: FiberView): Clock.Clock => fiber.getRef(Clock.Clock)
+
+/** The clock every fiber has unless a program provides another. */
+export const liveClock: Clock.Clock = Context.get(Context.empty(), Clock.Clock)
+
+/** The clock's time in epoch milliseconds, read without an effect. */
+export const nowMillis = (clock: Clock.Clock): number => clock.currentTimeMillisUnsafe()
+
+/** The clock's time in nanoseconds, read without an effect. */
+export const nowNanos = (clock: Clock.Clock): bigint => clock.currentTimeNanosUnsafe()
+
+/** `self`, or `onTimeout`'s failure if it has not ended after `duration` (then it is interrupted). */
+export const timeoutFail = <A, E, R, E2>(
+  self: Effect.Effect<A, E, R>,
+  options: { readonly duration: DurationInput; readonly onTimeout: () => E2 }
+): Effect.Effect<A, E | E2, R> =>
+  Effect.timeoutOrElse(self, { duration: options.duration, orElse: () => Effect.fail(options.onTimeout()) })
+
+/** A fiber-local value with a default, which a layer or `Effect.provideService` replaces. */
+export type Reference<S> = Context.Reference<S>
+
+/** A reference under `key` whose value is `defaultValue()` until one is provided. */
+export const reference = <S>(key: string, defaultValue: () => S): Reference<S> =>
+  Context.Reference<S>(key, { defaultValue })
+
+/** The current fiber's clock. */
+export const currentClock: Effect.Effect<Clock.Clock> = Effect.service(Clock.Clock)
+
+/** A deferred made outside an effect. */
+export const makeDeferredUnsafe = <A, E>(): Deferred.Deferred<A, E> => Deferred.makeUnsafe<A, E>()
+
+/** A semaphore. */
+export type Semaphore = Semaphores.Semaphore
+
+/** A semaphore of `permits`, made outside an effect. */
+export const makeSemaphoreUnsafe = (permits: number): Semaphore => Semaphores.makeUnsafe(permits)
+
+/** Waits for `register` to call `resume`; what `register` returns runs if the wait is interrupted. */
+export const callback = <A, E = never, R = never>(
+  register: (resume: (effect: Effect.Effect<A, E, R>) => void) => void | Effect.Effect<void, never, R>
+): Effect.Effect<A, E, R> => Effect.callback<A, E, R>((resume) => register(resume))
+
+/** Forks `self` as a child of the current fiber. */
+export const fork = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<Fiber.Fiber<A, E>, never, R> =>
+  Effect.forkChild(self)
+
+/** Forks `self` in the global scope: it outlives the current fiber. */
+export const forkDaemon = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<Fiber.Fiber<A, E>, never, R> =>
+  Effect.forkDetach(self)
+
+/** The cause's first typed failure, if it has one. */
+export const failureOf = <E>(cause: Cause.Cause<E>): Option.Option<E> => Cause.findErrorOption(cause)
+
+/** Whether the cause has a defect. */
+export const hasDefect = (cause: Cause.Cause<unknown>): boolean => Cause.hasDies(cause)
+
+/** Whether the cause has an interruption. */
+export const hasInterruption = (cause: Cause.Cause<unknown>): boolean => Cause.hasInterrupts(cause)
+
+/** Whether the cause is interruptions only. */
+export const isInterruptedOnly = (cause: Cause.Cause<unknown>): boolean => Cause.hasInterruptsOnly(cause)
+
+/** The cause without its typed failures: its defects and interruptions. */
+export const withoutFailures = <E>(cause: Cause.Cause<E>): Cause.Cause<never> =>
+  Cause.fromReasons(cause.reasons.filter((reason) => !Cause.isFailReason(reason))) as Cause.Cause<never>
+
+/** A fiber started for one attempt. */
+export type AttemptFiber<A, E> = Fiber.Fiber<A, E>
+
+/** A fiber-local value and what it is set to. */
+export type RefValue = readonly [Ref<any>, unknown]
+
+/**
+ * Starts `self` on the current thread in a fiber of its own, not the caller's child: with
+ * `context` (which carries the caller's references on Effect 4) and `refs` set over it. An effect
+ * that does not suspend has ended when this returns.
+ */
+export const startFiber = <A, E, R>(
+  self: Effect.Effect<A, E, R>,
+  _parent: FiberView,
+  _flags: CallerFlags,
+  context: Context.Context<R>,
+  refs: ReadonlyArray<RefValue>
+): AttemptFiber<A, E> => {
+  let withRefs: Context.Context<R> = context
+  for (const [ref, value] of refs) withRefs = Context.add(withRefs, ref, value)
+  return Effect.runForkWith(withRefs)(self)
+}
+
+/** The fiber's exit, if it has ended. */
+export const pollFiber = <A, E>(fiber: AttemptFiber<A, E>): Exit.Exit<A, E> | undefined => fiber.pollUnsafe()
+
+/** Interrupts `fiber` on behalf of `by`, without waiting for it to end. */
+export const interruptAsFork = (fiber: AttemptFiber<unknown, unknown>, by: FiberView): void =>
+  fiber.interruptUnsafe(by.id)
+
+/** The exit of an effect that `fiber` interrupted. */
+export const interruptedBy = (fiber: FiberView): Exit.Exit<never> => Exit.interrupt(fiber.id)
+
+/** Where a metric update is counted besides the metric's own tags: the fiber's context on Effect 4 (its attributes and registry). */
+export type MetricScope = Context.Context<never>
+
+/** No tags besides the metric's own. */
+export const noMetricScope: MetricScope = Context.empty()
+
+/** The attributes `Metric.withAttributes` put in scope for `fiber`, and its registry. */
+export const metricScopeOf = (fiber: FiberView): MetricScope => fiber.context
+
+/** A counter of numbers. */
+export type Counter = Metric.Counter<number>
+
+/** A histogram of numbers. */
+export type Histogram = Metric.Histogram<number>
+
+/** A gauge of numbers. */
+export type Gauge = Metric.Gauge<number>
+
+/** What a histogram holds: its buckets, count, min, max and sum. */
+export type HistogramState = Metric.HistogramState
+
+/** A counter that only grows. */
+export const counter = (name: string, description: string): Counter =>
+  Metric.counter(name, { description, incremental: true })
+
+/** A gauge. */
+export const gauge = (name: string, description: string): Gauge => Metric.gauge(name, { description })
+
+/** A histogram with the given bucket boundaries. */
+export const histogram = (name: string, boundaries: ReadonlyArray<number>, description: string): Histogram =>
+  Metric.histogram(name, { boundaries: Metric.boundariesFromIterable(boundaries), description })
+
+/** `metric` with `tags` as its attributes. */
+export const tagged = <M extends Counter | Histogram | Gauge>(metric: M, tags: Readonly<Record<string, string>>): M =>
+  Metric.withAttributes(metric as Metric.Metric<number, unknown>, tags) as M
+
+/** Counts `value` in `metric`, under the scope's attributes too. */
+export const update = (metric: Counter | Histogram | Gauge, value: number, scope: MetricScope): void =>
+  (metric as Metric.Metric<number, unknown>).updateUnsafe(value, scope)
+
+/** What `counter` has counted, under its own attributes. */
+export const counted = (counter: Counter): number => counter.valueUnsafe(Context.empty()).count
+
+/** What `histogram` holds, under its own attributes. */
+export const histogramState = (histogram: Histogram): HistogramState => histogram.valueUnsafe(Context.empty())
+
+/** Bucket boundaries from `start`, each `factor` times the one before, `count` in all (the last infinite). */
+export const exponentialBoundaries = (options: {
+  readonly start: number
+  readonly factor: number
+  readonly count: number
+}): ReadonlyArray<number> => Metric.exponentialBoundaries(options)
+
+/** A log line's level. */
+export type LogLevel = LogLevels.LogLevel
+
+/** The levels the engine logs at. */
+export const logLevels: { readonly debug: LogLevel; readonly info: LogLevel; readonly warning: LogLevel } = {
+  debug: "Debug",
+  info: "Info",
+  warning: "Warn"
+}
+
+/** The least level `fiber` writes. */
+export const minimumLogLevelOf = (fiber: FiberView): LogLevel => fiber.getRef(References.MinimumLogLevel)
+
+/** Whether a line at `level` is written where `minimum` is the least level written. */
+export const writesAt = (level: LogLevel, minimum: LogLevel): boolean => !LogLevels.isLessThan(level, minimum)
+
+/** Logs `message` at `level`. */
+export const logAt = (level: LogLevel, message: string): Effect.Effect<void> =>
+  Effect.logWithLevel(level as LogLevels.Severity)(message)
+
+/** Where a call's spans are made: the fiber's tracer and clock, read once per call. */
+export interface SpanTracing {
+  readonly tracer: Tracer.Tracer
+  readonly clock: Clock.Clock
+  readonly timing: boolean
+}
+
+/** Effect's built-in tracer: its spans go nowhere, so none are made under it. */
+const nativeTracer = Context.get(Context.empty(), Tracer.Tracer)
+
+/** The fiber's tracing, or `undefined` when its spans would be seen by nobody. */
+export const spanTracingOf = (fiber: FiberView, clock: Clock.Clock): SpanTracing | undefined => {
+  if (!fiber.getRef(References.TracerEnabled)) return undefined
+  const tracer = fiber.getRef(Tracer.Tracer)
+  if (tracer === nativeTracer) return undefined
+  return { tracer, clock, timing: fiber.getRef(References.TracerTimingEnabled) }
+}
+
+/** The span in context, skipping those that do not propagate, as `Effect.withSpan` finds its parent. */
+const parentOf = (context: Context.Context<never>): Option.Option<Tracer.AnySpan> => {
+  let span = Context.getOption(context, Tracer.ParentSpan)
+  while (span._tag === "Some" && Context.get(span.value.annotations, Tracer.DisablePropagation)) {
+    span = span.value._tag === "Span" ? span.value.parent : Option.none()
+  }
+  return span
+}
+
+/**
+ * Starts a span at `startTime`, as `Effect.useSpan` would in `fiber`: under `parent`, or else the
+ * span in the fiber's context with the fiber's span links; with the fiber's span annotations.
+ */
+export const startSpan = (
+  tracing: SpanTracing,
+  fiber: FiberView,
+  name: string,
+  parent: Tracer.AnySpan | undefined,
+  kind: Tracer.SpanKind,
+  startTime: bigint
+): Tracer.Span => {
+  const parentSpan = parent === undefined ? parentOf(fiber.context) : Option.some(parent)
+  const links = parent === undefined ? fiber.getRef(References.TracerSpanLinks) : []
+  const sampled = Option.isSome(parentSpan) && parentSpan.value.sampled === false
+    ? false
+    : !LogLevels.isGreaterThan(fiber.getRef(Tracer.MinimumTraceLevel), fiber.getRef(Tracer.CurrentTraceLevel))
+  const span = tracing.tracer.span({
+    name,
+    parent: parentSpan,
+    annotations: Context.empty(),
+    links: links.length === 0 ? [] : links.slice(),
+    startTime,
+    kind,
+    root: false,
+    sampled
+  })
+  const annotations = fiber.getRef(References.TracerSpanAnnotations)
+  for (const key in annotations) span.attribute(key, annotations[key])
+  return span
+}
+
+/** A scope of its own under `outer`, closed (its finalizers run in order) when it is closed or `outer` is. */
+export const forkScope = (outer: Scope.Scope): Effect.Effect<Scope.Closeable> => Scope.fork(outer, "sequential")
+
+/** Runs `self` with `scope` as its scope. */
+export const inScope =
+  (scope: Scope.Scope) => <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, Exclude<R, Scope.Scope>> =>
+    Scope.provide(scope)(self)
+
+/** The stream an effect makes, in a scope that closes when the stream ends. */
+export const unwrapScopedStream = <A, E2, R2, E, R>(
+  effect: Effect.Effect<Stream.Stream<A, E2, R2>, E, R>
+): Stream.Stream<A, E | E2, R2 | Exclude<R, Scope.Scope>> => Stream.unwrap(effect)
+
+/** The delay in milliseconds a schedule's step asks for before the next recurrence; `undefined` when it ends. */
+export type StepDelay = number | undefined
+
+/**
+ * A schedule that starts in `initial` and whose `step` gives its next state and delay: what each
+ * line's `Schedule` module makes in its own terms. Its output is the delay.
+ */
+export const scheduleOf = <S, In>(
+  initial: S,
+  step: (now: number, input: In, state: S) => Effect.Effect<readonly [S, StepDelay]>
+): Schedule.Schedule<Durations.Duration, In> =>
+  Schedule.fromStep(Effect.sync(() => {
+    let state = initial
+    return (now: number, input: In) =>
+      Effect.flatMap(step(now, input, state), ([next, delay]) => {
+        state = next
+        if (delay === undefined) return Cause.done(Durations.zero)
+        const duration = Durations.millis(delay)
+        return Effect.succeed([duration, duration] as [Durations.Duration, Durations.Duration])
+      })
+  }))
+
+/** One step of a schedule stepped by hand: its output, and its delay (`undefined` once it ends). */
+export interface Step<Out> {
+  readonly output: Out | undefined
+  readonly delay: StepDelay
+}
+
+/** A schedule stepped by hand, one recurrence at a time. */
+export interface Stepper<Out, In> {
+  readonly step: (now: number, input: In) => Effect.Effect<Step<Out>>
+}
+
+/** Steps `schedule` by hand from its start. */
+export const stepperOf = <Out, In>(schedule: Schedule.Schedule<Out, In>): Stepper<Out, In> => {
+  let stepping: ((now: number, input: In) => Pull.Pull<[Out, Durations.Duration], never, Out>) | undefined
+  const started = Effect.map(Schedule.toStep(schedule), (step) => (stepping = step))
+  return {
+    step: (now, input) =>
+      Effect.flatMap(stepping === undefined ? started : Effect.succeed(stepping), (step) =>
+        Pull.catchDone(
+          Effect.map(step(now, input), ([output, delay]): Step<Out> => ({ output, delay: Durations.toMillis(delay) })),
+          (output) => Effect.succeed<Step<Out>>({ output: output as Out, delay: undefined })
+        ))
+  }
+}
+
+/**
+ * Success or failure as a value: Effect 4's `Result`, under the names the engine uses (`right`
+ * holds the value, `left` the failure).
+ */
+export const Either = {
+  right: <A>(value: A): Results.Result<A, never> => Results.succeed(value),
+  left: <E>(failure: E): Results.Result<never, E> => Results.fail(failure),
+  isLeft: <A, E>(either: Results.Result<A, E>): either is Results.Failure<A, E> => Results.isFailure(either),
+  isRight: <A, E>(either: Results.Result<A, E>): either is Results.Success<A, E> => Results.isSuccess(either),
+  /** The failure of a `Result` known to hold one. */
+  leftOf: <A, E>(either: Results.Failure<A, E>): E => either.failure,
+  /** The value of a `Result` known to hold one. */
+  rightOf: <A, E>(either: Results.Success<A, E>): A => either.success,
+  map: <A, E, B>(either: Results.Result<A, E>, f: (value: A) => B): Results.Result<B, E> => Results.map(either, f),
+  mapLeft: <A, E, E2>(either: Results.Result<A, E>, f: (failure: E) => E2): Results.Result<A, E2> =>
+    Results.mapError(either, f),
+  match: <A, E, B, C>(
+    either: Results.Result<A, E>,
+    cases: { readonly onLeft: (failure: E) => B; readonly onRight: (value: A) => C }
+  ): B | C => Results.match(either, { onFailure: cases.onLeft, onSuccess: cases.onRight }),
+  /** The `Result` as an effect that succeeds or fails with it. */
+  toEffect: <A, E>(either: Results.Result<A, E>): Effect.Effect<A, E> =>
+    Results.isSuccess(either) ? Effect.succeed(either.success) : Effect.fail(either.failure)
+}
+
+export declare namespace Either {
+  /** Success (`A`) or failure (`E`): Effect 4's `Result`. */
+  export type Either<A, E = never> = Results.Result<A, E>
+}
+
+/**
+ * Reads the variables `names` under `prefix` (`{prefix}_{name}`), an unset one as `undefined`, and
+ * decides from their values: a failure is the text of the `ConfigError` the config fails with.
+ */
+export const configFromVariables = <A>(
+  prefix: string,
+  names: ReadonlyArray<string>,
+  decide: (values: ReadonlyArray<string | undefined>) => Results.Result<A, string>
+): Config.Config<A> =>
+  Config.mapEffect(
+    Config.all(names.map((name) => Config.map(Config.option(Config.String(name)), Option.getOrUndefined))).pipe(
+      Config.nested(prefix)
+    ),
+    (values) =>
+      Results.match(decide(values), {
+        onSuccess: (value) => Effect.succeed(value),
+        onFailure: (message) => Effect.fail(new Config.ConfigError(new ConfigProvider.SourceError({ message })))
+      })
+  )
