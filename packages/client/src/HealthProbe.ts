@@ -28,7 +28,6 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
-import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import { isUp } from "./internal/probe.js"
 import type * as Transport from "./internal/transport.js"
@@ -55,7 +54,7 @@ export interface Service {
   readonly probeUp: Effect.Effect<boolean>
 }
 
-const ProbeSettings = Schema.Struct({
+const ProbeSettings = Checked.struct({
   interval: Checked.withDefault(Checked.finitePositiveDuration, Duration.seconds(10)),
   timeout: Checked.optional(Checked.finitePositiveDuration)
 })

@@ -12,13 +12,11 @@
  * layer is built, so a misconfigured deployment fails before any socket opens.
  */
 import type { Resilient, Settings } from "@resilient-ai/policy"
-import { BudgetRules, Checked, Policies } from "@resilient-ai/policy/internal"
+import { BudgetRules, Checked, Either, Policies } from "@resilient-ai/policy/internal"
 import type * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Redacted from "effect/Redacted"
-import * as Schema from "effect/Schema"
 
 /** Which kind of capacity is behind the target. */
 export type Kind = "managed" | "self-hosted"
@@ -208,8 +206,8 @@ const variables: Checked.Variables = [
 const reservedHeaders = ["accept", "authorization", "content-type", "content-length", "host", "transfer-encoding"]
 
 /** A rule on text: `check` says what is wrong with it, if anything. */
-const text = (check: (value: string) => string | undefined): Schema.Schema<string, unknown> =>
-  Checked.rule(Schema.String, (input) => {
+const text = (check: (value: string) => string | undefined): Checked.Rule<string> =>
+  Checked.rule((input) => {
     const problem = typeof input === "string" ? check(input) : "must be text"
     return problem === undefined ? Either.right(input as string) : Either.left(problem)
   })
@@ -239,8 +237,7 @@ const isHttpUrl = (value: string): boolean => {
 }
 
 /** An API key, given redacted or (from the environment) as text; its value is never shown. */
-const ApiKey: Schema.Schema<Redacted.Redacted, unknown> = Checked.rule(
-  Schema.RedactedFromSelf(Schema.String),
+const ApiKey: Checked.Rule<Redacted.Redacted> = Checked.rule(
   (input) => {
     const key = Redacted.isRedacted(input) ? input : typeof input === "string" ? Redacted.make(input) : undefined
     const value = key === undefined ? undefined : Redacted.value(key)
@@ -259,8 +256,8 @@ const ApiKey: Schema.Schema<Redacted.Redacted, unknown> = Checked.rule(
  * Per-model timeouts: a record, or (from the environment) `model=duration` pairs separated by
  * commas. Each timeout follows the rules of `attemptTimeout`.
  */
-const TimeoutsByModel = Schema.compose(
-  Checked.rule(Schema.Record({ key: Schema.String, value: Schema.Unknown }), (input) => {
+const TimeoutsByModel = Checked.andThen(
+  Checked.rule((input) => {
     if (typeof input !== "string") {
       return typeof input === "object" && input !== null && !Array.isArray(input)
         ? Either.right(input as Record<string, unknown>)
@@ -277,13 +274,13 @@ const TimeoutsByModel = Schema.compose(
     }
     return Either.right(result)
   }),
-  Schema.Record({ key: Schema.String, value: Checked.positiveDuration })
+  Checked.recordOf(Checked.positiveDuration)
 )
 
 const settingsFor = (kind: Kind) => {
   const defaults = defaultsOf(kind)
   const { withDefault } = Checked
-  return Schema.Struct({
+  const checked = Checked.struct({
     name: Checked.nonEmpty,
     baseUrl: text(baseUrlProblem),
     model: Checked.nonEmpty,
@@ -302,7 +299,7 @@ const settingsFor = (kind: Kind) => {
     replaySafe: withDefault(Policies.fields.replaySafe, defaults.replaySafe),
     propagateTrace: withDefault(Checked.flag, defaults.propagateTrace),
     budget: withDefault(
-      Schema.Struct({
+      Checked.struct({
         ratio: withDefault(BudgetRules.ratio, defaults.budget.ratio),
         minPerSecond: withDefault(BudgetRules.minPerSecond, defaults.budget.minPerSecond),
         shareWhenRetriesFail: withDefault(BudgetRules.shareWhenRetriesFail, defaults.budget.shareWhenRetriesFail)
@@ -335,35 +332,30 @@ const settingsFor = (kind: Kind) => {
           }`
       )
     )
-  }).pipe(
-    Schema.filter((target) => {
-      const minAttemptTime = target.minAttemptTime
-      return [
-        Checked.notLongerThan(["baseDelay"], target.baseDelay, ["maxDelay"], target.maxDelay),
-        // Checked here, not by the policy of the first call to a model: a bad pair fails the layer.
-        ...(minAttemptTime === undefined ? [] : [
-          Checked.shorterThan(["minAttemptTime"], minAttemptTime, ["attemptTimeout"], target.attemptTimeout),
-          ...Object.entries(target.attemptTimeoutByModel).map(([model, timeout]) =>
-            Checked.shorterThan(["minAttemptTime"], minAttemptTime, ["attemptTimeoutByModel", model], timeout)
-          )
-        ])
-      ]
-    }),
-    Schema.transform(Schema.Any, {
-      strict: false,
-      decode: (settings): Target => ({
-        ...settings,
-        kind,
-        apiKey: settings.apiKey,
-        minAttemptTime: settings.minAttemptTime
-      }),
-      encode: (target) => target
-    })
-  ) as unknown as Schema.Schema<Target, unknown>
+  })
+  const related = Checked.refine(checked, (target) => {
+    const minAttemptTime = target.minAttemptTime
+    return [
+      Checked.notLongerThan(["baseDelay"], target.baseDelay, ["maxDelay"], target.maxDelay),
+      // Checked here, not by the policy of the first call to a model: a bad pair fails the layer.
+      ...(minAttemptTime === undefined ? [] : [
+        Checked.shorterThan(["minAttemptTime"], minAttemptTime, ["attemptTimeout"], target.attemptTimeout),
+        ...Object.entries(target.attemptTimeoutByModel).map(([model, timeout]) =>
+          Checked.shorterThan(["minAttemptTime"], minAttemptTime, ["attemptTimeoutByModel", model], timeout)
+        )
+      ])
+    ]
+  })
+  return Checked.map(related, (settings): Target => ({
+    ...settings,
+    kind,
+    apiKey: settings.apiKey,
+    minAttemptTime: settings.minAttemptTime
+  }))
 }
 
 /** The rules of each kind's settings, defaults included: what `managed`, `selfHosted` and `config` check. */
-const settings: Readonly<Record<Kind, Schema.Schema<Target, unknown>>> = {
+const settings: Readonly<Record<Kind, Checked.Rule<Target>>> = {
   managed: settingsFor("managed"),
   "self-hosted": settingsFor("self-hosted")
 }

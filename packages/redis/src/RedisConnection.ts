@@ -14,18 +14,16 @@
  * tag per target and API key, so each runs on the node that owns that slot.
  */
 import { Settings } from "@resilient-ai/policy"
-import { Checked } from "@resilient-ai/policy/internal"
+import { Checked, Either } from "@resilient-ai/policy/internal"
 import type * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as MetricLabel from "effect/MetricLabel"
 import * as Redacted from "effect/Redacted"
-import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import { Cluster, Redis } from "ioredis"
 import { hostname } from "node:os"
@@ -202,7 +200,7 @@ const urlProblem = (url: string): string | undefined => {
 const urlsOf = (url: Redacted.Redacted<string>): Array<string> =>
   Redacted.value(url).split(",").map((one) => one.trim()).filter((one) => one !== "")
 
-const Url = Checked.rule(Schema.RedactedFromSelf(Schema.String), (input) => {
+const Url = Checked.rule((input) => {
   const url = Redacted.isRedacted(input) ? input : typeof input === "string" ? Redacted.make(input) : undefined
   if (url === undefined || typeof Redacted.value(url) !== "string") return Either.left("must be a redis:// URL")
   const urls = urlsOf(url as Redacted.Redacted<string>)
@@ -214,14 +212,14 @@ const Url = Checked.rule(Schema.RedactedFromSelf(Schema.String), (input) => {
   return Either.right(url as Redacted.Redacted<string>)
 })
 
-const PositiveDuration = Checked.duration.pipe(
-  Schema.filter((value) =>
+const PositiveDuration = Checked.refine(
+  Checked.duration,
+  (value) =>
     (Duration.toMillis(value) > 0 && Duration.isFinite(value)) ||
     `must be a positive duration, got ${Duration.format(value)}`
-  )
 )
 
-const FleetSize = Checked.rule(Schema.Number, (input) => {
+const FleetSize = Checked.rule((input) => {
   const value = typeof input === "number" ? input : typeof input === "string" && input.trim() !== ""
     ? Number(input)
     : Number.NaN
@@ -230,15 +228,16 @@ const FleetSize = Checked.rule(Schema.Number, (input) => {
     : Either.left(`must be a whole number of at least 1, got ${Number.isNaN(value) ? "no number" : value}`)
 })
 
-const KeyPrefix = Checked.rule(Schema.String, (input) =>
+const KeyPrefix = Checked.rule((input) =>
   typeof input === "string" && /^[A-Za-z0-9:_.-]+$/.test(input)
     ? Either.right(input)
-    : Either.left(`must be letters, digits and : _ . -, got ${JSON.stringify(input)}`))
+    : Either.left(`must be letters, digits and : _ . -, got ${JSON.stringify(input)}`)
+)
 
 /** What is wrong with the settings' URL as a Redis Cluster's, if they name one. */
 const clusterProblem = (
   settings: { readonly url: Redacted.Redacted<string>; readonly cluster?: boolean }
-): Schema.FilterIssue | undefined => {
+): Checked.Problem | undefined => {
   const urls = urlsOf(settings.url)
   if (urls.length > 1 && settings.cluster === false) {
     return {
@@ -253,16 +252,19 @@ const clusterProblem = (
 }
 
 /** The rules of the connection's settings, defaults included. */
-const ConnectionSettings = Schema.Struct({
-  url: Url,
-  cluster: Checked.optional(Checked.flag),
-  keyPrefix: Checked.withDefault(KeyPrefix, "resilient-ai"),
-  commandTimeout: Checked.withDefault(PositiveDuration, Duration.millis(50)),
-  retryAfter: Checked.withDefault(PositiveDuration, Duration.seconds(1)),
-  fleetSize: Checked.withDefault(FleetSize, 1)
-}).pipe(Schema.filter((settings) => clusterProblem(settings) ?? true))
+const ConnectionSettings = Checked.refine(
+  Checked.struct({
+    url: Url,
+    cluster: Checked.optional(Checked.flag),
+    keyPrefix: Checked.withDefault(KeyPrefix, "resilient-ai"),
+    commandTimeout: Checked.withDefault(PositiveDuration, Duration.millis(50)),
+    retryAfter: Checked.withDefault(PositiveDuration, Duration.seconds(1)),
+    fleetSize: Checked.withDefault(FleetSize, 1)
+  }),
+  (settings) => clusterProblem(settings)
+)
 
-type Checked = typeof ConnectionSettings.Type
+type Checked = Checked.ValueOf<typeof ConnectionSettings>
 
 const decodeSettings = Checked.validate(ConnectionSettings, () => "redis")
 

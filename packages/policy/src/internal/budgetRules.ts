@@ -3,14 +3,12 @@
  * a policy checks its `budget` with them, and a target's settings reuse them.
  */
 import * as Duration from "effect/Duration"
-import * as Schema from "effect/Schema"
 import * as Checked from "./settings.js"
 
 /** The share of successful calls that retries may add: from 0 (none) to 1 (as many as succeed). */
-export const ratio: Schema.Schema<number, unknown> = Checked.number.pipe(
-  Schema.filter((value) =>
-    (value >= 0 && value <= 1) || `must be between 0 and 1 (0.1 allows 10% retries), got ${value}`
-  )
+export const ratio: Checked.Rule<number> = Checked.refine(
+  Checked.number,
+  (value) => (value >= 0 && value <= 1) || `must be between 0 and 1 (0.1 allows 10% retries), got ${value}`
 )
 
 /** Retries per second always allowed. */
@@ -20,7 +18,7 @@ export const minPerSecond = Checked.finiteAtLeastZero
 export const shareWhenRetriesFail = Checked.shareOfOne
 
 /** The rules of a budget's settings, defaults included. */
-export const BudgetSettings = Schema.Struct({
+export const BudgetSettings = Checked.struct({
   ratio: Checked.withDefault(ratio, 0.1),
   window: Checked.withDefault(Checked.finitePositiveDuration, Duration.seconds(60)),
   minPerSecond: Checked.withDefault(minPerSecond, 5),

@@ -3,13 +3,11 @@
  * settings with their defaults, the ramp's and the learned limit's arithmetic (which the fleet's gate
  * on Redis repeats in its script), and the gate in memory with a share of a fleet's limit.
  */
-import { currentClock, failureOf, nowMillis } from "#effect-line"
+import { currentClock, Either, failureOf, nowMillis } from "#effect-line"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
-import * as Schema from "effect/Schema"
 import type { Health, Mode, Options, Outcome, Service } from "../ConcurrencyGate.js"
 import * as Failures from "./failures.js"
 import * as FastPath from "./fastPath.js"
@@ -68,34 +66,35 @@ export interface Settings {
 }
 
 /** The rules of a gate's settings, defaults included. */
-const GateSettings = Schema.Struct({
-  target: Checked.nonEmpty,
-  limit: Checked.integerAtLeast(1, { orInfinite: true }),
-  mode: Checked.withDefault(Schema.Literal("queue", "shed"), "queue"),
-  adaptive: Checked.optional(Checked.flag),
-  minLimit: Checked.withDefault(Checked.integerAtLeast(1), 1),
-  backoffRatio: Checked.withDefault(
-    Checked.number.pipe(Schema.filter((ratio) => (ratio >= 0.5 && ratio < 1) || `must be in [0.5, 1), got ${ratio}`)),
-    0.9
-  ),
-  backoffInterval: Checked.withDefault(Checked.finitePositiveDuration, Duration.seconds(1)),
-  rampStart: Checked.withDefault(
-    Checked.number.pipe(Schema.filter((share) => (share > 0 && share <= 1) || `must be in (0, 1], got ${share}`)),
-    0.1
-  ),
-  rampFactor: Checked.withDefault(
-    Checked.number.pipe(
-      Schema.filter((factor) => (factor > 1 && Number.isFinite(factor)) || `must be a finite number > 1, got ${factor}`)
+const GateSettings = Checked.refine(
+  Checked.struct({
+    target: Checked.nonEmpty,
+    limit: Checked.integerAtLeast(1, { orInfinite: true }),
+    mode: Checked.withDefault(Checked.oneOf("queue", "shed"), "queue"),
+    adaptive: Checked.optional(Checked.flag),
+    minLimit: Checked.withDefault(Checked.integerAtLeast(1), 1),
+    backoffRatio: Checked.withDefault(
+      Checked.refine(Checked.number, (ratio) => (ratio >= 0.5 && ratio < 1) || `must be in [0.5, 1), got ${ratio}`),
+      0.9
     ),
-    1.5
-  ),
-  rampStep: Checked.withDefault(Checked.finitePositiveDuration, Duration.seconds(5)),
-  degradeAfter: Checked.withDefault(Checked.integerAtLeast(1), 5),
-  maxWaiting: Checked.withDefault(Checked.integerAtLeast(0, { orInfinite: true }), Number.POSITIVE_INFINITY)
-}).pipe(
-  Schema.filter(({ limit, minLimit }) =>
+    backoffInterval: Checked.withDefault(Checked.finitePositiveDuration, Duration.seconds(1)),
+    rampStart: Checked.withDefault(
+      Checked.refine(Checked.number, (share) => (share > 0 && share <= 1) || `must be in (0, 1], got ${share}`),
+      0.1
+    ),
+    rampFactor: Checked.withDefault(
+      Checked.refine(
+        Checked.number,
+        (factor) => (factor > 1 && Number.isFinite(factor)) || `must be a finite number > 1, got ${factor}`
+      ),
+      1.5
+    ),
+    rampStep: Checked.withDefault(Checked.finitePositiveDuration, Duration.seconds(5)),
+    degradeAfter: Checked.withDefault(Checked.integerAtLeast(1), 5),
+    maxWaiting: Checked.withDefault(Checked.integerAtLeast(0, { orInfinite: true }), Number.POSITIVE_INFINITY)
+  }),
+  ({ limit, minLimit }) =>
     minLimit <= limit || { path: ["minLimit"], message: `must not exceed limit (${limit}), got ${minLimit}` }
-  )
 )
 
 const decodeSettings = Checked.decoder(GateSettings, (input) => {

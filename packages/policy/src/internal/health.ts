@@ -3,11 +3,9 @@
  * (`HealthProbe` in `@resilient-ai/client`) decide alike; what a target's calls have come to; and
  * the publishing of a diagnosis as the `resilient_ai_diagnosis` gauge and one log line per change.
  */
-import { counted, noMetricScope, update } from "#effect-line"
+import { counted, Either, noMetricScope, update } from "#effect-line"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
-import * as Schema from "effect/Schema"
 import type { Diagnosis, Options } from "../Health.js"
 import type { TargetServices } from "./coordination.js"
 import * as Metrics from "./metrics.js"
@@ -27,11 +25,11 @@ export interface Settings {
   readonly windowMillis: number
 }
 
-const DiagnosisSettings = Schema.Struct({
+const DiagnosisSettings = Checked.struct({
   downAfter: Checked.withDefault(Checked.integerAtLeast(1), 2),
   upAfter: Checked.withDefault(Checked.integerAtLeast(1), 2),
   troubleRatio: Checked.withDefault(
-    Checked.number.pipe(Schema.filter((ratio) => (ratio > 0 && ratio <= 1) || `must be in (0, 1], got ${ratio}`)),
+    Checked.refine(Checked.number, (ratio) => (ratio > 0 && ratio <= 1) || `must be in (0, 1], got ${ratio}`),
     0.1
   ),
   minTrouble: Checked.withDefault(Checked.integerAtLeast(1), 5),

@@ -6,6 +6,8 @@
  * @internal
  */
 export * as EffectLine from "#effect-line"
+/** Success or failure as a value, as the line this build is for spells it (`Either` on Effect 3, `Result` on Effect 4). */
+export { Either } from "#effect-line"
 export * as Attempts from "./attempt.js"
 export * as Backoffs from "./backoff.js"
 export * as BudgetRules from "./budgetRules.js"

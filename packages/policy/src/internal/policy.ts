@@ -5,13 +5,11 @@
  * follows one rule whichever door it comes through. The field rules are shared with a target's own
  * settings. A policy is an Effect (Effect's commit protocol): yielding it checks it.
  */
+import { Either } from "#effect-line"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Effectable from "effect/Effectable"
-import * as Either from "effect/Either"
-import * as ParseResult from "effect/ParseResult"
 import type * as Schedule from "effect/Schedule"
-import * as Schema from "effect/Schema"
 import type * as Types from "effect/Types"
 import * as Backoff from "../Backoff.js"
 import type * as Classifiers from "../Classifier.js"
@@ -100,15 +98,12 @@ export type PolicyError<P> = P extends PolicyOf<infer E> ? E : never
  * A budget's options, checked by the budget's own rules (`budget.ratio`, …) and kept as written:
  * the target's budget is made from them on its first call.
  */
-const BudgetOptions: Schema.Schema<RetryBudget.Options, unknown> = Schema.transformOrFail(
-  Schema.Unknown,
-  Schema.Any,
-  {
-    strict: true,
-    decode: (input, options) => ParseResult.map(ParseResult.decodeUnknown(BudgetSettings)(input, options), () => input),
-    encode: ParseResult.succeed
+const BudgetOptions: Checked.Rule<RetryBudget.Options> = {
+  read: (input, path, problems) => {
+    const checked = BudgetSettings.read(input, path, problems)
+    return typeof checked === "symbol" ? checked : input as RetryBudget.Options
   }
-)
+}
 
 /** The rules of each retry setting, without defaults: a target's settings reuse them. */
 export const fields = {
@@ -124,44 +119,45 @@ export const fields = {
 }
 
 /** The rules of a policy's settings, its defaults included. */
-const PolicySettings = Schema.Struct({
-  target: Checked.nonEmpty,
-  model: Checked.optional(Schema.String),
-  maxAttempts: Checked.withDefault(fields.maxAttempts, 3),
-  baseDelay: Checked.withDefault(fields.baseDelay, Duration.millis(500)),
-  maxDelay: Checked.withDefault(fields.maxDelay, Duration.seconds(8)),
-  hintSpread: Checked.withDefault(fields.hintSpread, Duration.seconds(1)),
-  attemptTimeout: Checked.withDefault(fields.attemptTimeout, Duration.seconds(60)),
-  minAttemptTime: Checked.withDefault(fields.minAttemptTime, Duration.millis(100)),
-  maxRetryAfter: Checked.withDefault(fields.maxRetryAfter, Duration.seconds(60)),
-  replaySafe: Checked.withDefault(fields.replaySafe, false),
-  budget: Checked.withDefault(fields.budget, {}),
-  gate: Checked.withDefault(Schema.Object, {}),
-  rateLimit: Checked.withDefault(Schema.Object, {}),
-  classify: Checked.optional(
-    Schema.declare(
-      (input: unknown): input is (failure: Failure.Failure) => Classifiers.Verdict => typeof input === "function",
-      {
-        message: () => "must be a function"
-      }
+const PolicySettings = Checked.refine(
+  Checked.struct({
+    target: Checked.nonEmpty,
+    model: Checked.optional(Checked.text),
+    maxAttempts: Checked.withDefault(fields.maxAttempts, 3),
+    baseDelay: Checked.withDefault(fields.baseDelay, Duration.millis(500)),
+    maxDelay: Checked.withDefault(fields.maxDelay, Duration.seconds(8)),
+    hintSpread: Checked.withDefault(fields.hintSpread, Duration.seconds(1)),
+    attemptTimeout: Checked.withDefault(fields.attemptTimeout, Duration.seconds(60)),
+    minAttemptTime: Checked.withDefault(fields.minAttemptTime, Duration.millis(100)),
+    maxRetryAfter: Checked.withDefault(fields.maxRetryAfter, Duration.seconds(60)),
+    replaySafe: Checked.withDefault(fields.replaySafe, false),
+    budget: Checked.withDefault(fields.budget, {}),
+    gate: Checked.withDefault(Checked.object, {}),
+    rateLimit: Checked.withDefault(Checked.object, {}),
+    classify: Checked.optional(
+      Checked.accepted(
+        (input: unknown): input is (failure: Failure.Failure) => Classifiers.Verdict => typeof input === "function",
+        "must be a function"
+      )
     )
-  )
-}).pipe(Schema.filter((settings) => [
-  Checked.notLongerThan(["baseDelay"], settings.baseDelay, ["maxDelay"], settings.maxDelay),
-  Checked.shorterThan(["minAttemptTime"], settings.minAttemptTime, ["attemptTimeout"], settings.attemptTimeout),
-  // The gate and limiter are made on the target's first call: their settings are checked now.
-  ...Either.match(
-    Gates.settings({ limit: Number.POSITIVE_INFINITY, ...settings.gate, target: settings.target }),
-    {
-      onLeft: (invalid) => invalid.problems.map((problem) => ({ path: ["gate"], message: problem })),
+  }),
+  (settings) => [
+    Checked.notLongerThan(["baseDelay"], settings.baseDelay, ["maxDelay"], settings.maxDelay),
+    Checked.shorterThan(["minAttemptTime"], settings.minAttemptTime, ["attemptTimeout"], settings.attemptTimeout),
+    // The gate and limiter are made on the target's first call: their settings are checked now.
+    ...Either.match(
+      Gates.settings({ limit: Number.POSITIVE_INFINITY, ...settings.gate, target: settings.target }),
+      {
+        onLeft: (invalid) => invalid.problems.map((problem) => ({ path: ["gate"], message: problem })),
+        onRight: () => []
+      }
+    ),
+    ...Either.match(Limiters.settings({ ...settings.rateLimit, target: settings.target }), {
+      onLeft: (invalid) => invalid.problems.map((problem) => ({ path: ["rateLimit"], message: problem })),
       onRight: () => []
-    }
-  ),
-  ...Either.match(Limiters.settings({ ...settings.rateLimit, target: settings.target }), {
-    onLeft: (invalid) => invalid.problems.map((problem) => ({ path: ["rateLimit"], message: problem })),
-    onRight: () => []
-  })
-]))
+    })
+  ]
+)
 
 const decodeSettings = Checked.decoder(PolicySettings, (input) => {
   const target = (input as { readonly target?: unknown } | undefined)?.target
@@ -195,10 +191,10 @@ class PolicyValue extends Effectable.Class<Policy, Settings.InvalidSettings> {
     if (this.invalid !== undefined) return Either.left(this.invalid)
     const decoded = decodeSettings(this.options)
     if (Either.isLeft(decoded)) {
-      this.invalid = decoded.left
-      return Either.left(decoded.left)
+      this.invalid = Either.leftOf(decoded)
+      return Either.left(this.invalid)
     }
-    const settings = decoded.right
+    const settings = Either.rightOf(decoded)
     const given = this.given
     Object.assign(this, {
       target: settings.target,

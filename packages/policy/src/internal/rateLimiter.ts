@@ -4,11 +4,9 @@
  * an `admit` built on it, shared by the limiter in memory and the fleet's on Redis, and the rough
  * count of a prompt's tokens.
  */
-import { currentClock, makeSemaphoreUnsafe, nowMillis, timeoutFail } from "#effect-line"
+import { currentClock, Either, makeSemaphoreUnsafe, nowMillis, timeoutFail } from "#effect-line"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
-import * as Schema from "effect/Schema"
 import type { Demand, Lane, Limits, Options, Reservation, Service, Snapshot } from "../RateLimiter.js"
 import * as Failures from "./failures.js"
 import * as FastPath from "./fastPath.js"
@@ -28,13 +26,13 @@ export interface Settings {
 
 const perMinute = Checked.withDefault(Checked.integerAtLeast(1, { orInfinite: true }), Number.POSITIVE_INFINITY)
 
-const LimiterSettings = Schema.Struct({
+const LimiterSettings = Checked.struct({
   target: Checked.nonEmpty,
   requestsPerMinute: perMinute,
   tokensPerMinute: perMinute,
   burst: Checked.withDefault(Checked.finitePositiveDuration, Duration.seconds(1)),
   interactiveReserve: Checked.withDefault(
-    Checked.number.pipe(Schema.filter((share) => (share >= 0 && share < 1) || `must be in [0, 1), got ${share}`)),
+    Checked.refine(Checked.number, (share) => (share >= 0 && share < 1) || `must be in [0, 1), got ${share}`),
     0.5
   ),
   learn: Checked.withDefault(Checked.flag, true)

@@ -16,12 +16,10 @@
  * in time, an in-process gate with the same settings decides (see `RedisConnection`).
  */
 import { ConcurrencyGate, Failure, Settings } from "@resilient-ai/policy"
-import { Checked, type Coordinations, FastPath, Gates } from "@resilient-ai/policy/internal"
+import { Checked, type Coordinations, Either, FastPath, Gates } from "@resilient-ai/policy/internal"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Random from "effect/Random"
-import * as Schema from "effect/Schema"
 import type { Redis } from "ioredis"
 import { RedisConnection } from "../RedisConnection.js"
 import { keyFor } from "./keys.js"
@@ -194,13 +192,15 @@ export const make = (
   options: Options
 ): Effect.Effect<ConcurrencyGate.Service, Settings.InvalidSettings, RedisConnection> =>
   Effect.flatMap(
-    Effect.suspend(() => Either.all([Gates.settings(options), decodeLeases(options)])),
+    Effect.suspend(() =>
+      Effect.all([Either.toEffect(Gates.settings(options)), Either.toEffect(decodeLeases(options))])
+    ),
     ([settings, leases]) =>
       makeChecked(options, settings, Duration.toMillis(leases.leaseTime), Duration.toMillis(leases.pollInterval))
   )
 
 /** The rules of the lease settings a fleet gate adds to a gate's, defaults included. */
-export const LeaseSettings = Schema.Struct({
+export const LeaseSettings = Checked.struct({
   leaseTime: Checked.withDefault(Checked.positiveDuration, Duration.minutes(2)),
   pollInterval: Checked.withDefault(Checked.positiveDuration, Duration.millis(100))
 })

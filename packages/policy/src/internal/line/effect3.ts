@@ -432,3 +432,7 @@ export const configFromVariables = <A>(
     ),
     (values) => Eithers.mapLeft(decide(values), (message) => ConfigError.InvalidData([], message))
   )
+
+/** A duration from anything Effect reads as one (a `Duration`, milliseconds, `"2 seconds"`), or `undefined`. */
+export const durationFrom = (input: unknown): Durations.Duration | undefined =>
+  Option.getOrUndefined(Durations.decodeUnknown(input))

@@ -407,3 +407,12 @@ export const configFromVariables = <A>(
         onFailure: (message) => Effect.fail(new Config.ConfigError(new ConfigProvider.SourceError({ message })))
       })
   )
+
+/** A duration from anything Effect reads as one (a `Duration`, milliseconds, `"2 seconds"`), or `undefined`. */
+export const durationFrom = (input: unknown): Durations.Duration | undefined => {
+  try {
+    return Durations.fromInputUnsafe(input as Durations.Input)
+  } catch {
+    return undefined
+  }
+}
