@@ -19,7 +19,7 @@
  * fixed-capacity targets, which should shed instead of retrying, and `unlimited` and `recording`
  * are for tests.
  */
-import { currentClock, type DurationInput, nowMillis } from "#effect-line"
+import { currentClock, type DurationInput, Either, nowMillis } from "#effect-line"
 import * as Effect from "effect/Effect"
 import * as FastPath from "./internal/fastPath.js"
 import { settings, Window } from "./internal/retryBudget.js"
@@ -72,24 +72,27 @@ export interface Options {
  * Bad options fail with `InvalidSettings`, when the program is assembled, not on the first retry.
  */
 export const make = (options?: Options): Effect.Effect<Service, InvalidSettings> =>
-  Effect.flatMap(Effect.suspend(() => settings(options)), (checked) =>
-    Effect.map(currentClock, (clock) => {
-      const window = new Window(checked)
-      const tryAcquire = Effect.sync(() => window.tryAcquire(nowMillis(clock)))
-      const recordSuccessNow = (attempts: number) => window.recordSuccess(nowMillis(clock), attempts)
-      // Without learning, what retries did changes nothing: no need to hear of each failure.
-      const recordFailure = checked.shareWhenRetriesFail < 1
-        ? (_: unknown, attempt: number) =>
-          attempt > 1 ? Effect.sync(() => window.recordFailure(nowMillis(clock), attempt)) : Effect.void
-        : undefined
-      const service: FastPath.With<Service, FastPath.Budget> = {
-        tryAcquire: () => tryAcquire,
-        recordSuccess: (attempts) => Effect.sync(() => recordSuccessNow(attempts)),
-        snapshot: Effect.sync(() => window.snapshot(nowMillis(clock))),
-        [FastPath.key]: { recordSuccessNow, recordFailure }
-      }
-      return service
-    }))
+  Effect.flatMap(
+    Effect.suspend(() => Either.toEffect(settings(options))),
+    (checked) =>
+      Effect.map(currentClock, (clock) => {
+        const window = new Window(checked)
+        const tryAcquire = Effect.sync(() => window.tryAcquire(nowMillis(clock)))
+        const recordSuccessNow = (attempts: number) => window.recordSuccess(nowMillis(clock), attempts)
+        // Without learning, what retries did changes nothing: no need to hear of each failure.
+        const recordFailure = checked.shareWhenRetriesFail < 1
+          ? (_: unknown, attempt: number) =>
+            attempt > 1 ? Effect.sync(() => window.recordFailure(nowMillis(clock), attempt)) : Effect.void
+          : undefined
+        const service: FastPath.With<Service, FastPath.Budget> = {
+          tryAcquire: () => tryAcquire,
+          recordSuccess: (attempts) => Effect.sync(() => recordSuccessNow(attempts)),
+          snapshot: Effect.sync(() => window.snapshot(nowMillis(clock))),
+          [FastPath.key]: { recordSuccessNow, recordFailure }
+        }
+        return service
+      })
+  )
 
 /** A budget that never grants a retry: for fixed-capacity targets, which shed rather than retry. */
 export const disabled: Service = {
@@ -130,9 +133,10 @@ export const recording = (budget: Service = unlimited): Effect.Effect<Recording>
     const inner = FastPath.budget(budget)
     const recorded: FastPath.With<Recording, FastPath.Budget> = {
       tryAcquire: (failure) =>
-        Effect.tap(budget.tryAcquire(failure), (granted) => {
-          decisions.push({ _tag: "Retry", failure, granted })
-        }),
+        Effect.tap(budget.tryAcquire(failure), (granted) =>
+          Effect.sync(() => {
+            decisions.push({ _tag: "Retry", failure, granted })
+          })),
       recordSuccess: (attempts) =>
         Effect.andThen(
           Effect.sync(() => {

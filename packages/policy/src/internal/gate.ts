@@ -354,133 +354,136 @@ export const makeShared = (
   options: Options,
   share?: () => number
 ): Effect.Effect<Service, Checked.InvalidSettings> =>
-  Effect.flatMap(Effect.suspend(() => settings(options)), (checked) =>
-    Effect.map(currentClock, (clock) => {
-      const limiter = new Limiter(checked, share)
-      const waiters = new Line<Waiter>()
-      const now = () => nowMillis(clock)
+  Effect.flatMap(
+    Effect.suspend(() => Either.toEffect(settings(options))),
+    (checked) =>
+      Effect.map(currentClock, (clock) => {
+        const limiter = new Limiter(checked, share)
+        const waiters = new Line<Waiter>()
+        const now = () => nowMillis(clock)
 
-      const grantWaiting = (at: number) => {
-        while (waiters.length > 0 && limiter.tryAcquire(at)) {
-          // Adaptive LIFO: while the target struggles, the callers that have waited longest are the
-          // likeliest to run out of time before an attempt can finish; a permit spent on one of them
-          // is a request the provider serves for nobody. Healthy, the line is first come, first served.
-          const waiter = limiter.health(at) === "steady" ? waiters.takeOldest()! : waiters.takeNewest()!
-          waiter.granted = true
-          waiter.wake()
-        }
-      }
-
-      /** Lets every waiter look again at the clock: the health changed, and with it when the limit next rises. */
-      const afterHealthChange = (at: number) => {
-        grantWaiting(at)
-        waiters.forEach((waiter) => waiter.wake())
-      }
-
-      const shed = () =>
-        new Failures.Shed({ target: checked.target, limit: limiter.limit(now()), inFlight: limiter.inFlight })
-
-      /**
-       * Waits in line until granted, until `deadline`, or until interrupted; the place in line is
-       * kept throughout. The ramp raises the limit with time alone, so the waiter also wakes at the
-       * next raise and serves the head of the line.
-       */
-      const waitForPermit = (deadline: number): Effect.Effect<void, Failures.DeadlineExceeded> => {
-        const waiter: Waiter = { granted: false, wake: noWake }
-        const listen = (wake: () => void) => {
-          waiter.wake = wake
-          return () => {
-            waiter.wake = noWake
+        const grantWaiting = (at: number) => {
+          while (waiters.length > 0 && limiter.tryAcquire(at)) {
+            // Adaptive LIFO: while the target struggles, the callers that have waited longest are the
+            // likeliest to run out of time before an attempt can finish; a permit spent on one of them
+            // is a request the provider serves for nobody. Healthy, the line is first come, first served.
+            const waiter = limiter.health(at) === "steady" ? waiters.takeOldest()! : waiters.takeNewest()!
+            waiter.granted = true
+            waiter.wake()
           }
         }
-        const lookAgain = Effect.suspend(() => {
-          grantWaiting(now())
-          return wait
-        })
-        const wait: Effect.Effect<void, Failures.DeadlineExceeded> = Effect.suspend(() => {
-          if (waiter.granted) return Effect.void
-          const at = now()
-          if (at >= deadline) {
-            waiters.remove(waiter)
-            return Effect.fail(new Failures.DeadlineExceeded({ deadline, phase: "queue" }))
+
+        /** Lets every waiter look again at the clock: the health changed, and with it when the limit next rises. */
+        const afterHealthChange = (at: number) => {
+          grantWaiting(at)
+          waiters.forEach((waiter) => waiter.wake())
+        }
+
+        const shed = () =>
+          new Failures.Shed({ target: checked.target, limit: limiter.limit(now()), inFlight: limiter.inFlight })
+
+        /**
+         * Waits in line until granted, until `deadline`, or until interrupted; the place in line is
+         * kept throughout. The ramp raises the limit with time alone, so the waiter also wakes at the
+         * next raise and serves the head of the line.
+         */
+        const waitForPermit = (deadline: number): Effect.Effect<void, Failures.DeadlineExceeded> => {
+          const waiter: Waiter = { granted: false, wake: noWake }
+          const listen = (wake: () => void) => {
+            waiter.wake = wake
+            return () => {
+              waiter.wake = noWake
+            }
           }
-          const wakeAt = Math.min(deadline, limiter.nextRaiseAt(at) ?? Number.POSITIVE_INFINITY)
-          // Whole milliseconds: `Duration` rounds a sliver of a millisecond to zero, and a wait of
-          // zero would wake at the same instant, forever.
-          return Effect.andThen(wakeOrTimeout(listen, Math.ceil(wakeAt - at), clock), lookAgain)
-        })
-        return Effect.suspend(() => {
-          waiters.push(waiter)
-          return wait
-        }).pipe(
-          Effect.onInterrupt(() =>
-            Effect.sync(() => {
-              if (waiter.granted) {
-                limiter.release(now(), "neutral")
-                grantWaiting(now())
-              } else {
-                waiters.remove(waiter)
-              }
-            })
+          const lookAgain = Effect.suspend(() => {
+            grantWaiting(now())
+            return wait
+          })
+          const wait: Effect.Effect<void, Failures.DeadlineExceeded> = Effect.suspend(() => {
+            if (waiter.granted) return Effect.void
+            const at = now()
+            if (at >= deadline) {
+              waiters.remove(waiter)
+              return Effect.fail(new Failures.DeadlineExceeded({ deadline, phase: "queue" }))
+            }
+            const wakeAt = Math.min(deadline, limiter.nextRaiseAt(at) ?? Number.POSITIVE_INFINITY)
+            // Whole milliseconds: `Duration` rounds a sliver of a millisecond to zero, and a wait of
+            // zero would wake at the same instant, forever.
+            return Effect.andThen(wakeOrTimeout(listen, Math.ceil(wakeAt - at), clock), lookAgain)
+          })
+          return Effect.suspend(() => {
+            waiters.push(waiter)
+            return wait
+          }).pipe(
+            Effect.onInterrupt(() =>
+              Effect.sync(() => {
+                if (waiter.granted) {
+                  limiter.release(now(), "neutral")
+                  grantWaiting(now())
+                } else {
+                  waiters.remove(waiter)
+                }
+              })
+            )
           )
-        )
-      }
-
-      const tryAcquireNow = (): boolean => {
-        const at = now()
-        grantWaiting(at)
-        return waiters.length === 0 && limiter.tryAcquire(at)
-      }
-      const releaseNow = (outcome: Outcome): void => {
-        const at = now()
-        const before = limiter.health(at)
-        limiter.release(at, outcome)
-        if (limiter.health(at) === before) grantWaiting(at)
-        else afterHealthChange(at)
-      }
-
-      const service: FastPath.With<Service, FastPath.Gate> = {
-        acquire: (deadline) =>
-          Effect.suspend((): Effect.Effect<void, Failures.Shed | Failures.DeadlineExceeded> => {
-            if (tryAcquireNow()) return Effect.void
-            const at = now()
-            if (checked.mode === "shed" || waiters.length >= checked.maxWaiting) return Effect.fail(shed())
-            if (at >= deadline) return Effect.fail(new Failures.DeadlineExceeded({ deadline, phase: "queue" }))
-            return waitForPermit(deadline)
-          }),
-        release: (outcome) => Effect.sync(() => releaseNow(outcome)),
-        observe: (outcome) =>
-          Effect.sync(() => {
-            const at = now()
-            const before = limiter.health(at)
-            limiter.observe(at, outcome)
-            if (limiter.health(at) !== before) afterHealthChange(at)
-          }),
-        markDegraded: Effect.sync(() => {
-          limiter.markDegraded()
-          afterHealthChange(now())
-        }),
-        markRecovered: Effect.sync(() => {
-          limiter.markRecovered(now())
-          afterHealthChange(now())
-        }),
-        snapshot: Effect.sync(() => {
-          const at = now()
-          return {
-            limit: limiter.limit(at),
-            inFlight: limiter.inFlight,
-            waiting: waiters.length,
-            health: limiter.health(at)
-          }
-        }),
-        [FastPath.key]: {
-          tryAcquireNow,
-          releaseNow,
-          holdRecovery: (held) =>
-            Effect.sync(() => {
-              limiter.recoveryHeld = held
-            })
         }
-      }
-      return service
-    }))
+
+        const tryAcquireNow = (): boolean => {
+          const at = now()
+          grantWaiting(at)
+          return waiters.length === 0 && limiter.tryAcquire(at)
+        }
+        const releaseNow = (outcome: Outcome): void => {
+          const at = now()
+          const before = limiter.health(at)
+          limiter.release(at, outcome)
+          if (limiter.health(at) === before) grantWaiting(at)
+          else afterHealthChange(at)
+        }
+
+        const service: FastPath.With<Service, FastPath.Gate> = {
+          acquire: (deadline) =>
+            Effect.suspend((): Effect.Effect<void, Failures.Shed | Failures.DeadlineExceeded> => {
+              if (tryAcquireNow()) return Effect.void
+              const at = now()
+              if (checked.mode === "shed" || waiters.length >= checked.maxWaiting) return Effect.fail(shed())
+              if (at >= deadline) return Effect.fail(new Failures.DeadlineExceeded({ deadline, phase: "queue" }))
+              return waitForPermit(deadline)
+            }),
+          release: (outcome) => Effect.sync(() => releaseNow(outcome)),
+          observe: (outcome) =>
+            Effect.sync(() => {
+              const at = now()
+              const before = limiter.health(at)
+              limiter.observe(at, outcome)
+              if (limiter.health(at) !== before) afterHealthChange(at)
+            }),
+          markDegraded: Effect.sync(() => {
+            limiter.markDegraded()
+            afterHealthChange(now())
+          }),
+          markRecovered: Effect.sync(() => {
+            limiter.markRecovered(now())
+            afterHealthChange(now())
+          }),
+          snapshot: Effect.sync(() => {
+            const at = now()
+            return {
+              limit: limiter.limit(at),
+              inFlight: limiter.inFlight,
+              waiting: waiters.length,
+              health: limiter.health(at)
+            }
+          }),
+          [FastPath.key]: {
+            tryAcquireNow,
+            releaseNow,
+            holdRecovery: (held) =>
+              Effect.sync(() => {
+                limiter.recoveryHeld = held
+              })
+          }
+        }
+        return service
+      })
+  )

@@ -5,10 +5,9 @@
  * follows one rule whichever door it comes through. The field rules are shared with a target's own
  * settings. A policy is an Effect (Effect's commit protocol): yielding it checks it.
  */
-import { Either } from "#effect-line"
+import { EffectValue, Either } from "#effect-line"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Effectable from "effect/Effectable"
 import type * as Schedule from "effect/Schedule"
 import type * as Types from "effect/Types"
 import * as Backoff from "../Backoff.js"
@@ -173,7 +172,7 @@ interface GivenBackoff {
 const variance: Variance<never> = { _E: (_: never) => _ }
 
 /** A policy value: its options until it is checked, its settings after. */
-class PolicyValue extends Effectable.Class<Policy, Settings.InvalidSettings> {
+class PolicyValue extends EffectValue<Policy, Settings.InvalidSettings> {
   readonly [TypeId]: Variance<never> = variance
   private options: PolicyOptions | undefined;
   /** Set once the settings are checked. */
@@ -223,7 +222,7 @@ class PolicyValue extends Effectable.Class<Policy, Settings.InvalidSettings> {
   }
 
   commit(): Effect.Effect<Policy, Settings.InvalidSettings> {
-    return Effect.suspend(() => this.check())
+    return Effect.suspend(() => Either.toEffect(this.check()))
   }
 }
 

@@ -242,50 +242,53 @@ export const makeShared = (
   options: Options,
   share?: () => number
 ): Effect.Effect<Service, Checked.InvalidSettings> =>
-  Effect.flatMap(Effect.suspend(() => settings(options)), (checked) =>
-    Effect.map(currentClock, (clock) => {
-      const pacer = new Pacer(checked, share)
-      const now = () => nowMillis(clock)
-      const reservation = (tokens: number): Reservation => ({
-        tokens,
-        settle: (used) => Effect.sync(() => pacer.adjustTokens(used - tokens)),
-        giveBack: Effect.sync(() => {
-          pacer.giveBackRequest()
-          pacer.adjustTokens(-tokens)
+  Effect.flatMap(
+    Effect.suspend(() => Either.toEffect(settings(options))),
+    (checked) =>
+      Effect.map(currentClock, (clock) => {
+        const pacer = new Pacer(checked, share)
+        const now = () => nowMillis(clock)
+        const reservation = (tokens: number): Reservation => ({
+          tokens,
+          settle: (used) => Effect.sync(() => pacer.adjustTokens(used - tokens)),
+          giveBack: Effect.sync(() => {
+            pacer.giveBackRequest()
+            pacer.adjustTokens(-tokens)
+          })
         })
+        const admitNow = (tokens: number, lane: Lane): Reservation | undefined => {
+          if (!pacer.pacing) return free
+          const at = now()
+          // Only a demand that goes now is decided here; any other is `admit`'s, which can wait.
+          const decision = pacer.decide(at, tokens, lane, at)
+          return decision._tag === "reserved" ? reservation(tokens) : undefined
+        }
+        const admit = admitting(
+          checked.target,
+          now,
+          (demand) =>
+            Effect.suspend(() => {
+              const at = now()
+              return takeTurn(
+                checked.target,
+                pacer.decide(at, demand.tokens, demand.lane, demand.deadline),
+                at,
+                () => reservation(demand.tokens)
+              )
+            }),
+          () => pacer.nextFree(now(), "batch")
+        )
+        const pacedAdmit = (demand: Demand): Effect.Effect<Reservation, Failures.RateLimitedLocally> =>
+          Effect.suspend(() => pacer.pacing ? admit(demand) : Effect.succeed(free))
+        const service: FastPath.With<Service, FastPath.Limiter> = {
+          admit: pacedAdmit,
+          learn: (limits) => Effect.sync(() => pacer.learn(limits)),
+          snapshot: Effect.sync(() => pacer.snapshot(now())),
+          [FastPath.key]: { admitNow }
+        }
+        return service
       })
-      const admitNow = (tokens: number, lane: Lane): Reservation | undefined => {
-        if (!pacer.pacing) return free
-        const at = now()
-        // Only a demand that goes now is decided here; any other is `admit`'s, which can wait.
-        const decision = pacer.decide(at, tokens, lane, at)
-        return decision._tag === "reserved" ? reservation(tokens) : undefined
-      }
-      const admit = admitting(
-        checked.target,
-        now,
-        (demand) =>
-          Effect.suspend(() => {
-            const at = now()
-            return takeTurn(
-              checked.target,
-              pacer.decide(at, demand.tokens, demand.lane, demand.deadline),
-              at,
-              () => reservation(demand.tokens)
-            )
-          }),
-        () => pacer.nextFree(now(), "batch")
-      )
-      const pacedAdmit = (demand: Demand): Effect.Effect<Reservation, Failures.RateLimitedLocally> =>
-        Effect.suspend(() => pacer.pacing ? admit(demand) : Effect.succeed(free))
-      const service: FastPath.With<Service, FastPath.Limiter> = {
-        admit: pacedAdmit,
-        learn: (limits) => Effect.sync(() => pacer.learn(limits)),
-        snapshot: Effect.sync(() => pacer.snapshot(now())),
-        [FastPath.key]: { admitNow }
-      }
-      return service
-    }))
+  )
 
 /**
  * About four characters a token in English text (fewer in code and other scripts): how an attempt's

@@ -3,8 +3,8 @@
  * allowance a window grants, and the window itself, shared by the budget in memory and the fleet's
  * budget on Redis.
  */
+import { Either } from "#effect-line"
 import * as Duration from "effect/Duration"
-import * as Either from "effect/Either"
 import type { Options, Snapshot } from "../RetryBudget.js"
 import { BudgetSettings } from "./budgetRules.js"
 import * as Checked from "./settings.js"

@@ -9,6 +9,7 @@ import {
   clockOf,
   contextOf,
   type DurationInput,
+  Either,
   failureOf,
   type FiberView,
   hasDefect,
@@ -30,7 +31,6 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Random from "effect/Random"
@@ -756,7 +756,7 @@ export const runSequence = <A, E, R, PE>(
 ): Effect.Effect<A, Failure.CallFailed<LastFailure<E>> | PE, R> => {
   if (!Policies.isChecked(policy)) {
     const checked = Policies.check(policy)
-    if (Either.isLeft(checked)) return Effect.fail(checked.left as PE)
+    if (Either.isLeft(checked)) return Effect.fail(Either.leftOf(checked) as PE)
   }
   return runChecked(self, policy as unknown as Policy, options, given, judge, givenSpan)
 }

@@ -3,7 +3,17 @@
  * attempts (each in a scope of its own) retried until one delivers the first element, and the
  * deadline bounding the rest. `Resilient.retryStream` and the client's streams (`Engine.stream`) run it.
  */
-import { clockOf, forkScope, getRef, inScope, metricScopeOf, unwrapScopedStream, update, withFiber } from "#effect-line"
+import {
+  clockOf,
+  Either,
+  forkScope,
+  getRef,
+  inScope,
+  metricScopeOf,
+  unwrapScopedStream,
+  update,
+  withFiber
+} from "#effect-line"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -160,7 +170,7 @@ const streamOf = <A, B, E extends AttemptError, R, E2, R2, PE>(
     // A policy not yet checked is checked first: one whose settings cannot work fails the stream.
     const policy: Policy = Policies.isChecked(unchecked)
       ? unchecked as unknown as Policy
-      : yield* Effect.mapError(Policies.check(unchecked), (invalid) => invalid as PE)
+      : yield* Effect.mapError(Either.toEffect(Policies.check(unchecked)), (invalid) => invalid as PE)
     const services = given ??
       (yield* Effect.orDie(
         Effect.flatMap(Coordination.Coordination, (coordination) => coordination.stateOf(policy))

@@ -16,6 +16,7 @@ import * as Deferred from "effect/Deferred"
 import * as Durations from "effect/Duration"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Effectable from "effect/Effectable"
 import * as Eithers from "effect/Either"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
@@ -436,3 +437,11 @@ export const configFromVariables = <A>(
 /** A duration from anything Effect reads as one (a `Duration`, milliseconds, `"2 seconds"`), or `undefined`. */
 export const durationFrom = (input: unknown): Durations.Duration | undefined =>
   Option.getOrUndefined(Durations.decodeUnknown(input))
+
+/**
+ * A value that is also an effect (yielding it runs `commit`), as Effect's own `Effectable.Class`
+ * makes one on each line: Effect 3 calls `commit`.
+ */
+export abstract class EffectValue<A, E> extends Effectable.Class<A, E> {
+  abstract override commit(): Effect.Effect<A, E>
+}

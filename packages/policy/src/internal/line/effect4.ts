@@ -12,6 +12,7 @@ import * as Deferred from "effect/Deferred"
 import * as Durations from "effect/Duration"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Effectable from "effect/Effectable"
 import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
 import * as LogLevels from "effect/LogLevel"
@@ -414,5 +415,16 @@ export const durationFrom = (input: unknown): Durations.Duration | undefined => 
     return Durations.fromInputUnsafe(input as Durations.Input)
   } catch {
     return undefined
+  }
+}
+
+/**
+ * A value that is also an effect (yielding it runs `commit`), as Effect's own `Effectable.Class`
+ * makes one on each line: Effect 4 asks for `asEffect`, which is `commit` here.
+ */
+export abstract class EffectValue<A, E> extends Effectable.Class<A, E> {
+  abstract commit(): Effect.Effect<A, E>
+  asEffect(): Effect.Effect<A, E> {
+    return this.commit()
   }
 }
