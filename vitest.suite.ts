@@ -27,7 +27,9 @@ export const suiteConfig = (line: Line) => ({
       // A public module, as the exports maps name them (`@resilient-ai/policy/Resilient`); never internal/.
       { find: /^@resilient-ai\/([^/]+)\/([A-Z]\w*)$/, replacement: `${packagesDir}$1/src/$2.ts` },
       // The policy package's seam, on this line (docs/effect-lines.md).
-      { find: /^#effect-line$/, replacement: `${packagesDir}policy/src/internal/line/${line}.ts` }
+      { find: /^#effect-line$/, replacement: `${packagesDir}policy/src/internal/line/${line}.ts` },
+      // The tests' side of the seam, on this line.
+      { find: /^#test-line$/, replacement: fileURLToPath(new URL(`./test/line/${line}.ts`, import.meta.url)) }
     ]
   },
   test: {

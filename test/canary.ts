@@ -3,7 +3,8 @@
  * for it. A key that reaches a log line, an error message or a serialised failure is found by
  * `test/setup.ts`, which fails the run.
  */
-import { Cause, Effect, HashMap, Inspectable, List, Logger } from "effect"
+import { logScanner } from "#test-line"
+import { Effect } from "effect"
 
 /** Distinctive, so a search for it finds only leaks: no real key looks like this. */
 export const canary = "sk-canary-Zq7Xw3Lp9Tn2Vb6Md4Rf"
@@ -66,12 +67,4 @@ export const report = (): { readonly leaks: ReadonlyArray<Leak>; readonly scanne
  * annotations, the spans and the cause, as the logfmt and JSON loggers would write them.
  * `test/setup.ts` gives it to every fiber.
  */
-export const scanningLogger: Logger.Logger<unknown, void> = Logger.make((options) => {
-  scan("log line (logfmt)", Logger.logfmtLogger.log(options))
-  scan("log line (json)", Logger.jsonLogger.log(options))
-  if (!Cause.isEmpty(options.cause)) scan("log cause", Cause.pretty(options.cause, { renderErrorCause: true }))
-  for (const [key, value] of HashMap.toEntries(options.annotations)) {
-    scan(`log annotation ${key}`, Inspectable.format(value))
-  }
-  scan("log spans", List.toArray(options.spans).map((span) => span.label).join(" "))
-})
+export const scanningLogger = logScanner(scan)

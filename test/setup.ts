@@ -9,7 +9,7 @@
  * A worker runs file after file in one process (`isolate: false` in vitest.config.ts) and this
  * module again before each: the watching is installed once per process, what it finds is the file's.
  */
-import { FiberRef, HashSet } from "effect"
+import { addToEveryFiber } from "#test-line"
 import { format } from "node:util"
 import { afterAll, assert, beforeAll } from "vitest"
 import { report, scan, scanningLogger, scansSerialisations, startFile } from "./canary.js"
@@ -21,8 +21,7 @@ const install = () => {
   // default logger from `it.effect` tests, and many tests remove or replace it to keep the output
   // quiet, so watching the console alone would miss most log lines. The initial value is the only
   // place all of them share; it is set here, in tests only.
-  const loggers = FiberRef.currentLoggers as unknown as { initial: HashSet.HashSet<unknown> }
-  loggers.initial = HashSet.add(loggers.initial, scanningLogger)
+  addToEveryFiber(scanningLogger)
 
   // vitest routes `console` of a worker around process.stdout, so both are watched.
   for (const method of ["log", "info", "warn", "error", "debug", "trace"] as const) {

@@ -1,7 +1,8 @@
+import { dieMessage, pollFiber, TestClock } from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
 import { ConcurrencyGate, Deadline, Failure } from "@resilient-ai/policy"
-import { FastPath, Gates } from "@resilient-ai/policy/internal"
-import { Duration, Effect, Either, Exit, Fiber, Option, Ref, TestClock } from "effect"
+import { EffectLine, Either, FastPath, Gates } from "@resilient-ai/policy/internal"
+import { Duration, Effect, Exit, Fiber, Option, Ref } from "effect"
 import { invalidSettings, valid } from "./support.js"
 
 /** A failure's fields, tag included, to compare with exact values. */
@@ -17,9 +18,9 @@ const enqueue = (
   name: string,
   deadline = Number.POSITIVE_INFINITY
 ) =>
-  Effect.zipLeft(
-    Effect.fork(Effect.zipRight(gate.acquire(deadline), Ref.update(order, (names) => [...names, name]))),
-    settle
+  Effect.tap(
+    EffectLine.fork(Effect.andThen(gate.acquire(deadline), Ref.update(order, (names) => [...names, name]))),
+    () => settle
   )
 
 /** Takes `n` permits at once. */
@@ -28,9 +29,9 @@ const hold = (gate: ConcurrencyGate.Service, n: number) =>
 
 /** One attempt that ends with `outcome`. */
 const attempt = (gate: ConcurrencyGate.Service, outcome: ConcurrencyGate.Outcome) =>
-  Effect.zipRight(gate.acquire(Number.POSITIVE_INFINITY), gate.release(outcome))
+  Effect.andThen(gate.acquire(Number.POSITIVE_INFINITY), gate.release(outcome))
 
-const isRunning = <A, E>(fiber: Fiber.Fiber<A, E>) => Effect.map(Fiber.poll(fiber), Option.isNone)
+const isRunning = <A, E>(fiber: Fiber.Fiber<A, E>) => Effect.map(pollFiber(fiber), Option.isNone)
 
 /** A gate of 100 that has just started recovering, at the current time. */
 const recovering = Effect.gen(function*() {
@@ -108,7 +109,9 @@ describe("Gates.settings", () => {
     it(`is an InvalidSettings naming the option for a ${name}`, () => {
       const settings = Gates.settings({ target: "llm", limit: 10, ...options })
       assert.isTrue(Either.isLeft(settings))
-      if (Either.isLeft(settings)) assert.strictEqual(settings.left.message, `concurrency gate for llm: ${message}`)
+      if (Either.isLeft(settings)) {
+        assert.strictEqual(Either.leftOf(settings).message, `concurrency gate for llm: ${message}`)
+      }
     })
   }
 
@@ -204,14 +207,15 @@ describe("ConcurrencyGate queue mode", () => {
       yield* settle
       assert.deepStrictEqual(yield* Ref.get(order), ["a", "b", "c"])
       assert.deepStrictEqual(yield* gate.snapshot, { limit: 1, inFlight: 1, waiting: 0, health: "steady" })
-      yield* Fiber.join(Fiber.zip(a, b))
+      yield* Fiber.join(a)
+      yield* Fiber.join(b)
     }))
 
   it.effect("bounds a wait by the deadline passed to acquire", () =>
     Effect.gen(function*() {
       const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 1 })
       yield* hold(gate, 1)
-      const waiter = yield* Effect.fork(Effect.flip(gate.acquire(1_000)))
+      const waiter = yield* EffectLine.fork(Effect.flip(gate.acquire(1_000)))
       yield* TestClock.adjust(999)
       assert.isTrue(yield* isRunning(waiter))
       assert.strictEqual((yield* gate.snapshot).waiting, 1)
@@ -270,7 +274,7 @@ describe("ConcurrencyGate queue mode", () => {
     Effect.gen(function*() {
       const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 1 })
       yield* hold(gate, 1)
-      const waiter = yield* Effect.fork(gate.acquire(10_000))
+      const waiter = yield* EffectLine.fork(gate.acquire(10_000))
       yield* TestClock.adjust(1_000)
       yield* Fiber.interrupt(waiter)
       assert.deepStrictEqual(yield* gate.snapshot, { limit: 1, inFlight: 1, waiting: 0, health: "steady" })
@@ -288,10 +292,12 @@ describe("ConcurrencyGate queue mode", () => {
       yield* hold(gate, 1)
       // More than the line keeps before it compacts itself (1,024 taken).
       const waiters = 1_500
-      const fibers: Array<Fiber.RuntimeFiber<unknown, unknown>> = []
+      const fibers: Array<Fiber.Fiber<unknown, unknown>> = []
       for (let i = 0; i < waiters; i++) {
         fibers.push(
-          yield* Effect.fork(Effect.zipRight(gate.acquire(Number.POSITIVE_INFINITY), Effect.sync(() => order.push(i))))
+          yield* EffectLine.fork(
+            Effect.andThen(gate.acquire(Number.POSITIVE_INFINITY), Effect.sync(() => order.push(i)))
+          )
         )
       }
       yield* Effect.yieldNow()
@@ -358,8 +364,8 @@ describe("ConcurrencyGate queue mode on the real clock", () => {
     Effect.gen(function*() {
       const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 1 })
       yield* hold(gate, 1)
-      const first = yield* Effect.fork(gate.acquire(Date.now() + 60_000))
-      const second = yield* Effect.fork(gate.acquire(Date.now() + 60_000))
+      const first = yield* EffectLine.fork(gate.acquire(Date.now() + 60_000))
+      const second = yield* EffectLine.fork(gate.acquire(Date.now() + 60_000))
       yield* Effect.yieldNow()
       assert.strictEqual((yield* gate.snapshot).waiting, 2)
       yield* Fiber.interrupt(first)
@@ -373,7 +379,7 @@ describe("ConcurrencyGate queue mode on the real clock", () => {
     Effect.gen(function*() {
       const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 1 })
       yield* hold(gate, 1)
-      const waiter = yield* Effect.fork(gate.acquire(Date.now() + 60_000))
+      const waiter = yield* EffectLine.fork(gate.acquire(Date.now() + 60_000))
       yield* Effect.yieldNow()
       yield* gate.release("success")
       // Joined long before the deadline: the timer beside the wait did not hold it.
@@ -629,7 +635,9 @@ describe("ConcurrencyGate adaptive limit", () => {
   const limitOf = (gate: ConcurrencyGate.Service) => Effect.map(gate.snapshot, (snapshot) => snapshot.limit)
   /** Ends one of the attempts in flight with `outcome` and starts another at once: the gate stays as full. */
   const turnOver = (gate: ConcurrencyGate.Service, outcome: ConcurrencyGate.Outcome, times = 1) =>
-    Effect.repeatN(Effect.zipRight(gate.release(outcome), gate.acquire(Number.POSITIVE_INFINITY)), times - 1)
+    Effect.replicateEffect(Effect.andThen(gate.release(outcome), gate.acquire(Number.POSITIVE_INFINITY)), times, {
+      discard: true
+    })
 
   it("is on in queue mode and off in shed mode unless set", () => {
     assert.isTrue(valid(Gates.settings({ target: "llm", limit: 8 })).adaptive)
@@ -649,7 +657,9 @@ describe("ConcurrencyGate adaptive limit", () => {
     it(`is an InvalidSettings naming the option for a ${name}`, () => {
       const settings = Gates.settings({ target: "llm", limit: 10, ...options })
       assert.isTrue(Either.isLeft(settings))
-      if (Either.isLeft(settings)) assert.strictEqual(settings.left.message, `concurrency gate for llm: ${message}`)
+      if (Either.isLeft(settings)) {
+        assert.strictEqual(Either.leftOf(settings).message, `concurrency gate for llm: ${message}`)
+      }
     })
   }
 
@@ -710,7 +720,7 @@ describe("ConcurrencyGate adaptive limit", () => {
       assert.strictEqual(yield* limitOf(gate), 90)
       // Back within the limit, each overload after a success: not again within the second.
       for (let i = 0; i < 9; i++) yield* gate.release("success")
-      for (let i = 0; i < 3; i++) yield* turnOver(gate, "overload").pipe(Effect.zipLeft(turnOver(gate, "success")))
+      for (let i = 0; i < 3; i++) yield* turnOver(gate, "overload").pipe(Effect.tap(() => turnOver(gate, "success")))
       yield* TestClock.adjust(999)
       yield* turnOver(gate, "overload")
       assert.deepStrictEqual(yield* gate.snapshot, { limit: 90, inFlight: 90, waiting: 0, health: "steady" })
@@ -931,7 +941,7 @@ describe("ConcurrencyGate.withPermit", () => {
   it.effect("releases the permit when the effect dies", () =>
     Effect.gen(function*() {
       const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 1 })
-      const exit = yield* ConcurrencyGate.withPermit(Effect.dieMessage("defect"), gate).pipe(
+      const exit = yield* ConcurrencyGate.withPermit(dieMessage("defect"), gate).pipe(
         Effect.exit
       )
       assert.isTrue(Exit.isFailure(exit))
@@ -946,7 +956,7 @@ describe("ConcurrencyGate.withPermit", () => {
         Effect.onInterrupt(Effect.never, () => Ref.set(released, true)),
         gate
       )
-        .pipe(Effect.fork)
+        .pipe(EffectLine.fork)
       yield* settle
       assert.deepStrictEqual(yield* gate.snapshot, { limit: 1, inFlight: 1, waiting: 0, health: "steady" })
       yield* Fiber.interrupt(fiber)
@@ -964,7 +974,7 @@ describe("ConcurrencyGate.withPermit", () => {
       const fiber = yield* ConcurrencyGate.withPermit(Ref.set(ran, true), gate).pipe(
         Deadline.within("2 seconds"),
         Effect.flip,
-        Effect.fork
+        EffectLine.fork
       )
       yield* TestClock.adjust(1_999)
       assert.isTrue(yield* isRunning(fiber))
@@ -980,7 +990,7 @@ describe("ConcurrencyGate.withPermit", () => {
       const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 1 })
       yield* hold(gate, 1)
       const fiber = yield* ConcurrencyGate.withPermit(Effect.succeed("served"), gate).pipe(
-        Effect.fork
+        EffectLine.fork
       )
       yield* TestClock.adjust("1 hour")
       assert.isTrue(yield* isRunning(fiber))
@@ -995,7 +1005,7 @@ describe("ConcurrencyGate.withPermit", () => {
       const ran = yield* Ref.make(false)
       yield* hold(gate, 1)
       const fiber = yield* ConcurrencyGate.withPermit(Ref.set(ran, true), gate).pipe(
-        Effect.fork
+        EffectLine.fork
       )
       yield* settle
       assert.strictEqual((yield* gate.snapshot).waiting, 1)

@@ -3,6 +3,7 @@
  * its API key's text; the fingerprint is SHA-256's, computed in plain JavaScript, so the keys of a
  * fleet on Redis are named as they were with `node:crypto`.
  */
+import { TestClock } from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
 import {
   ConcurrencyGate,
@@ -13,8 +14,8 @@ import {
   RetryBudget,
   Settings
 } from "@resilient-ai/policy"
-import { Diagnoses, keyFingerprint, Sha256 } from "@resilient-ai/policy/internal"
-import { Deferred, Effect, Exit, Fiber, FiberStatus, Redacted, TestClock } from "effect"
+import { Diagnoses, EffectLine, keyFingerprint, Sha256 } from "@resilient-ai/policy/internal"
+import { Deferred, Effect, Exit, Fiber, FiberStatus, Redacted } from "effect"
 import { createHash, randomBytes } from "node:crypto"
 import { canary } from "../canary.js"
 import { freshTarget } from "./support.js"
@@ -156,9 +157,9 @@ describe("a coordination's targets", () => {
               : yield* RetryBudget.make(options)
           })
       })
-      const maker = yield* Effect.fork(Effect.exit(coordination.stateOf({ target: "t" })))
+      const maker = yield* EffectLine.fork(Effect.exit(coordination.stateOf({ target: "t" })))
       yield* Deferred.await(started)
-      const waiter = yield* Effect.fork(Effect.exit(coordination.stateOf({ target: "t" })))
+      const waiter = yield* EffectLine.fork(Effect.exit(coordination.stateOf({ target: "t" })))
       while (!FiberStatus.isSuspended(yield* Fiber.status(waiter))) yield* Effect.yieldNow()
       yield* Deferred.succeed(release, undefined)
       const first = yield* Fiber.join(maker)
@@ -192,7 +193,7 @@ describe("a coordination's targets", () => {
       )
       const callThrough = (coordination: Coordination.Coordination) =>
         Effect.gen(function*() {
-          const fiber = yield* Effect.fork(
+          const fiber = yield* EffectLine.fork(
             overloadedTwice.pipe(
               Resilient.retry({ target, maxAttempts: 3 }),
               Effect.provideService(Coordination.Coordination, coordination)

@@ -1,7 +1,8 @@
+import { pollFiber, TestClock } from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
 import { Deadline, Failure } from "@resilient-ai/policy"
-import { Deadlines } from "@resilient-ai/policy/internal"
-import { Duration, Effect, Fiber, FiberRef, Option, Ref, TestClock } from "effect"
+import { Deadlines, EffectLine } from "@resilient-ai/policy/internal"
+import { Duration, Effect, Fiber, Option, Ref } from "effect"
 
 /** The time left, in milliseconds, or `undefined` without a deadline. */
 const remainingMillis = Effect.map(
@@ -15,14 +16,14 @@ const remainingMillis = Effect.map(
 /** A failure's fields, tag included, to compare with exact values. */
 const fieldsOf = (failure: Failure.Failure): { readonly [field: string]: unknown } => ({ ...failure })
 
-const isRunning = <A, E>(fiber: Fiber.Fiber<A, E>) => Effect.map(Fiber.poll(fiber), Option.isNone)
+const isRunning = <A, E>(fiber: Fiber.Fiber<A, E>) => Effect.map(pollFiber(fiber), Option.isNone)
 
 describe("Deadline without one", () => {
   it.effect("current and remaining are none", () =>
     Effect.gen(function*() {
       assert.isTrue(Option.isNone(yield* Deadline.current))
       assert.isTrue(Option.isNone(yield* Deadline.remaining))
-      assert.strictEqual(yield* FiberRef.get(Deadlines.CurrentDeadline), Infinity)
+      assert.strictEqual(yield* EffectLine.getRef(Deadlines.CurrentDeadline), Infinity)
     }))
 })
 
@@ -62,7 +63,7 @@ describe("Deadline.within", () => {
 
   it.effect("nested later, measures the inner duration from the time it starts", () =>
     Effect.gen(function*() {
-      const fiber = yield* Effect.fork(
+      const fiber = yield* EffectLine.fork(
         Deadline.within(
           Effect.gen(function*() {
             yield* Effect.sleep("4 seconds")
@@ -139,7 +140,7 @@ describe("Deadline.remaining", () => {
 describe("Deadline across fibers", () => {
   it.effect("is inherited by forked fibers", () =>
     Effect.gen(function*() {
-      const child = yield* Deadline.within(Effect.fork(Effect.zip(Deadline.current, remainingMillis)), "10 seconds")
+      const child = yield* Deadline.within(EffectLine.fork(Effect.zip(Deadline.current, remainingMillis)), "10 seconds")
       const [current, remaining] = yield* Fiber.join(child)
       assert.deepStrictEqual(current, Option.some(10_000))
       assert.strictEqual(remaining, 10_000)
@@ -148,7 +149,7 @@ describe("Deadline across fibers", () => {
   it.effect("a forked fiber sees the time left shrink with the clock", () =>
     Effect.gen(function*() {
       const child = yield* Deadline.within(
-        Effect.fork(Effect.zipRight(Effect.sleep("3 seconds"), remainingMillis)),
+        EffectLine.fork(Effect.andThen(Effect.sleep("3 seconds"), remainingMillis)),
         "10 seconds"
       )
       yield* TestClock.adjust("3 seconds")
@@ -167,13 +168,13 @@ describe("Deadline across fibers", () => {
   it.effect("a joining child does not change the parent's deadline", () =>
     Effect.gen(function*() {
       // The child moves its own deadline; the parent's must survive the join.
-      const moveChild = Effect.zipRight(FiberRef.set(Deadlines.CurrentDeadline, 5_000), Deadline.current)
-      const withoutDeadline = yield* Effect.fork(moveChild)
+      const moveChild = EffectLine.locally(Deadline.current, Deadlines.CurrentDeadline, 5_000)
+      const withoutDeadline = yield* EffectLine.fork(moveChild)
       assert.deepStrictEqual(yield* Fiber.join(withoutDeadline), Option.some(5_000))
       assert.isTrue(Option.isNone(yield* Deadline.current))
 
       const [inChild, afterJoin] = yield* Deadline.within(
-        Effect.flatMap(Effect.fork(moveChild), (fiber) => Effect.zip(Fiber.join(fiber), Deadline.current)),
+        Effect.flatMap(EffectLine.fork(moveChild), (fiber) => Effect.zip(Fiber.join(fiber), Deadline.current)),
         "10 seconds"
       )
       assert.deepStrictEqual(inChild, Option.some(5_000))
@@ -186,10 +187,10 @@ describe("Deadline.enforce", () => {
     Effect.gen(function*() {
       const log = yield* Ref.make<ReadonlyArray<string>>([])
       const work = Effect.sleep("5 seconds").pipe(
-        Effect.zipRight(Ref.update(log, (entries) => [...entries, "finished"])),
+        Effect.andThen(Ref.update(log, (entries) => [...entries, "finished"])),
         Effect.onInterrupt(() => Ref.update(log, (entries) => [...entries, "interrupted"]))
       )
-      const fiber = yield* Deadline.enforce(work).pipe(Deadline.within("1 second"), Effect.flip, Effect.fork)
+      const fiber = yield* Deadline.enforce(work).pipe(Deadline.within("1 second"), Effect.flip, EffectLine.fork)
       yield* TestClock.adjust(999)
       assert.isTrue(yield* isRunning(fiber))
       assert.deepStrictEqual(yield* Ref.get(log), [])
@@ -207,7 +208,7 @@ describe("Deadline.enforce", () => {
       const fiber = yield* Effect.gen(function*() {
         yield* Effect.sleep("4 seconds")
         return yield* Deadline.enforce(Effect.sleep("7 seconds"))
-      }).pipe(Deadline.within("10 seconds"), Effect.flip, Effect.fork)
+      }).pipe(Deadline.within("10 seconds"), Effect.flip, EffectLine.fork)
       yield* TestClock.adjust(9_999)
       assert.isTrue(yield* isRunning(fiber))
       yield* TestClock.adjust(1)
@@ -219,7 +220,7 @@ describe("Deadline.enforce", () => {
     Effect.gen(function*() {
       const fiber = yield* Deadline.enforce(Effect.as(Effect.sleep(999), 42)).pipe(
         Deadline.within("1 second"),
-        Effect.fork
+        EffectLine.fork
       )
       yield* TestClock.adjust(999)
       assert.strictEqual(yield* Fiber.join(fiber), 42)
@@ -234,7 +235,7 @@ describe("Deadline.enforce", () => {
   it.effect("fails once the clock reaches a deadline that has already passed", () =>
     Effect.gen(function*() {
       yield* TestClock.adjust("2 seconds")
-      const fiber = yield* Deadline.enforce(Effect.never).pipe(Deadline.at(1_000), Effect.flip, Effect.fork)
+      const fiber = yield* Deadline.enforce(Effect.never).pipe(Deadline.at(1_000), Effect.flip, EffectLine.fork)
       yield* TestClock.adjust(0)
       const error = yield* Fiber.join(fiber)
       assert.deepStrictEqual(fieldsOf(error), { _tag: "DeadlineExceeded", deadline: 1_000, phase: "attempt" })
@@ -242,7 +243,7 @@ describe("Deadline.enforce", () => {
 
   it.effect("is a no-op without a deadline", () =>
     Effect.gen(function*() {
-      const fiber = yield* Effect.fork(Deadline.enforce(Effect.as(Effect.sleep("1 hour"), "done")))
+      const fiber = yield* EffectLine.fork(Deadline.enforce(Effect.as(Effect.sleep("1 hour"), "done")))
       yield* TestClock.adjust("59 minutes")
       assert.isTrue(yield* isRunning(fiber))
       yield* TestClock.adjust("1 minute")

@@ -7,10 +7,12 @@
  * Every `fc.assert` runs from a fixed seed; each property counts the kinds of cases it saw, so a
  * generator that drifts into trivial cases fails instead of passing.
  */
+import { promiseRunner, seeded, TestClock } from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
 import { Coordination, Failure, Resilient, RetryBudget } from "@resilient-ai/policy"
-import { Decision } from "@resilient-ai/policy/internal"
-import { Duration, Effect, Exit, FastCheck as fc, Fiber, Layer, Logger, Random, Runtime, TestClock } from "effect"
+import { Decision, EffectLine } from "@resilient-ai/policy/internal"
+import { Duration, Effect, Exit, Fiber, Layer, Logger } from "effect"
+import * as fc from "fast-check"
 import { captureLogs, freshTarget, policyOf } from "./support.js"
 
 const runs = (numRuns: number) => ({ seed: 42, numRuns })
@@ -207,7 +209,7 @@ describe("Decision", () => {
   it.effect("the engine asks the budget for every Retry decision and for nothing else", () =>
     Effect.gen(function*() {
       const seen = tally()
-      const runtime = yield* Effect.runtime<never>()
+      const run = yield* promiseRunner
       const failures = [
         new Failure.ServerError({ status: 500 }),
         new Failure.RateLimited({ status: 429, retryAfter: Duration.seconds(2) }),
@@ -225,7 +227,7 @@ describe("Decision", () => {
       yield* Effect.promise(() =>
         fc.assert(
           fc.asyncProperty(caseOf, (c) =>
-            Runtime.runPromise(runtime)(Effect.gen(function*() {
+            run(Effect.gen(function*() {
               const target = freshTarget("asked")
               let asked = 0
               // A budget written with the documented methods only, granting as the case says.
@@ -242,11 +244,11 @@ describe("Decision", () => {
               })
               const logs = yield* captureLogs
               const policy = policyOf({ target, maxAttempts: c.maxAttempts, replaySafe: c.replaySafe })
-              const fiber = yield* Effect.fork(
+              const fiber = yield* EffectLine.fork(
                 attempt.pipe(
                   Resilient.retry(policy, { timeout: `${c.timeoutSeconds} seconds` }),
                   Effect.exit,
-                  Effect.withRandom(Random.make(c.seed)),
+                  seeded(c.seed),
                   Effect.provide(Layer.merge(Coordination.layerWith({ budget: recording }), logs.layer)),
                   Effect.provide(Logger.remove(Logger.defaultLogger))
                 )

@@ -1,7 +1,8 @@
+import { either } from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
 import { Failure } from "@resilient-ai/policy"
-import { Failures } from "@resilient-ai/policy/internal"
-import { Duration, Effect, Either } from "effect"
+import { Either, Failures } from "@resilient-ai/policy/internal"
+import { Duration, Effect } from "effect"
 
 const every: ReadonlyArray<Failure.Failure> = [
   new Failure.ConnectFailed({ detail: "ECONNREFUSED 127.0.0.1:443" }),
@@ -202,9 +203,12 @@ describe("Failure", () => {
           const other = failure._tag === "Cancelled" ? "Shed" : "Cancelled"
           const missed = yield* Effect.fail(failure).pipe(
             Effect.catchTag(other, () => Effect.succeed("caught by the wrong tag")),
-            Effect.either
+            either
           )
-          assert.isTrue(Either.isLeft(missed) && missed.left === failure, `${failure._tag} caught as ${other}`)
+          assert.isTrue(
+            Either.isLeft(missed) && Either.leftOf(missed) === failure,
+            `${failure._tag} caught as ${other}`
+          )
         }
       }))
 

@@ -4,8 +4,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import type { Health } from "@resilient-ai/policy"
-import { Diagnoses } from "@resilient-ai/policy/internal"
-import { Either } from "effect"
+import { Diagnoses, Either } from "@resilient-ai/policy/internal"
 
 const make = (options: Health.Options = {}) => new Diagnoses.Diagnoser(Either.getOrThrow(Diagnoses.settings(options)))
 const up = { up: true, millis: 20 }
@@ -107,7 +106,7 @@ describe("Diagnoses.Diagnoser", () => {
   it("bad settings are one InvalidSettings naming each", () => {
     const result = Diagnoses.settings({ downAfter: 0, troubleRatio: 2, window: "-1 seconds" })
     assert.isTrue(Either.isLeft(result))
-    const problems = Either.isLeft(result) ? result.left.problems.join("; ") : ""
+    const problems = Either.isLeft(result) ? Either.leftOf(result).problems.join("; ") : ""
     for (const name of ["downAfter", "troubleRatio", "window"]) assert.include(problems, name)
   })
 })

@@ -3,10 +3,11 @@
  * one of ours (`RateLimited`, `ReadTimeout`) is the caller's, judged by its `classify` and never read
  * by the gate as the provider's overload.
  */
+import { TestClock } from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
 import { Coordination, Failure, Resilient, RetryBudget } from "@resilient-ai/policy"
-import { Diagnoses, Failures, Gates } from "@resilient-ai/policy/internal"
-import { Data, Duration, Effect, Either, Fiber, TestClock } from "effect"
+import { Diagnoses, EffectLine, Either, Failures, Gates } from "@resilient-ai/policy/internal"
+import { Data, Duration, Effect, Fiber } from "effect"
 import { failureOf, freshTarget, policyOf } from "./support.js"
 
 /** A caller's own errors, tagged like two of the toolkit's. */
@@ -15,7 +16,7 @@ class ReadTimeout extends Data.TaggedError("ReadTimeout")<{}> {}
 
 const settle = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.gen(function*() {
-    const fiber = yield* Effect.fork(effect)
+    const fiber = yield* EffectLine.fork(effect)
     yield* TestClock.adjust("10 minutes")
     return yield* Fiber.await(fiber)
   })

@@ -5,24 +5,13 @@
  * Every `fc.assert` runs from a fixed seed, so a failure reproduces; each property also counts
  * the kinds of cases it saw, so a generator that drifts into trivial cases fails instead of passing.
  */
+import { dieMessage, pollFiber, promiseRunner, seeded, TestClock } from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
 import { Targets } from "@resilient-ai/client/internal"
 import { Backoff, Classifier, Failure, Resilient, RetryBudget } from "@resilient-ai/policy"
 import { Backoffs, Budgets, EffectLine, Failures, RetryHint } from "@resilient-ai/policy/internal"
-import {
-  Clock,
-  Duration,
-  Effect,
-  Exit,
-  FastCheck as fc,
-  Fiber,
-  Layer,
-  Option,
-  Random,
-  Runtime,
-  Schedule,
-  TestClock
-} from "effect"
+import { Clock, Duration, Effect, Exit, Fiber, Layer, Option, Schedule } from "effect"
+import * as fc from "fast-check"
 import { captureLogs, failureOf, freshTarget, policyOf, services, valid } from "./support.js"
 
 const runs = (numRuns: number) => ({ seed: 42, numRuns })
@@ -33,18 +22,16 @@ const runs = (numRuns: number) => ({ seed: 42, numRuns })
  */
 const checkEach = <T>(arbitrary: fc.Arbitrary<T>, numRuns: number, property: (input: T) => Effect.Effect<void>) =>
   Effect.flatMap(
-    Effect.runtime<never>(),
-    (runtime) =>
-      Effect.promise(() =>
-        fc.assert(fc.asyncProperty(arbitrary, (input) => Runtime.runPromise(runtime)(property(input))), runs(numRuns))
-      )
+    promiseRunner,
+    (run) =>
+      Effect.promise(() => fc.assert(fc.asyncProperty(arbitrary, (input) => run(property(input))), runs(numRuns)))
   )
 
 /** The fiber's exit once the clock has moved `by`; a fiber still running then fails the case. */
-const finishedBy = <A, E>(fiber: Fiber.RuntimeFiber<A, E>, by: string) =>
-  Effect.flatMap(Fiber.poll(fiber), (exit) => {
+const finishedBy = <A, E>(fiber: Fiber.Fiber<A, E>, by: string) =>
+  Effect.flatMap(pollFiber(fiber), (exit) => {
     if (Option.isSome(exit)) return Effect.succeed(exit.value)
-    return Effect.zipRight(Fiber.interrupt(fiber), Effect.dieMessage(`still running after ${by}`))
+    return Effect.andThen(Fiber.interrupt(fiber), dieMessage(`still running after ${by}`))
   })
 
 const millisOf = (hint: Option.Option<Duration.Duration>): number | undefined =>
@@ -420,10 +407,10 @@ describe("Properties: RetryHint", () => {
             starts.push(at)
             return starts.length === 1 ? Effect.fail(failure) : Effect.succeed("ok")
           })
-          const fiber = yield* Effect.fork(
+          const fiber = yield* EffectLine.fork(
             attempt.pipe(
               Resilient.retry(policy),
-              Effect.withRandom(Random.make(c.seed)),
+              seeded(c.seed),
               Effect.provide(services(target))
             )
           )
@@ -665,7 +652,7 @@ const stepAll = <Out, In>(
         steps.push({ delay, output: outputMillis(output as Out) })
       }
       return steps
-    }).pipe(Effect.withRandom(Random.make(seed)))
+    }).pipe(seeded(seed))
   )
 
 const serverError = new Failure.ServerError({ status: 500 })
@@ -697,8 +684,10 @@ describe("Properties: Backoff", () => {
             now,
             Duration.toMillis
           )
+          // As the schedule reads them: a Duration keeps whole nanoseconds.
+          const [baseMillis, capMillis] = [base, cap].map((millis) => Duration.toMillis(Duration.millis(millis)))
           steps.forEach(({ delay, output }, n) => {
-            const bound = Math.min(cap, base * 2 ** n)
+            const bound = Math.min(capMillis!, baseMillis! * 2 ** n)
             assert.isDefined(delay, "full jitter never ends by itself")
             assert.isTrue(Number.isInteger(delay), `delay ${delay}`)
             assert.isTrue(delay! >= 0 && delay! <= bound, `retry ${n}: ${delay} outside [0, ${bound}]`)
@@ -916,18 +905,18 @@ describe("Properties: Resilient.retry and the deadline", () => {
             attempts.push(record)
             const step = stepAt(attempts.length - 1)
             const outcome = step.outcome === "success" ? Effect.succeed("ok") : Effect.fail(failureFor(step))
-            return (step.latency > 0 ? Effect.zipRight(Effect.sleep(step.latency), outcome) : outcome).pipe(
+            return (step.latency > 0 ? Effect.andThen(Effect.sleep(step.latency), outcome) : outcome).pipe(
               Effect.ensuring(Effect.map(Clock.currentTimeMillis, (end) => {
                 record.end = end
               }))
             )
           })
           const logs = yield* captureLogs
-          const fiber = yield* Effect.fork(
+          const fiber = yield* EffectLine.fork(
             Effect.gen(function*() {
               const exit = yield* Effect.exit(attempt.pipe(Resilient.retry(policy, { timeout: c.timeout })))
               return { exit, end: yield* Clock.currentTimeMillis }
-            }).pipe(Effect.withRandom(Random.make(c.seed)), Effect.provide(Layer.merge(services(target), logs.layer)))
+            }).pipe(seeded(c.seed), Effect.provide(Layer.merge(services(target), logs.layer)))
           )
           yield* TestClock.adjust("1 hour")
           const { end, exit } = yield* yield* finishedBy(fiber, "an hour")

@@ -3,6 +3,7 @@
  * burst of 1 s), what settling and giving back change, the deadline's refusal, the lanes, the limits
  * learned from headers, and the limiter in a resilient call.
  */
+import { TestClock } from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
 import {
   ConcurrencyGate,
@@ -13,8 +14,8 @@ import {
   Resilient,
   RetryBudget
 } from "@resilient-ai/policy"
-import { Attempts, Coordinations, Engine, FastPath, Limiters, Retries } from "@resilient-ai/policy/internal"
-import { Duration, Effect, Fiber, Ref, TestClock } from "effect"
+import { Attempts, Coordinations, EffectLine, Engine, FastPath, Limiters, Retries } from "@resilient-ai/policy/internal"
+import { Clock, Duration, Effect, Fiber, Ref } from "effect"
 import { invalidSettings, valid } from "./support.js"
 
 const never = Number.POSITIVE_INFINITY
@@ -30,7 +31,7 @@ const admitAll = (
   Effect.gen(function*() {
     const admitted = yield* Ref.make<ReadonlyArray<readonly [string, number]>>([])
     for (const [name, demand] of demands) {
-      yield* Effect.fork(
+      yield* EffectLine.fork(
         Effect.flatMap(limiter.admit(demand), () =>
           Effect.flatMap(
             Effect.clockWith((clock) => clock.currentTimeMillis),
@@ -114,7 +115,7 @@ describe("RateLimiter pacing", () => {
     Effect.gen(function*() {
       const limiter = yield* RateLimiter.make({ target: "llm", requestsPerMinute: 60 })
       yield* limiter.admit(interactive())
-      const waiting = yield* Effect.fork(limiter.admit(interactive()))
+      const waiting = yield* EffectLine.fork(limiter.admit(interactive()))
       yield* settle
       assert.strictEqual((yield* limiter.snapshot).requestsWaitMillis, 1_000)
       yield* Fiber.interrupt(waiting)
@@ -152,7 +153,7 @@ describe("RateLimiter pacing", () => {
       yield* TestClock.adjust(3_000)
       const waits: Array<number> = []
       for (let index = 0; index < 5; index++) {
-        const start = yield* TestClock.currentTimeMillis
+        const start = yield* Clock.currentTimeMillis
         const admitted = yield* admitAll(limiter, [[`i${index}`, interactive()]])
         yield* TestClock.adjust(1_000)
         const [[, at]] = (yield* Ref.get(admitted)) as [readonly [string, number]]
@@ -207,7 +208,7 @@ describe("RateLimiter in a resilient call", () => {
         Effect.clockWith((clock) => clock.currentTimeMillis),
         (at) => Ref.update(started, (all) => [...all, at])
       ).pipe(Resilient.retry(policy))
-      const fibers = yield* Effect.forEach([1, 2, 3], () => Effect.fork(call))
+      const fibers = yield* Effect.forEach([1, 2, 3], () => EffectLine.fork(call))
       yield* settle
       yield* TestClock.adjust(2_000)
       yield* Effect.forEach(fibers, Fiber.join)

@@ -1,7 +1,8 @@
+import { TestClock } from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
 import { Failure, RetryBudget } from "@resilient-ai/policy"
-import { Budgets, FastPath } from "@resilient-ai/policy/internal"
-import { Duration, Effect, Either, Fiber, TestClock } from "effect"
+import { Budgets, EffectLine, Either, FastPath } from "@resilient-ai/policy/internal"
+import { Duration, Effect, Fiber } from "effect"
 import { invalidSettings, valid } from "./support.js"
 
 /** The failure a retry is asked for after; the ratio budget does not look at it. */
@@ -74,7 +75,7 @@ describe("Budgets.settings", () => {
     it(`is an InvalidSettings naming the option for a ${name}`, () => {
       const settings = Budgets.settings(options)
       assert.isTrue(Either.isLeft(settings))
-      if (Either.isLeft(settings)) assert.strictEqual(settings.left.message, `retry budget: ${message}`)
+      if (Either.isLeft(settings)) assert.strictEqual(Either.leftOf(settings).message, `retry budget: ${message}`)
     })
   }
 
@@ -133,9 +134,9 @@ describe("RetryBudget.make", () => {
   it.effect("lets a lone retry through a healthy stream of 100 successes a second", () =>
     Effect.gen(function*() {
       const budget = yield* RetryBudget.make()
-      const traffic = yield* Effect.fork(
+      const traffic = yield* EffectLine.fork(
         Effect.forEach(Array.from({ length: 60 }), () =>
-          Effect.zipRight(recordTimes(budget, 100), Effect.sleep("1 second")), { discard: true })
+          Effect.andThen(recordTimes(budget, 100), Effect.sleep("1 second")), { discard: true })
       )
       yield* TestClock.adjust("59 seconds")
       // Seconds 0 to 59 are all in the window.
@@ -207,7 +208,7 @@ describe("RetryBudget.make", () => {
 
   it.effect("make builds a budget driven by the clock", () =>
     Effect.gen(function*() {
-      const fiber = yield* Effect.fork(
+      const fiber = yield* EffectLine.fork(
         Effect.gen(function*() {
           const budget = yield* RetryBudget.make({ minPerSecond: 1 })
           yield* recordTimes(budget, 5_000)

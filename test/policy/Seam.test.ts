@@ -3,6 +3,7 @@
  * `classify`, a call's own attempt ceiling, and the one seam (`Coordination`) through which a
  * target gets its budget and gate, swapped in a test in one line.
  */
+import { seeded, TestClock } from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
 import {
   ConcurrencyGate,
@@ -14,8 +15,8 @@ import {
   RetryBudget,
   Settings
 } from "@resilient-ai/policy"
-import { Limiters, Meters, Retries } from "@resilient-ai/policy/internal"
-import { Cause, Data, Duration, Effect, Exit, Fiber, Option, Random, TestClock } from "effect"
+import { EffectLine, Limiters, Meters, Retries } from "@resilient-ai/policy/internal"
+import { Clock, Data, Duration, Effect, Exit, Fiber, Option } from "effect"
 import { failureOf, freshTarget, policyOf, scripted } from "./support.js"
 
 /** A database's error: the caller's own type, which the toolkit knows nothing about. */
@@ -31,9 +32,9 @@ const judgeDb = (error: DbError): Resilient.Judgement =>
     ? { verdict: "retryable", retryAfter: Duration.millis(error.retryAfterMs) }
     : "retryable"
 
-const settle = <A, E, R>(effect: Effect.Effect<A, E, R>, by: Duration.DurationInput = "10 minutes") =>
+const settle = <A, E, R>(effect: Effect.Effect<A, E, R>, by: EffectLine.DurationInput = "10 minutes") =>
   Effect.gen(function*() {
-    const fiber = yield* Effect.fork(effect)
+    const fiber = yield* EffectLine.fork(effect)
     yield* TestClock.adjust(by)
     return yield* Fiber.await(fiber)
   })
@@ -43,7 +44,7 @@ const database = (errors: ReadonlyArray<DbError>) =>
   Effect.gen(function*() {
     const starts: Array<number> = []
     const attempt: Effect.Effect<string, DbError> = Effect.suspend(() =>
-      Effect.flatMap(TestClock.currentTimeMillis, (now) => {
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
         starts.push(now)
         const error = errors[starts.length - 1]
         return error === undefined ? Effect.succeed("row") : Effect.fail(error)
@@ -70,8 +71,8 @@ describe("Resilient.retry with classify: any Effect, its errors its own", () => 
       const summary = yield* Metrics.summary(target)
       assert.strictEqual(summary.retriesSucceeded, 1)
       // Counted by the error's own tag, beside the toolkit's failures.
-      assert.strictEqual(Meters.forTarget(target).failures("DbError").unsafeValue([]).count, 2)
-    }).pipe(Effect.withRandom(Random.make(7)))
+      assert.strictEqual(EffectLine.counted(Meters.forTarget(target).failures("DbError")), 2)
+    }).pipe(seeded(7))
   })
 
   it.effect("stops at a terminal error; CallFailed.last is the caller's own error, typed", () => {
@@ -152,8 +153,8 @@ describe("a call's own maxAttempts", () => {
       const { attempt, times } = yield* scripted<string>([{ succeed: "ok" }])
       for (const maxAttempts of [0, 1.5, Number.NaN]) {
         const exit = yield* Effect.exit(attempt.pipe(Resilient.retry(policyOf({ target }), { maxAttempts })))
-        assert.isTrue(Exit.isFailure(exit) && Cause.isDie(exit.cause))
-        const defect = Exit.isFailure(exit) ? Option.getOrUndefined(Cause.dieOption(exit.cause)) : undefined
+        assert.isTrue(Exit.isFailure(exit) && EffectLine.hasDefect(exit.cause))
+        const defect = Exit.isFailure(exit) ? Option.getOrUndefined(EffectLine.defectOf(exit.cause)) : undefined
         assert.instanceOf(defect, Settings.InvalidSettings)
         assert.include(String((defect as Settings.InvalidSettings).message), "maxAttempts must be an integer >= 1")
       }
@@ -231,7 +232,7 @@ describe("Coordination: the one seam for a target's budget and gate", () => {
       const lone = attempt.pipe(Resilient.retry(policy))
       // Successes in one coordination earn a retry there...
       const earned = yield* Effect.gen(function*() {
-        yield* Effect.repeatN(healthy, 19)
+        yield* Effect.replicateEffect(healthy, 20, { discard: true })
         return yield* settle(lone)
       }).pipe(Effect.provide(Coordination.layerMemory))
       assert.deepStrictEqual(earned, Exit.succeed("ok"))

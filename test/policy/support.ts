@@ -1,21 +1,8 @@
+import { unwrapLayer } from "#test-line"
 /** Helpers shared by the policy tests: scripted attempts, their arrival times, captured log lines. */
 import { ConcurrencyGate, Coordination, type Failure, Resilient, RetryBudget, Settings } from "@resilient-ai/policy"
-import { Policies } from "@resilient-ai/policy/internal"
-import {
-  Cause,
-  Clock,
-  Context,
-  Effect,
-  Either,
-  Exit,
-  FiberRef,
-  HashMap,
-  Layer,
-  List,
-  Logger,
-  Option,
-  Ref
-} from "effect"
+import { EffectLine, Either, Policies } from "@resilient-ai/policy/internal"
+import { Cause, Clock, Effect, Exit, Layer, Option, Ref } from "effect"
 import type { Schedule, Scope } from "effect"
 
 /** One scripted attempt: fail with a failure, succeed with a value, or run an effect. */
@@ -38,7 +25,7 @@ export const scripted = <A>(steps: ReadonlyArray<Step<A>>) =>
     const arrivals = yield* Ref.make<ReadonlyArray<Arrival>>([])
     const attempt: Effect.Effect<A, Failure.Failure> = Effect.gen(function*() {
       const at = yield* Clock.currentTimeMillis
-      const info = yield* FiberRef.get(Resilient.CurrentAttempt)
+      const info = yield* EffectLine.getRef(Resilient.CurrentAttempt)
       const index = (yield* Ref.getAndUpdate(arrivals, (all) => [...all, { at, info }])).length
       const step = steps[Math.min(index, steps.length - 1)]!
       if ("run" in step) return yield* step.run
@@ -50,10 +37,10 @@ export const scripted = <A>(steps: ReadonlyArray<Step<A>>) =>
   })
 
 /** The budget and gate a test's calls use, for a test that reads or drives them. */
-export class Parts extends Context.Tag("test/Parts")<Parts, {
+export class Parts extends EffectLine.Service<Parts, {
   readonly budget: RetryBudget.Service
   readonly gate: ConcurrencyGate.Service
-}>() {}
+}>()("test/Parts") {}
 
 /**
  * A `Coordination` whose targets all get an in-memory budget and an ample queueing gate for
@@ -66,7 +53,7 @@ export const services = (
     readonly gate?: Partial<ConcurrencyGate.Options>
   } = {}
 ): Layer.Layer<Parts> =>
-  Layer.unwrapEffect(
+  unwrapLayer(
     Effect.gen(function*() {
       const budget = options.budget !== undefined && "tryAcquire" in options.budget
         ? options.budget
@@ -102,7 +89,7 @@ export const valid = <A>(checked: Either.Either<A, Settings.InvalidSettings>): A
 export const invalidSettings = (effect: Effect.Effect<unknown, unknown, Scope.Scope>): string => {
   const exit = Effect.runSyncExit(Effect.scoped(effect))
   if (Exit.isSuccess(exit)) throw new Error("built, though its settings cannot work")
-  const failure = Cause.failureOption(exit.cause)
+  const failure = EffectLine.failureOf(exit.cause)
   if (Option.isNone(failure) || !(failure.value instanceof Settings.InvalidSettings)) {
     throw new Error(`not an InvalidSettings: ${Cause.pretty(exit.cause)}`)
   }
@@ -113,35 +100,13 @@ let targets = 0
 /** A target name no other test uses, so metrics read back belong to this test alone. */
 export const freshTarget = (name: string) => `${name}-${++targets}`
 
-export interface LogLine {
-  readonly level: string
-  readonly message: string
-  readonly annotations: Record<string, unknown>
-}
-
 /** A logger that keeps every line, with its annotations. */
-export const captureLogs = Effect.gen(function*() {
-  const lines = yield* Ref.make<ReadonlyArray<LogLine>>([])
-  const logger = Logger.make<unknown, void>(({ annotations, logLevel, message }) => {
-    const text = List.isList(message)
-      ? List.toArray(message).join(" ")
-      : Array.isArray(message)
-      ? message.join(" ")
-      : String(message)
-    const line: LogLine = {
-      level: logLevel.label,
-      message: text,
-      annotations: Object.fromEntries(HashMap.toEntries(annotations))
-    }
-    Ref.update(lines, (all) => [...all, line]).pipe(Effect.runSync)
-  })
-  return { layer: Logger.add(logger), lines: Ref.get(lines) }
-})
+export { captureLogs } from "#test-line"
 
 /** The typed failure `exit` ended with; throws, saying what it got instead, on a success or a defect. */
 export const failureOf = <A, E>(exit: Exit.Exit<A, E>): E => {
   if (Exit.isSuccess(exit)) throw new Error(`expected a failure, got ${String(exit.value)}`)
-  const failure = Cause.failureOption(exit.cause)
+  const failure = EffectLine.failureOf(exit.cause)
   if (Option.isNone(failure)) throw new Error(`expected a typed failure, got ${Cause.pretty(exit.cause)}`)
   return failure.value
 }

@@ -21,7 +21,7 @@ export const ceilingMillis = (baseMillis: number, capMillis: number, retry: numb
 
 /** A uniform whole number of milliseconds in `[0, bound]`, from a uniform `fraction` in `[0, 1)`. */
 export const wholeMillisUpTo = (fraction: number, bound: number): number =>
-  Math.min(bound, Math.floor(fraction * (Math.floor(bound) + 1)))
+  Math.min(Math.floor(bound), Math.floor(fraction * (Math.floor(bound) + 1)))
 
 /** Options for honouring the provider's hint. */
 export interface RetryAfterOptions {

@@ -7,3 +7,4 @@
  */
 export * as Fixtures from "../Fixtures.js"
 export * as FaultServerBody from "./faultServerBody.js"
+export { prng } from "./prng.js"

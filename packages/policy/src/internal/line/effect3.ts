@@ -409,6 +409,10 @@ export const Either = {
     either: Eithers.Either<A, E>,
     cases: { readonly onLeft: (failure: E) => B; readonly onRight: (value: A) => C }
   ): B | C => Eithers.match(either, cases),
+  /** The value, or a throw of what `onLeft` makes of the failure. */
+  getOrThrow: <A, E>(either: Eithers.Either<A, E>): A => Eithers.getOrThrow(either),
+  getOrThrowWith: <A, E>(either: Eithers.Either<A, E>, onLeft: (failure: E) => unknown): A =>
+    Eithers.getOrThrowWith(either, onLeft),
   /** The `Either` as an effect that succeeds or fails with it. */
   toEffect: <A, E>(either: Eithers.Either<A, E>): Effect.Effect<A, E> => either
 }
@@ -445,3 +449,13 @@ export const durationFrom = (input: unknown): Durations.Duration | undefined =>
 export abstract class EffectValue<A, E> extends Effectable.Class<A, E> {
   abstract override commit(): Effect.Effect<A, E>
 }
+
+/**
+ * A service key as a class: `class Db extends Service<Db, Shape>()("app/Db") {}`, a
+ * `Context.Tag` on Effect 3.
+ */
+export const Service = <Self, Shape>() => <const Id extends string>(id: Id): Context.TagClass<Self, Id, Shape> =>
+  Context.Tag(id)<Self, Shape>()
+
+/** The cause's first defect, if it has one. */
+export const defectOf = (cause: Cause.Cause<unknown>): Option.Option<unknown> => Cause.dieOption(cause)

@@ -379,6 +379,10 @@ export const Either = {
     either: Results.Result<A, E>,
     cases: { readonly onLeft: (failure: E) => B; readonly onRight: (value: A) => C }
   ): B | C => Results.match(either, { onFailure: cases.onLeft, onSuccess: cases.onRight }),
+  /** The value, or a throw of what `onLeft` makes of the failure. */
+  getOrThrow: <A, E>(either: Results.Result<A, E>): A => Results.getOrThrow(either),
+  getOrThrowWith: <A, E>(either: Results.Result<A, E>, onLeft: (failure: E) => unknown): A =>
+    Results.getOrThrowWith(either, onLeft),
   /** The `Result` as an effect that succeeds or fails with it. */
   toEffect: <A, E>(either: Results.Result<A, E>): Effect.Effect<A, E> =>
     Results.isSuccess(either) ? Effect.succeed(either.success) : Effect.fail(either.failure)
@@ -428,3 +432,14 @@ export abstract class EffectValue<A, E> extends Effectable.Class<A, E> {
     return this.commit()
   }
 }
+
+/**
+ * A service key as a class: `class Db extends Service<Db, Shape>()("app/Db") {}`, a
+ * `Context.Service` on Effect 4.
+ */
+export const Service = <Self, Shape>() => <const Id extends string>(id: Id): Context.ServiceClass<Self, Id, Shape> =>
+  Context.Service<Self, Shape>()(id)
+
+/** The cause's first defect, if it has one. */
+export const defectOf = (cause: Cause.Cause<unknown>): Option.Option<unknown> =>
+  Cause.findDefect(cause).pipe(Results.getSuccess)

@@ -1,0 +1,154 @@
+/**
+ * The tests' side of the seam, Effect 3's: what the tests need from Effect that the two lines
+ * spell differently and the packages do not (the packages' side is `EffectLine` in
+ * `@resilient-ai/policy/internal`). `effect4.ts` offers the same names; each line's vitest config
+ * resolves `#test-line` to its own (docs/effect-lines.md).
+ */
+import * as Cause from "effect/Cause"
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import type * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as FiberRef from "effect/FiberRef"
+import * as FiberStatus from "effect/FiberStatus"
+import * as HashMap from "effect/HashMap"
+import * as HashSet from "effect/HashSet"
+import * as Inspectable from "effect/Inspectable"
+import * as Layer from "effect/Layer"
+import * as List from "effect/List"
+import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
+import * as Option from "effect/Option"
+import * as Random from "effect/Random"
+import * as Ref from "effect/Ref"
+import * as Runtime from "effect/Runtime"
+import * as Stream from "effect/Stream"
+
+import { prng as seededDoubles } from "@resilient-ai/testing/internal"
+
+export * as TestClock from "effect/TestClock"
+
+/** Runs `self` with a random generator seeded with `seed`: the same draws every run, on this line. */
+export const seeded = (seed: number) => <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.withRandom(self, randomOf(seededDoubles(seed)))
+
+/** Effect 3's `Random` service, drawing from `next` (doubles in [0, 1)). */
+const randomOf = (next: () => number): Random.Random => ({
+  [Random.RandomTypeId]: Random.RandomTypeId,
+  next: Effect.sync(next),
+  nextBoolean: Effect.sync(() => next() >= 0.5),
+  nextInt: Effect.sync(() => Math.floor(next() * Number.MAX_SAFE_INTEGER)),
+  nextRange: (min, max) => Effect.sync(() => min + (max - min) * next()),
+  nextIntBetween: (min, max) => Effect.sync(() => min + Math.floor((max - min) * next())),
+  shuffle: (elements) =>
+    Effect.sync(() => {
+      const shuffled = [...elements]
+      for (let index = shuffled.length - 1; index > 0; index--) {
+        const other = Math.floor(next() * (index + 1))
+        ;[shuffled[index], shuffled[other]] = [shuffled[other]!, shuffled[index]!]
+      }
+      return Chunk.fromIterable(shuffled)
+    })
+})
+
+/** The fiber's exit, if it has ended. */
+export const pollFiber = <A, E>(fiber: Fiber.Fiber<A, E>): Effect.Effect<Option.Option<Exit.Exit<A, E>>> =>
+  Fiber.poll(fiber)
+
+/** Whether the fiber is waiting (suspended), not running or done. */
+export const isSuspended = (fiber: Fiber.Fiber<unknown, unknown>): Effect.Effect<boolean> =>
+  Effect.map(Fiber.status(fiber as Fiber.RuntimeFiber<unknown, unknown>), FiberStatus.isSuspended)
+
+/** A function that runs an effect to a promise with the current fiber's services (its `TestClock`). */
+export const promiseRunner: Effect.Effect<<A, E>(effect: Effect.Effect<A, E>) => Promise<A>> = Effect.map(
+  Effect.runtime<never>(),
+  (runtime) => <A, E>(effect: Effect.Effect<A, E>) => Runtime.runPromise(runtime)(effect)
+)
+
+/** A log line as a test reads it. */
+export interface LogLine {
+  readonly level: string
+  readonly message: string
+  readonly annotations: Record<string, unknown>
+}
+
+const textOf = (message: unknown): string =>
+  List.isList(message) ? List.toArray(message).join(" ") : Array.isArray(message) ? message.join(" ") : String(message)
+
+/** A logger that keeps every line, with its annotations; its layer adds it to the loggers in place. */
+export const captureLogs: Effect.Effect<{
+  readonly layer: Layer.Layer<never>
+  readonly lines: Effect.Effect<ReadonlyArray<LogLine>>
+}> = Effect.gen(function*() {
+  const lines = yield* Ref.make<ReadonlyArray<LogLine>>([])
+  const logger = Logger.make<unknown, void>(({ annotations, logLevel, message }) => {
+    const line: LogLine = {
+      level: logLevel.label,
+      message: textOf(message),
+      annotations: Object.fromEntries(HashMap.toEntries(annotations))
+    }
+    Ref.update(lines, (all) => [...all, line]).pipe(Effect.runSync)
+  })
+  return { layer: Logger.add(logger), lines: Ref.get(lines) }
+})
+
+/** Removes the default logger: nothing is printed. */
+export const withoutDefaultLogger: Layer.Layer<never> = Logger.remove(Logger.defaultLogger)
+
+/** Replaces the default logger with one that prints each line in logfmt into `printed`. */
+export const printLogfmtInto = (printed: Array<string>): Layer.Layer<never> =>
+  Logger.replace(Logger.defaultLogger, Logger.make((options) => printed.push(Logger.logfmtLogger.log(options))))
+
+/** Runs `self` writing log lines at `level` and above only. */
+export const withMinimumLogLevel =
+  (level: "None" | "Debug" | "Info" | "Warning") => <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Logger.withMinimumLogLevel(self, LogLevel.fromLiteral(level))
+
+/** A defect with `message`. */
+export const dieMessage = (message: string): Effect.Effect<never> => Effect.dieMessage(message)
+
+/** Whether `exit` is an interruption only. */
+export const isInterrupted = <A, E>(exit: Exit.Exit<A, E>): boolean => Exit.isInterrupted(exit)
+
+/** The effect's outcome as a value: its success or its typed failure, in an `Either`. */
+export const either = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<Either.Either<A, E>, never, R> =>
+  Effect.either(self)
+
+/**
+ * A logger that prints nothing and hands `scan` everything a log line could carry: the message,
+ * the annotations, the spans and the cause, as the logfmt and JSON loggers would write them.
+ */
+export const logScanner = (scan: (where: string, text: string) => void): Logger.Logger<unknown, void> =>
+  Logger.make((options) => {
+    scan("log line (logfmt)", Logger.logfmtLogger.log(options))
+    scan("log line (json)", Logger.jsonLogger.log(options))
+    if (!Cause.isEmpty(options.cause)) scan("log cause", Cause.pretty(options.cause, { renderErrorCause: true }))
+    for (const [key, value] of HashMap.toEntries(options.annotations)) {
+      scan(`log annotation ${key}`, Inspectable.format(value))
+    }
+    scan("log spans", List.toArray(options.spans).map((span) => span.label).join(" "))
+  })
+
+/**
+ * Gives `logger` to every fiber from now on, beside the default one: the initial value of the
+ * loggers' FiberRef is the one place every fiber reads. For tests only.
+ */
+export const addToEveryFiber = (logger: Logger.Logger<unknown, void>): void => {
+  const loggers = FiberRef.currentLoggers as unknown as { initial: HashSet.HashSet<unknown> }
+  loggers.initial = HashSet.add(loggers.initial, logger)
+}
+
+/** The layer an effect makes. */
+export const unwrapLayer = <A, E1, R1, E, R>(
+  effect: Effect.Effect<Layer.Layer<A, E1, R1>, E, R>
+): Layer.Layer<A, E | E1, R | R1> => Layer.unwrapEffect(effect)
+
+/** The stream's elements and its typed failure as values, in `Either`s. */
+export const eitherStream = <A, E, R>(self: Stream.Stream<A, E, R>): Stream.Stream<Either.Either<A, E>, never, R> =>
+  Stream.either(self)
+
+/** Runs `self` drawing `values` in turn, again and again, as its random numbers. */
+export const drawing =
+  (values: ReadonlyArray<number>) => <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.withRandom(self, Random.fixed(values as [number, ...Array<number>]))
