@@ -7,11 +7,11 @@
  * Every `fc.assert` runs from a fixed seed; each property counts the kinds of cases it saw, so a
  * generator that drifts into trivial cases fails instead of passing.
  */
-import { promiseRunner, seeded, TestClock } from "#test-line"
+import { promiseRunner, seeded, TestClock, withoutDefaultLogger } from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
 import { Coordination, Failure, Resilient, RetryBudget } from "@resilient-ai/policy"
 import { Decision, EffectLine } from "@resilient-ai/policy/internal"
-import { Duration, Effect, Exit, Fiber, Layer, Logger } from "effect"
+import { Duration, Effect, Exit, Fiber, Layer } from "effect"
 import * as fc from "fast-check"
 import { captureLogs, freshTarget, policyOf } from "./support.js"
 
@@ -250,7 +250,7 @@ describe("Decision", () => {
                   Effect.exit,
                   seeded(c.seed),
                   Effect.provide(Layer.merge(Coordination.layerWith({ budget: recording }), logs.layer)),
-                  Effect.provide(Logger.remove(Logger.defaultLogger))
+                  Effect.provide(withoutDefaultLogger)
                 )
               )
               yield* TestClock.adjust("1 hour")
