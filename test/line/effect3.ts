@@ -152,3 +152,6 @@ export const eitherStream = <A, E, R>(self: Stream.Stream<A, E, R>): Stream.Stre
 export const drawing =
   (values: ReadonlyArray<number>) => <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     Effect.withRandom(self, Random.fixed(values as [number, ...Array<number>]))
+
+/** Lets the other fibers run before this one goes on. */
+export const yieldNow: Effect.Effect<void> = Effect.yieldNow()

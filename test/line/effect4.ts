@@ -148,3 +148,6 @@ export const drawing =
     const next = () => values[index++ % values.length]!
     return Effect.provideService(self, Random.Random, randomOf(next))
   }
+
+/** Lets the other fibers run before this one goes on. */
+export const yieldNow: Effect.Effect<void> = Effect.yieldNow

@@ -1,4 +1,4 @@
-import { dieMessage, pollFiber, TestClock } from "#test-line"
+import { dieMessage, pollFiber, TestClock, yieldNow } from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
 import { ConcurrencyGate, Deadline, Failure } from "@resilient-ai/policy"
 import { EffectLine, Either, FastPath, Gates } from "@resilient-ai/policy/internal"
@@ -300,7 +300,7 @@ describe("ConcurrencyGate queue mode", () => {
           )
         )
       }
-      yield* Effect.yieldNow()
+      yield* yieldNow
       assert.strictEqual((yield* gate.snapshot).waiting, waiters)
       // Some leave before their turn: early in the line, in the middle, and at its end.
       const leaving = new Set([0, 750, 1_499])
@@ -310,10 +310,11 @@ describe("ConcurrencyGate queue mode", () => {
       for (const i of expected) {
         yield* gate.release("success")
         yield* Fiber.join(fibers[i]!).pipe(
-          Effect.timeoutFail({
-            duration: "30 seconds",
-            onTimeout: () => `waiter ${i} not served; served ${order.join(",")}`
-          })
+          (self) =>
+            EffectLine.timeoutFail(self, {
+              duration: "30 seconds",
+              onTimeout: () => `waiter ${i} not served; served ${order.join(",")}`
+            })
         )
       }
       assert.deepStrictEqual(order, expected)
@@ -366,7 +367,7 @@ describe("ConcurrencyGate queue mode on the real clock", () => {
       yield* hold(gate, 1)
       const first = yield* EffectLine.fork(gate.acquire(Date.now() + 60_000))
       const second = yield* EffectLine.fork(gate.acquire(Date.now() + 60_000))
-      yield* Effect.yieldNow()
+      yield* yieldNow
       assert.strictEqual((yield* gate.snapshot).waiting, 2)
       yield* Fiber.interrupt(first)
       assert.strictEqual((yield* gate.snapshot).waiting, 1)
@@ -380,10 +381,12 @@ describe("ConcurrencyGate queue mode on the real clock", () => {
       const gate = yield* ConcurrencyGate.make({ target: "llm", limit: 1 })
       yield* hold(gate, 1)
       const waiter = yield* EffectLine.fork(gate.acquire(Date.now() + 60_000))
-      yield* Effect.yieldNow()
+      yield* yieldNow
       yield* gate.release("success")
       // Joined long before the deadline: the timer beside the wait did not hold it.
-      yield* Fiber.join(waiter).pipe(Effect.timeoutFail({ duration: "30 seconds", onTimeout: () => "still waiting" }))
+      yield* Fiber.join(waiter).pipe((self) =>
+        EffectLine.timeoutFail(self, { duration: "30 seconds", onTimeout: () => "still waiting" })
+      )
       assert.deepStrictEqual(yield* gate.snapshot, { limit: 1, inFlight: 1, waiting: 0, health: "steady" })
     }))
 })

@@ -3,7 +3,7 @@
  * its API key's text; the fingerprint is SHA-256's, computed in plain JavaScript, so the keys of a
  * fleet on Redis are named as they were with `node:crypto`.
  */
-import { isSuspended, TestClock } from "#test-line"
+import { isSuspended, TestClock, yieldNow } from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
 import {
   ConcurrencyGate,
@@ -160,7 +160,7 @@ describe("a coordination's targets", () => {
       const maker = yield* EffectLine.fork(Effect.exit(coordination.stateOf({ target: "t" })))
       yield* Deferred.await(started)
       const waiter = yield* EffectLine.fork(Effect.exit(coordination.stateOf({ target: "t" })))
-      while (!(yield* isSuspended(waiter))) yield* Effect.yieldNow()
+      while (!(yield* isSuspended(waiter))) yield* yieldNow
       yield* Deferred.succeed(release, undefined)
       const first = yield* Fiber.join(maker)
       const second = yield* Fiber.join(waiter)
