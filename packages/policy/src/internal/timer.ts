@@ -1,4 +1,4 @@
-import { callback, liveClock } from "#effect-line"
+import { callback, liveClock, thenInterruptible } from "#effect-line"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -34,7 +34,7 @@ export const wakeOrTimeout = (
       Effect.timeoutOption(wakeOrTimeout(listen, Number.POSITIVE_INFINITY, clock), Duration.millis(millis))
     )
   }
-  return callback<void>((resume) => {
+  return thenInterruptible(callback<void>((resume) => {
     let disarm = () => {}
     // Whichever comes first stops the other, so neither resumes a fiber that has moved on.
     const stopListening = listen(() => {
@@ -52,5 +52,5 @@ export const wakeOrTimeout = (
       disarm()
       stopListening()
     })
-  })
+  }))
 }

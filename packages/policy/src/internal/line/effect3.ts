@@ -459,3 +459,9 @@ export const Service = <Self, Shape>() => <const Id extends string>(id: Id): Con
 
 /** The cause's first defect, if it has one. */
 export const defectOf = (cause: Cause.Cause<unknown>): Option.Option<unknown> => Cause.dieOption(cause)
+
+/**
+ * `self`, then a point where a pending interruption lands. Effect 3 checks for one as a waiting
+ * fiber resumes, so nothing is added.
+ */
+export const thenInterruptible = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => self

@@ -443,3 +443,12 @@ export const Service = <Self, Shape>() => <const Id extends string>(id: Id): Con
 /** The cause's first defect, if it has one. */
 export const defectOf = (cause: Cause.Cause<unknown>): Option.Option<unknown> =>
   Cause.findDefect(cause).pipe(Results.getSuccess)
+
+/**
+ * `self`, then a point where a pending interruption lands. Effect 4 lets a fiber resumed from a
+ * wait run on to its next yield before an interruption that came meanwhile takes effect: a waiter
+ * granted a permit and interrupted in the same instant would start its attempt. The yield here, in
+ * the waiter's own interruption handling, lets it give the permit back instead.
+ */
+export const thenInterruptible = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.tap(self, () => Effect.yieldNow)
