@@ -19,9 +19,23 @@ const resolveFromLine: Plugin = {
   }
 }
 
-/** The whole suite on the Effect 4 line: the same test files, with Effect 4, its packages and vitest 5. */
+const suite = suiteConfig("effect4")
+
+/**
+ * The suite on the Effect 4 line: the same test files, with Effect 4, its packages and vitest 5.
+ * The packages come over one at a time (docs/effect-lines.md); until all have, this runs the tests
+ * of those that have, and leaves out the files that load a package that has not.
+ */
 export default defineConfig({
   root: fileURLToPath(new URL("../../", import.meta.url)),
   plugins: [resolveFromLine],
-  ...suiteConfig("effect4")
+  ...suite,
+  test: {
+    ...suite.test,
+    include: ["test/policy/**/*.test.ts"],
+    // Both load @resilient-ai/client, which is not on Effect 4 yet.
+    exclude: ["test/policy/Properties.test.ts", "test/policy/types.test.ts"],
+    // No test that comes over yet runs a bundled process (test/bundleSetup.ts bundles from the Effect 3 install).
+    globalSetup: ["test/redis/globalSetup.ts"]
+  }
 })
