@@ -4,7 +4,7 @@
  * an `admit` built on it, shared by the limiter in memory and the fleet's on Redis, and the rough
  * count of a prompt's tokens.
  */
-import { currentClock, Either, makeSemaphoreUnsafe, nowMillis, timeoutFail } from "#effect-line"
+import { currentClock, Either, makeSemaphoreUnsafe, nowMillis, thenInterruptible, timeoutFail } from "#effect-line"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type { Demand, Lane, Limits, Options, Reservation, Service, Snapshot } from "../RateLimiter.js"
@@ -186,12 +186,16 @@ export const takeTurn = (
     case "refused":
       return Effect.fail(refusal(target, decision, now))
     case "wait":
-      return Effect.as(Effect.sleep(Duration.millis(Math.ceil(decision.at - now))), "wait" as const)
+      return Effect.as(thenInterruptible(Effect.sleep(Duration.millis(Math.ceil(decision.at - now)))), "wait" as const)
     case "reserved": {
       const place = taken()
       if (decision.at <= now) return Effect.succeed(place)
       return Effect.as(
-        Effect.onInterrupt(Effect.sleep(Duration.millis(Math.ceil(decision.at - now))), () => place.giveBack),
+        // An interruption that comes as the turn does gives the place back on Effect 4 too.
+        Effect.onInterrupt(
+          thenInterruptible(Effect.sleep(Duration.millis(Math.ceil(decision.at - now)))),
+          () => place.giveBack
+        ),
         place
       )
     }
