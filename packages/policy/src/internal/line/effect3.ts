@@ -13,8 +13,7 @@ import * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
 import * as DefaultServices from "effect/DefaultServices"
 import * as Deferred from "effect/Deferred"
-import * as Durations from "effect/Duration"
-import type * as Duration from "effect/Duration"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Effectable from "effect/Effectable"
 import * as Eithers from "effect/Either"
@@ -355,7 +354,7 @@ export const scheduleOf = <S, In>(
     Effect.map(step(now, input, state), ([next, delay]) =>
       [
         next,
-        Durations.millis(delay ?? 0),
+        Duration.millis(delay ?? 0),
         delay === undefined
           ? ScheduleDecision.done
           : ScheduleDecision.continueWith(ScheduleInterval.after(now + delay))
@@ -439,8 +438,8 @@ export const configFromVariables = <A>(
   )
 
 /** A duration from anything Effect reads as one (a `Duration`, milliseconds, `"2 seconds"`), or `undefined`. */
-export const durationFrom = (input: unknown): Durations.Duration | undefined =>
-  Option.getOrUndefined(Durations.decodeUnknown(input))
+export const durationFrom = (input: unknown): Duration.Duration | undefined =>
+  Option.getOrUndefined(Duration.decodeUnknown(input))
 
 /**
  * A value that is also an effect (yielding it runs `commit`), as Effect's own `Effectable.Class`

@@ -9,8 +9,7 @@ import * as Config from "effect/Config"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
-import * as Durations from "effect/Duration"
-import type * as Duration from "effect/Duration"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Effectable from "effect/Effectable"
 import * as Exit from "effect/Exit"
@@ -322,15 +321,15 @@ export type StepDelay = number | undefined
 export const scheduleOf = <S, In>(
   initial: S,
   step: (now: number, input: In, state: S) => Effect.Effect<readonly [S, StepDelay]>
-): Schedule.Schedule<Durations.Duration, In> =>
+): Schedule.Schedule<Duration.Duration, In> =>
   Schedule.fromStep(Effect.sync(() => {
     let state = initial
     return (now: number, input: In) =>
       Effect.flatMap(step(now, input, state), ([next, delay]) => {
         state = next
-        if (delay === undefined) return Cause.done(Durations.zero)
-        const duration = Durations.millis(delay)
-        return Effect.succeed([duration, duration] as [Durations.Duration, Durations.Duration])
+        if (delay === undefined) return Cause.done(Duration.zero)
+        const duration = Duration.millis(delay)
+        return Effect.succeed([duration, duration] as [Duration.Duration, Duration.Duration])
       })
   }))
 
@@ -347,13 +346,13 @@ export interface Stepper<Out, In> {
 
 /** Steps `schedule` by hand from its start. */
 export const stepperOf = <Out, In>(schedule: Schedule.Schedule<Out, In>): Stepper<Out, In> => {
-  let stepping: ((now: number, input: In) => Pull.Pull<[Out, Durations.Duration], never, Out>) | undefined
+  let stepping: ((now: number, input: In) => Pull.Pull<[Out, Duration.Duration], never, Out>) | undefined
   const started = Effect.map(Schedule.toStep(schedule), (step) => (stepping = step))
   return {
     step: (now, input) =>
       Effect.flatMap(stepping === undefined ? started : Effect.succeed(stepping), (step) =>
         Pull.catchDone(
-          Effect.map(step(now, input), ([output, delay]): Step<Out> => ({ output, delay: Durations.toMillis(delay) })),
+          Effect.map(step(now, input), ([output, delay]): Step<Out> => ({ output, delay: Duration.toMillis(delay) })),
           (output) => Effect.succeed<Step<Out>>({ output: output as Out, delay: undefined })
         ))
   }
@@ -414,9 +413,9 @@ export const configFromVariables = <A>(
   )
 
 /** A duration from anything Effect reads as one (a `Duration`, milliseconds, `"2 seconds"`), or `undefined`. */
-export const durationFrom = (input: unknown): Durations.Duration | undefined => {
+export const durationFrom = (input: unknown): Duration.Duration | undefined => {
   try {
-    return Durations.fromInputUnsafe(input as Durations.Input)
+    return Duration.fromInputUnsafe(input as Duration.Input)
   } catch {
     return undefined
   }
