@@ -97,12 +97,7 @@ export type PolicyError<P> = P extends PolicyOf<infer E> ? E : never
  * A budget's options, checked by the budget's own rules (`budget.ratio`, …) and kept as written:
  * the target's budget is made from them on its first call.
  */
-const BudgetOptions: Checked.Rule<RetryBudget.Options> = {
-  read: (input, path, problems) => {
-    const checked = BudgetSettings.read(input, path, problems)
-    return typeof checked === "symbol" ? checked : input as RetryBudget.Options
-  }
-}
+const BudgetOptions = Checked.asWritten<RetryBudget.Options>(BudgetSettings)
 
 /** The rules of each retry setting, without defaults: a target's settings reuse them. */
 export const fields = {

@@ -92,6 +92,11 @@ export const map = <A, B>(self: Rule<A>, f: (value: A) => B): Rule<B> => ({
   }
 })
 
+/** What `self` accepts, kept as it was written: checked now, read by its owner later. */
+export const asWritten = <A>(self: Rule<unknown>): Rule<A> => ({
+  read: (input, path, problems) => self.read(input, path, problems) === refused ? refused : input as A
+})
+
 /**
  * Reads `text` as a duration, or says why it cannot: a bare number is milliseconds (`250`),
  * anything else Effect's form (`30 seconds`).

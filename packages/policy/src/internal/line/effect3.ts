@@ -40,9 +40,7 @@ import * as ScheduleIntervals from "effect/ScheduleIntervals"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Tracer from "effect/Tracer"
-
-/** Which Effect line this build is for. */
-export const effectLine = 3 as const
+import type { SpanTracing, Step, StepDelay, Stepper } from "./shared.js"
 
 /** What a duration setting accepts: a `Duration`, milliseconds, or Effect's form (`"2 seconds"`). */
 export type DurationInput = Duration.DurationInput
@@ -271,13 +269,6 @@ export const writesAt = (level: LogLevel, minimum: LogLevel): boolean => !LogLev
 /** Logs `message` at `level`. */
 export const logAt = (level: LogLevel, message: string): Effect.Effect<void> => Effect.logWithLevel(level, message)
 
-/** Where a call's spans are made: the fiber's tracer and clock, read once per call. */
-export interface SpanTracing {
-  readonly tracer: Tracer.Tracer
-  readonly clock: Clock.Clock
-  readonly timing: boolean
-}
-
 /** Effect's built-in tracer: its spans go nowhere, so none are made under it. */
 const nativeTracer = Context.get(DefaultServices.liveServices, Tracer.Tracer)
 
@@ -339,9 +330,6 @@ export const unwrapScopedStream = <A, E2, R2, E, R>(
   effect: Effect.Effect<Stream.Stream<A, E2, R2>, E, R>
 ): Stream.Stream<A, E | E2, R2 | Exclude<R, Scope.Scope>> => Stream.unwrapScoped(effect)
 
-/** The delay in milliseconds a schedule's step asks for before the next recurrence; `undefined` when it ends. */
-export type StepDelay = number | undefined
-
 /**
  * A schedule that starts in `initial` and whose `step` gives its next state and delay: what each
  * line's `Schedule` module makes in its own terms. Its output is the delay.
@@ -359,17 +347,6 @@ export const scheduleOf = <S, In>(
           ? ScheduleDecision.done
           : ScheduleDecision.continueWith(ScheduleInterval.after(now + delay))
       ] as const))
-
-/** One step of a schedule stepped by hand: its output, and its delay (`undefined` once it ends). */
-export interface Step<Out> {
-  readonly output: Out | undefined
-  readonly delay: StepDelay
-}
-
-/** A schedule stepped by hand, one recurrence at a time. */
-export interface Stepper<Out, In> {
-  readonly step: (now: number, input: In) => Effect.Effect<Step<Out>>
-}
 
 /** Steps `schedule` by hand from its start. */
 export const stepperOf = <Out, In>(schedule: Schedule.Schedule<Out, In>): Stepper<Out, In> => {
@@ -464,3 +441,5 @@ export const defectOf = (cause: Cause.Cause<unknown>): Option.Option<unknown> =>
  * fiber resumes, so nothing is added.
  */
 export const thenInterruptible = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => self
+
+export type { SpanTracing, Step, StepDelay, Stepper } from "./shared.js"
