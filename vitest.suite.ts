@@ -28,6 +28,12 @@ export const suiteConfig = (line: Line) => ({
       { find: /^@resilient-ai\/([^/]+)\/([A-Z]\w*)$/, replacement: `${packagesDir}$1/src/$2.ts` },
       // The policy package's seam, on this line (docs/effect-lines.md).
       { find: /^#effect-line$/, replacement: `${packagesDir}policy/src/internal/line/${line}.ts` },
+      // The client's seam (its HTTP client, response schemas, streams), on this line.
+      { find: /^#client-line$/, replacement: `${packagesDir}client/src/internal/line/${line}.ts` },
+      // The testing package's seam (its wait on a callback, the fault plan's schemas), on this line.
+      { find: /^#testing-line$/, replacement: `${packagesDir}testing/src/internal/line/${line}.ts` },
+      // The otel package's seam (`@effect/opentelemetry`'s modules, 0.x on Effect 3, 4.x on Effect 4), on this line.
+      { find: /^#otel-line$/, replacement: `${packagesDir}otel/src/internal/line/${line}.ts` },
       // The tests' side of the seam, on this line.
       { find: /^#test-line$/, replacement: fileURLToPath(new URL(`./test/line/${line}.ts`, import.meta.url)) }
     ]

@@ -32,13 +32,16 @@ const newestSource = (dir: string): { readonly path: string; readonly mtimeMs: n
     const path = Path.join(dir, entry.name)
     const found = entry.isDirectory()
       ? newestSource(path)
-      : entry.name.endsWith(".ts")
+      : entry.name.endsWith(".ts") && !otherLinesSeam(path)
       ? { path, mtimeMs: statSync(path).mtimeMs }
       : newest
     if (found.mtimeMs > newest.mtimeMs) newest = found
   }
   return newest
 }
+
+/** The Effect 4 side of a package's seam: the build `requireBuild` checks (Effect 3's) leaves it out. */
+const otherLinesSeam = (path: string): boolean => path.endsWith(Path.join("internal", "line", "effect4.ts"))
 
 let checked = false
 
@@ -62,25 +65,31 @@ export const requireBuild = (): void => {
   checked = true
 }
 
-/** Where `bundleSetup.ts` writes the bundles. */
-export const bundlesDir = Path.join(root, "build", "bundles")
+/** Which Effect line a bundle is built for (docs/effect-lines.md). */
+export type Line = "effect3" | "effect4"
+
+/** Where `bundleSetup.ts` writes the bundles of `line`: each line's apart, since both suites may run at once. */
+export const bundlesDir = (line: Line): string =>
+  Path.join(root, "build", line === "effect3" ? "bundles" : "bundles-effect4")
 
 /**
- * What `bundleSetup.ts` bundles: the command, the fleet member, a fixture, the storm tests' thread,
- * and every example.
+ * What `bundleSetup.ts` bundles for `line`: on Effect 3 the command, the fleet member, a fixture,
+ * the storm tests' thread, and every example; on Effect 4 those whose packages and tests have come
+ * over (lines/effect4/vitest.config.ts).
  */
-export const bundleEntries = (): ReadonlyArray<string> => [
-  "packages/cli/src/main.ts",
-  "test/redis/fleet/member.ts",
-  "test/policy/fixtures/timersEnd.ts",
-  "test/storm/simulator.ts",
-  ...readdirSync(Path.join(root, "examples")).filter((name) => name.endsWith(".ts")).map((name) => `examples/${name}`)
-]
+export const bundleEntries = (line: Line): ReadonlyArray<string> =>
+  line === "effect4" ? ["test/redis/fleet/member.ts", "test/storm/simulator.ts"] : [
+    "packages/cli/src/main.ts",
+    "test/redis/fleet/member.ts",
+    "test/policy/fixtures/timersEnd.ts",
+    "test/storm/simulator.ts",
+    ...readdirSync(Path.join(root, "examples")).filter((name) => name.endsWith(".ts")).map((name) => `examples/${name}`)
+  ]
 
-/** The bundle of a TypeScript file that `bundleEntries` names, to run with `node`. */
-export const bundled = (source: string | URL): string => {
+/** The bundle for `line` of a TypeScript file that `bundleEntries` names, to run with `node`. */
+export const bundled = (source: string | URL, line: Line = "effect3"): string => {
   const relative = Path.relative(root, source instanceof URL ? fileURLToPath(source) : Path.resolve(root, source))
-  const bundle = Path.join(bundlesDir, relative.replace(/\.ts$/, ".mjs"))
+  const bundle = Path.join(bundlesDir(line), relative.replace(/\.ts$/, ".mjs"))
   if (!existsSync(bundle)) {
     throw new Error(`${bundle} is missing: vitest's global setup (test/bundleSetup.ts) bundles ${relative}`)
   }

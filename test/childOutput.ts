@@ -1,4 +1,6 @@
 /** Waiting on what a child process prints, for the tests that run the bin and fleet members. */
+import { dieMessage } from "#test-line"
+import { EffectLine } from "@resilient-ai/policy/internal"
 import { Effect } from "effect"
 import type { ChildProcessWithoutNullStreams } from "node:child_process"
 
@@ -14,11 +16,11 @@ export const whenPrinted = <A>(
   found: () => A | undefined,
   endedWithout: () => string
 ): Effect.Effect<A> =>
-  Effect.async<A>((resume) => {
+  EffectLine.callback<A>((resume) => {
     const settle = () => {
       const value = found()
       if (value !== undefined) resume(Effect.succeed(value))
-      else if (closed()) resume(Effect.dieMessage(endedWithout()))
+      else if (closed()) resume(dieMessage(endedWithout()))
       else return false
       return true
     }

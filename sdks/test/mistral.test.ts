@@ -8,16 +8,19 @@ import { HTTPClient, Mistral, type SDKOptions } from "@mistralai/mistralai"
 import { RequestAbortedError, SDKError } from "@mistralai/mistralai/models/errors"
 import { ResilientFetch } from "@resilient-ai/client"
 import { Coordination, RetryBudget } from "@resilient-ai/policy"
+import { EffectLine } from "@resilient-ai/policy/internal"
 import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
-import { Effect, Fiber, TestClock } from "effect"
+import { Effect, Fiber } from "effect"
 import { canary } from "../../test/canary.js"
 import {
   assertOneIdempotencyKey,
   captureLogs,
   quiet,
+  recordingSleeps,
   rejection,
   sdkRetriesOf,
   targetAt,
+  TestClock,
   untilSleeping
 } from "../../test/client/sdkSupport.js"
 import { haiku } from "../examples/mistral.js"
@@ -100,7 +103,7 @@ describe("Mistral's client @mistralai/mistralai 2.7.0 on ResilientFetch", () => 
       const server = yield* FaultServer.make({ otherwise: status({ status: 503, retryAfter: "5" }) })
       const fetch = yield* ResilientFetch.make(targetAt(server.url))
       const controller = new AbortController()
-      const call = yield* Effect.fork(
+      const call = yield* EffectLine.fork(
         rejection(() => mistralOn(server, fetch).chat.complete(request, { signal: controller.signal }))
       )
       yield* untilSleeping(5_000)
@@ -109,7 +112,7 @@ describe("Mistral's client @mistralai/mistralai 2.7.0 on ResilientFetch", () => 
       assert.instanceOf(error, RequestAbortedError)
       yield* TestClock.adjust("1 minute")
       assert.strictEqual((yield* server.arrivals).length, 1)
-    }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
+    }).pipe(recordingSleeps, Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
 
   it.scopedLive("a stream is retried before its first chunk, never after it", () =>
     Effect.gen(function*() {

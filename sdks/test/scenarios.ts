@@ -5,9 +5,18 @@
  * got and what the server and the adapter saw, for the test to assert on.
  */
 import { ResilientFetch, type Target } from "@resilient-ai/client"
+import { EffectLine } from "@resilient-ai/policy/internal"
 import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
-import { Effect, Fiber, TestClock } from "effect"
-import { captureLogs, rejection, sdkRetriesOf, targetAt, untilSleeping } from "../../test/client/sdkSupport.js"
+import { Effect, Fiber } from "effect"
+import {
+  captureLogs,
+  recordingSleeps,
+  rejection,
+  sdkRetriesOf,
+  targetAt,
+  TestClock,
+  untilSleeping
+} from "../../test/client/sdkSupport.js"
 
 /** A fault server playing `plan`, a target at it, and the `ResilientFetch` that sends to that target. */
 export const atFaultServer = (plan: FaultPlan.Plan, options: Partial<Target.Options> = {}) =>
@@ -30,16 +39,16 @@ export const requestsTo = (server: FaultServer.Service): Effect.Effect<number> =
 export const abortedInBackoff = (
   call: (fetch: ResilientFetch.Fetch, baseURL: string, signal: AbortSignal) => Promise<unknown>
 ) =>
-  Effect.gen(function*() {
+  recordingSleeps(Effect.gen(function*() {
     const { fetch, server } = yield* atFaultServer({ otherwise: { _tag: "Status", status: 503, retryAfter: "5" } })
     const controller = new AbortController()
-    const rejected = yield* Effect.fork(rejection(() => call(fetch, server.url, controller.signal)))
+    const rejected = yield* EffectLine.fork(rejection(() => call(fetch, server.url, controller.signal)))
     yield* untilSleeping(5_000)
     controller.abort()
     const error = yield* Fiber.join(rejected)
     yield* TestClock.adjust("1 minute")
     return { error, requests: yield* requestsTo(server) }
-  })
+  }))
 
 /**
  * A stream answered 503 first, then broken after two chunks: the chunks that reached the SDK's caller

@@ -8,17 +8,20 @@ import { createOpenAI } from "@ai-sdk/openai"
 import { assert, describe, it } from "@effect/vitest"
 import { ResilientFetch } from "@resilient-ai/client"
 import { Coordination, RetryBudget, type Settings } from "@resilient-ai/policy"
+import { EffectLine } from "@resilient-ai/policy/internal"
 import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
 import { APICallError, generateText, type LanguageModel, RetryError, streamText } from "ai"
-import { Effect, Fiber, TestClock } from "effect"
+import { Effect, Fiber } from "effect"
 import { canary } from "../../test/canary.js"
 import {
   assertOneIdempotencyKey,
   captureLogs,
   quiet,
+  recordingSleeps,
   rejection,
   sdkRetriesOf,
   targetAt,
+  TestClock,
   untilSleeping
 } from "../../test/client/sdkSupport.js"
 import { haikuFromMistral, haikuFromOpenAi } from "../examples/vercel-ai.js"
@@ -133,7 +136,7 @@ for (const provider of providers) {
         const server = yield* FaultServer.make({ otherwise: status(provider, { status: 503, retryAfter: "5" }) })
         const fetch = yield* ResilientFetch.make(targetAt(server.url))
         const controller = new AbortController()
-        const call = yield* Effect.fork(
+        const call = yield* EffectLine.fork(
           rejection(() =>
             generateText({
               model: provider.model(server.url, fetch),
@@ -151,7 +154,7 @@ for (const provider of providers) {
         assert.strictEqual((error as DOMException).name, "AbortError")
         yield* TestClock.adjust("1 minute")
         assert.strictEqual((yield* server.arrivals).length, 1)
-      }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
+      }).pipe(recordingSleeps, Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
 
     it.scopedLive("a stream is retried before its first chunk, never after it", () =>
       Effect.gen(function*() {

@@ -6,10 +6,12 @@
  * Each case is run twice: by `Fiber.interrupt` of the caller's fiber, and by aborting the
  * `AbortSignal` given to `Effect.runPromise`, as docs/policy.md promises. What is checked, and how:
  *
- * - No fiber left running: the call runs under `Supervisor.track`. The attempt runs in a fiber that
- *   is not the caller's child (the policy starts it as a root, so `Fiber.children` cannot see it),
- *   but it inherits the caller's FiberRefs, the supervisor among them; so the supervisor sees it
- *   start and end, with every fiber the HTTP client, the stream or the timers fork. Its set of live
+ * - No fiber left running: the call runs watched by a fiber tracker (#test-line: a `Supervisor.track`
+ *   on Effect 3; on Effect 4, which has no supervisors, every fiber whose context names the tracker).
+ *   The attempt runs in a fiber that is not the caller's child (the policy starts it as a root, so
+ *   `Fiber.children` cannot see it), but it inherits the caller's fiber-local values, the tracker
+ *   among them; so the tracker sees it start and end, with every fiber the HTTP client, the stream
+ *   or the timers fork. Its set of live
  *   fibers must be empty as soon as the interrupt returns (the interrupted fiber has completed:
  *   `Fiber.interrupt` awaits it, the promise of `runPromise` settles only after it), and still be
  *   empty after waiting; no log line is written after the interrupt.
@@ -26,13 +28,20 @@
  *   `resilient_ai_attempts_total` has not moved, and no backoff sleep has completed
  *   (`resilient_ai_retry_delay_seconds` counts only sleeps that ended).
  */
+import {
+  type FiberTracker,
+  isInterrupted,
+  makeFiberTracker,
+  printLogfmtInto,
+  undiciWithConnectTimeout,
+  withMinimumLogLevel
+} from "#test-line"
 import { NodeHttpClient } from "@effect/platform-node"
-import { Agent } from "@effect/platform-node/Undici"
 import { assert, describe, it } from "@effect/vitest"
 import { ModelClient, type Target } from "@resilient-ai/client"
-import { Meters } from "@resilient-ai/policy/internal"
+import { EffectLine, Meters } from "@resilient-ai/policy/internal"
 import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
-import { Cause, Effect, Exit, Fiber, FiberId, Layer, Logger, LogLevel, Runtime, Stream, Supervisor } from "effect"
+import { Effect, Exit, Fiber, Stream } from "effect"
 import * as DiagnosticsChannel from "node:diagnostics_channel"
 import * as Net from "node:net"
 import { Worker } from "node:worker_threads"
@@ -45,28 +54,28 @@ interface Trigger {
   readonly name: string
   readonly start: (
     call: Call,
-    supervisor: Supervisor.Supervisor<unknown>
+    tracker: FiberTracker
   ) => Effect.Effect<Effect.Effect<Exit.Exit<unknown, unknown>>>
 }
 
 const triggers: ReadonlyArray<Trigger> = [
   {
     name: "Fiber.interrupt",
-    // Forked under the supervisor, so the caller's fiber is tracked too; `Fiber.interrupt` awaits it.
-    start: (call, supervisor) => Effect.map(Effect.supervised(Effect.fork(call), supervisor), Fiber.interrupt)
+    // Forked under the tracker, so the caller's fiber is tracked too; `Fiber.interrupt` awaits it.
+    start: (call, tracker) =>
+      Effect.map(
+        tracker.tracked(EffectLine.fork(call)),
+        (fiber) => Effect.andThen(Fiber.interrupt(fiber), Fiber.await(fiber))
+      )
   },
   {
     name: "the AbortSignal of Effect.runPromise",
-    start: (call, supervisor) =>
+    start: (call, tracker) =>
       Effect.sync(() => {
         const controller = new AbortController()
         // The promise settles once the root fiber has completed, finalizers included.
-        const settled = Effect.runPromise(Effect.supervised(call, supervisor), { signal: controller.signal }).then(
-          (value) => Exit.succeed(value),
-          (error: unknown) =>
-            Runtime.isFiberFailure(error) ? Exit.failCause(error[Runtime.FiberFailureCauseId]) : Exit.die(error)
-        )
-        return Effect.zipRight(Effect.sync(() => controller.abort()), Effect.promise(() => settled))
+        const settled = Effect.runPromiseExit(tracker.tracked(call), { signal: controller.signal })
+        return Effect.andThen(Effect.sync(() => controller.abort()), Effect.promise(() => settled))
       })
   }
 ]
@@ -74,6 +83,8 @@ const triggers: ReadonlyArray<Trigger> = [
 /** What undici reports about connections to `port` and requests to it, and every client socket Node opens to it. */
 interface Observed {
   readonly counts: { beforeConnect: number; connected: number; connectError: number; headers: number }
+  /** How many connects failed by their timeout (`UND_ERR_CONNECT_TIMEOUT`): an aborted connect is a `connectError` too on undici 8. */
+  connectTimeouts: number
   readonly sockets: Array<Net.Socket>
 }
 
@@ -83,6 +94,7 @@ const observe = (port: number) =>
     Effect.sync(() => {
       const observed: Observed = {
         counts: { beforeConnect: 0, connected: 0, connectError: 0, headers: 0 },
+        connectTimeouts: 0,
         sockets: []
       }
       const toPort = (message: unknown) =>
@@ -91,7 +103,12 @@ const observe = (port: number) =>
       const handlers: ReadonlyArray<readonly [string, (message: unknown) => void]> = [
         ["undici:client:beforeConnect", (m) => toPort(m) && observed.counts.beforeConnect++],
         ["undici:client:connected", (m) => toPort(m) && observed.counts.connected++],
-        ["undici:client:connectError", (m) => toPort(m) && observed.counts.connectError++],
+        ["undici:client:connectError", (m) => {
+          if (!toPort(m)) return
+          observed.counts.connectError++
+          const code = (m as { readonly error?: { readonly code?: unknown } }).error?.code
+          if (code === "UND_ERR_CONNECT_TIMEOUT") observed.connectTimeouts++
+        }],
         ["undici:request:headers", (m) => {
           const origin = (m as { readonly request?: { readonly origin?: unknown } }).request?.origin
           if (String(origin) === `http://127.0.0.1:${port}`) observed.counts.headers++
@@ -113,14 +130,8 @@ const observe = (port: number) =>
       })
   ).pipe(Effect.map(({ observed }) => observed))
 
-const live = (fibers: ReadonlyArray<Fiber.RuntimeFiber<unknown, unknown>>) =>
-  fibers.map((fiber) => FiberId.threadName(fiber.id()))
-
-const interrupted = (exit: Exit.Exit<unknown, unknown>) => Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)
-
 /** Log lines of the call, kept in memory instead of printed. */
-const capturing = (lines: Array<string>) =>
-  Logger.replace(Logger.defaultLogger, Logger.make((options) => lines.push(Logger.logfmtLogger.log(options))))
+const capturing = printLogfmtInto
 
 /** Longer than any test waits: a stalled attempt that only its timeout could end never ends here. */
 const attemptMillis = 30_000
@@ -132,18 +143,18 @@ const attemptTimeout = `${attemptMillis} millis`
  */
 const interruptNow = (
   interrupt: Effect.Effect<Exit.Exit<unknown, unknown>>,
-  supervisor: Supervisor.Supervisor<Array<Fiber.RuntimeFiber<unknown, unknown>>>,
+  tracker: FiberTracker,
   startedAt: number,
   waitMillis: number
 ) =>
   Effect.gen(function*() {
-    const exit = yield* interrupt.pipe(
-      Effect.timeout(patienceMillis),
-      Effect.orDieWith(() => new Error(`the interrupt did not return within ${patienceMillis} ms`))
-    )
+    const exit = yield* EffectLine.timeoutFail(interrupt, {
+      duration: patienceMillis,
+      onTimeout: () => new Error(`the interrupt did not return within ${patienceMillis} ms`)
+    }).pipe(Effect.orDie)
     assert.isBelow(Date.now() - startedAt, waitMillis, "the interrupt returned before what it could wait for ended")
-    assert.isTrue(interrupted(exit), `the call ends interrupted, not ${String(exit)}`)
-    assert.deepStrictEqual(live(yield* supervisor.value), [], "no fiber of the call is still running")
+    assert.isTrue(isInterrupted(exit), `the call ends interrupted, not ${String(exit)}`)
+    assert.deepStrictEqual(yield* tracker.live, [], "no fiber of the call is still running")
   })
 
 interface Context {
@@ -213,7 +224,7 @@ const cases: ReadonlyArray<Case> = [
     until: ({ lines, metrics, server }) =>
       Effect.gen(function*() {
         yield* eventually(
-          Effect.sync(() => metrics.retries.unsafeValue([]).count === 1),
+          Effect.sync(() => EffectLine.counted(metrics.retries) === 1),
           patienceMillis,
           "the retry is decided"
         )
@@ -265,9 +276,9 @@ const interrupting = (scenario: Case, trigger: Trigger) =>
     // One permit: if the interrupted call kept it, the call after it could not run.
     const target = managedAt(server.url, { concurrency: 1, attemptTimeout, ...scenario.target })
     const metrics = Meters.forTarget(target.name, target.model)
-    const attempts = () => metrics.attempts.unsafeValue([]).count
-    const slept = () => metrics.retryDelay.unsafeValue([]).count
-    const supervisor = yield* Supervisor.track
+    const attempts = () => EffectLine.counted(metrics.attempts)
+    const slept = () => EffectLine.histogramState(metrics.retryDelay).count
+    const tracker = yield* makeFiberTracker
     const lines: Array<string> = []
     const received: Array<unknown> = []
     const context: Context = { server, observed, metrics, received, lines }
@@ -276,10 +287,10 @@ const interrupting = (scenario: Case, trigger: Trigger) =>
       const client = yield* ModelClient.make(target)
       const call = scenario.call(client, received).pipe(
         Effect.provide(capturing(lines)),
-        Logger.withMinimumLogLevel(LogLevel.Debug)
+        withMinimumLogLevel("Debug")
       )
       const started = Date.now()
-      const interrupt = yield* trigger.start(call, supervisor)
+      const interrupt = yield* trigger.start(call, tracker)
       yield* scenario.until(context)
       const before = {
         arrivals: (yield* server.arrivals).length,
@@ -289,10 +300,10 @@ const interrupting = (scenario: Case, trigger: Trigger) =>
         lines: lines.length
       }
       assert.strictEqual(before.attempts, before.arrivals)
-      // The supervisor sees the running attempt's fibers: that it is empty later is no accident.
-      if (scenario.inFlight) assert.isNotEmpty(live(yield* supervisor.value))
+      // The tracker sees the running attempt's fibers: that it is empty later is no accident.
+      if (scenario.inFlight) assert.isNotEmpty(yield* tracker.live)
 
-      yield* interruptNow(interrupt, supervisor, started, scenario.waitMillis)
+      yield* interruptNow(interrupt, tracker, started, scenario.waitMillis)
 
       if (scenario.inFlight) {
         yield* eventually(
@@ -320,7 +331,7 @@ const interrupting = (scenario: Case, trigger: Trigger) =>
       assert.strictEqual(attempts(), before.attempts, "resilient_ai_attempts_total did not move")
       assert.strictEqual(slept(), before.slept, "no backoff sleep completed")
       assert.deepStrictEqual(lines.slice(before.lines), [], "nothing was logged after the interrupt")
-      assert.deepStrictEqual(live(yield* supervisor.value), [])
+      assert.deepStrictEqual(yield* tracker.live, [])
       if (scenario.after !== undefined) yield* scenario.after(context)
 
       // The permit came back: the target's only one serves the next call.
@@ -396,17 +407,7 @@ const unresponsivePeer = Effect.acquireRelease(
 const connectTimeoutMillis = 1_000
 
 /** The HTTP client on a dispatcher with a connect timeout, built as docs/calling-a-model.md says an application does. */
-const HttpWithConnectTimeout = NodeHttpClient.layerUndiciWithoutDispatcher.pipe(
-  Layer.provide(
-    Layer.scoped(
-      NodeHttpClient.Dispatcher,
-      Effect.acquireRelease(
-        Effect.sync(() => new Agent({ connect: { timeout: connectTimeoutMillis } })),
-        (agent) => Effect.promise(() => agent.destroy())
-      )
-    )
-  )
-)
+const HttpWithConnectTimeout = undiciWithConnectTimeout(connectTimeoutMillis)
 
 const interruptingConnect = (trigger: Trigger) =>
   Effect.gen(function*() {
@@ -418,17 +419,17 @@ const interruptingConnect = (trigger: Trigger) =>
       attemptTimeout
     })
     const metrics = Meters.forTarget(target.name, target.model)
-    const supervisor = yield* Supervisor.track
+    const tracker = yield* makeFiberTracker
     const lines: Array<string> = []
 
     yield* Effect.gen(function*() {
       const client = yield* ModelClient.make(target)
       const call = client.chat(hello, { replaySafe: true }).pipe(
         Effect.provide(capturing(lines)),
-        Logger.withMinimumLogLevel(LogLevel.Debug)
+        withMinimumLogLevel("Debug")
       )
       const started = Date.now()
-      const interrupt = yield* trigger.start(call, supervisor)
+      const interrupt = yield* trigger.start(call, tracker)
       yield* eventually(
         Effect.sync(() => observed.counts.beforeConnect === 1),
         patienceMillis,
@@ -439,23 +440,24 @@ const interruptingConnect = (trigger: Trigger) =>
       assert.deepStrictEqual(observed.counts, { beforeConnect: 1, connected: 0, connectError: 0, headers: 0 })
       assert.strictEqual(observed.sockets.length, 1)
       assert.isTrue(observed.sockets[0]!.connecting)
-      assert.strictEqual(metrics.attempts.unsafeValue([]).count, 1)
-      assert.isNotEmpty(live(yield* supervisor.value))
+      assert.strictEqual(EffectLine.counted(metrics.attempts), 1)
+      assert.isNotEmpty(yield* tracker.live)
 
-      yield* interruptNow(interrupt, supervisor, started, connectTimeoutMillis)
-      assert.strictEqual(observed.counts.connectError, 0, "the connect timeout has not fired")
+      yield* interruptNow(interrupt, tracker, started, connectTimeoutMillis)
+      assert.strictEqual(observed.connectTimeouts, 0, "the connect timeout has not fired")
 
       yield* Effect.sleep("100 millis")
       assert.strictEqual(observed.counts.beforeConnect, 1, "no further connect was started")
       assert.strictEqual(observed.sockets.length, 1)
-      assert.strictEqual(metrics.attempts.unsafeValue([]).count, 1, "resilient_ai_attempts_total did not move")
+      assert.strictEqual(EffectLine.counted(metrics.attempts), 1, "resilient_ai_attempts_total did not move")
       assert.deepStrictEqual(lines, [], "nothing was logged")
-      assert.deepStrictEqual(live(yield* supervisor.value), [])
+      assert.deepStrictEqual(yield* tracker.live, [])
     }).pipe(Effect.provide(HttpWithConnectTimeout))
 
-    // An aborted request does not cancel undici's connect: the socket it was opening goes on
-    // connecting, and ends at the dispatcher's connect timeout (undici's timers tick every half
-    // second) or, the dispatcher being destroyed, as soon as it connects. It never carries a request.
+    // On undici 7 (Effect 3's platform) an aborted request does not cancel the connect: the socket it
+    // was opening goes on connecting, and ends at the dispatcher's connect timeout (undici's timers
+    // tick every half second) or, the dispatcher being destroyed, as soon as it connects; undici 8
+    // (Effect 4's) ends the connect with the request. Either way it never carries a request.
     yield* eventually(
       Effect.sync(() => observed.sockets[0]!.destroyed),
       connectTimeoutMillis + patienceMillis,
@@ -463,7 +465,7 @@ const interruptingConnect = (trigger: Trigger) =>
     )
     assert.strictEqual(observed.counts.connected, 0)
     assert.strictEqual(observed.sockets.length, 1)
-    assert.strictEqual(metrics.attempts.unsafeValue([]).count, 1)
+    assert.strictEqual(EffectLine.counted(metrics.attempts), 1)
   })
 
 describe("interrupting a call", () => {

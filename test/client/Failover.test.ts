@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Failover } from "@resilient-ai/client"
-import { Effect, Metric } from "effect"
+import { EffectLine } from "@resilient-ai/policy/internal"
+import { Effect } from "effect"
 import { hello, HttpLive, managedAt, serverAndClient } from "./support.js"
 
 describe("Failover.between against two fault servers", () => {
@@ -15,11 +16,11 @@ describe("Failover.between against two fault servers", () => {
       // No sleep towards the deadline: one request each, and the call never waited for the 30 s.
       assert.strictEqual((yield* primary.server.arrivals).length, 1)
       assert.strictEqual((yield* secondary.server.arrivals).length, 1)
-      const failovers = Failover.failovers.pipe(
-        Metric.tagged("from", primary.client.target.name),
-        Metric.tagged("to", secondary.client.target.name)
-      )
-      assert.strictEqual((yield* Metric.value(failovers)).count, 1)
+      const failovers = EffectLine.tagged(Failover.failovers, {
+        from: primary.client.target.name,
+        to: secondary.client.target.name
+      })
+      assert.strictEqual(EffectLine.counted(failovers), 1)
     }).pipe(Effect.provide(HttpLive)))
 
   it.scopedLive("a target's own maxRetryAfter passes on a hint it will not wait for, with no deadline at all", () =>

@@ -4,13 +4,14 @@
  * call; a healthy server with a tiny capacity under a stampede is `self-inflicted`; the diagnosis is
  * a gauge and one log line per change; the probe of `ModelClient.layer` ends with its scope.
  */
+import { captureLogs, dieMessage, TestClock } from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
 import { HealthProbe, ModelClient, type Target } from "@resilient-ai/client"
 import { isUp } from "@resilient-ai/client/internal"
 import { Coordination, type Health } from "@resilient-ai/policy"
-import { Meters } from "@resilient-ai/policy/internal"
+import { EffectLine, Meters } from "@resilient-ai/policy/internal"
 import { FaultServer } from "@resilient-ai/testing"
-import { Effect, Exit, Fiber, Layer, Logger, Scope, TestClock } from "effect"
+import { Effect, Exit, Fiber, Layer, Scope } from "effect"
 import { hello, HttpLive, managedAt, stateOf } from "./support.js"
 
 const down = { _tag: "Status", status: 503 } as const
@@ -22,7 +23,7 @@ const until = (condition: Effect.Effect<boolean>, what: string): Effect.Effect<v
       if (yield* condition) return
       yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 5)))
     }
-    return yield* Effect.dieMessage(`not in time: ${what}`)
+    return yield* dieMessage(`not in time: ${what}`)
   })
 
 const probesOf = (server: FaultServer.Service) =>
@@ -36,26 +37,21 @@ const nextProbe = (server: FaultServer.Service, expected: number) =>
   })
 
 const gateOf = (target: Target.Target) =>
-  Effect.flatMap(stateOf(target), Effect.fromNullable).pipe(
-    Effect.flatMap((services) => services.gate.snapshot),
-    Effect.orDie
+  Effect.flatMap(
+    stateOf(target),
+    (services) => services === undefined ? dieMessage("the target has no state yet") : services.gate.snapshot
   )
 
 const diagnosisGauge = (target: Target.Target, state: Health.Diagnosis) =>
-  Meters.healthOf(target.name).diagnosis(state).unsafeValue([]).value
+  EffectLine.gaugeValue(Meters.healthOf(target.name).diagnosis(state))
 
 /** The log lines of the probe, as messages with their annotations. */
 const recordedLogs = () => {
-  const lines: Array<{ readonly message: string; readonly annotations: Record<string, unknown> }> = []
-  const logger = Logger.make(({ annotations, message }) => {
-    const text = Array.isArray(message) ? message.join(" ") : String(message)
-    if (text.startsWith("diagnosis")) {
-      const fields: Record<string, unknown> = {}
-      for (const [key, value] of annotations) fields[key] = value
-      lines.push({ message: text, annotations: fields })
-    }
-  })
-  return { lines, layer: Logger.replace(Logger.defaultLogger, logger) }
+  const captured = Effect.runSync(captureLogs)
+  return {
+    layer: captured.layer,
+    lines: Effect.map(captured.lines, (all) => all.filter((line) => line.message.startsWith("diagnosis")))
+  }
 }
 
 describe("HealthProbe, against the fault server", () => {
@@ -78,7 +74,7 @@ describe("HealthProbe, against the fault server", () => {
       yield* until(Effect.map(probe.diagnosis, (now) => now === "provider-degraded"), "provider-degraded")
       assert.strictEqual(diagnosisGauge(target, "provider-degraded"), 1)
       assert.strictEqual(diagnosisGauge(target, "healthy"), 0)
-      assert.strictEqual(Meters.healthOf(target.name).probeUp.unsafeValue([]).value, 0)
+      assert.strictEqual(EffectLine.gaugeValue(Meters.healthOf(target.name).probeUp), 0)
 
       // A lucky call while the probe still fails: the gate stays degraded.
       yield* server.setPlan({ steps: [{ _tag: "Ok" }], otherwise: down })
@@ -96,11 +92,12 @@ describe("HealthProbe, against the fault server", () => {
       yield* until(Effect.map(probe.diagnosis, (now) => now === "healthy"), "healthy again")
       assert.strictEqual((yield* gateOf(target)).health, "recovering", "the probe started the ramp")
 
+      const lines = yield* logs.lines
       assert.deepStrictEqual(
-        logs.lines.map((line) => [line.annotations["diagnosis"], line.annotations["was"]]),
+        lines.map((line) => [line.annotations["diagnosis"], line.annotations["was"]]),
         [["provider-degraded", "healthy"], ["healthy", "provider-degraded"]]
       )
-      assert.strictEqual(logs.lines[0]!.annotations["target"], target.name)
+      assert.strictEqual(lines[0]!.annotations["target"], target.name)
     }).pipe(Effect.provide(Layer.merge(HttpLive, logs.layer)), Effect.provide(Coordination.layerMemory))
   })
 
@@ -117,7 +114,7 @@ describe("HealthProbe, against the fault server", () => {
 
       const stampede = yield* Effect.forEach(
         Array.from({ length: 30 }, () => client.chat(hello)),
-        (call) => Effect.fork(Effect.exit(call))
+        (call) => EffectLine.fork(Effect.exit(call))
       )
       const exits = yield* Fiber.joinAll(stampede)
       const refused = exits.filter(Exit.isFailure).length
@@ -128,8 +125,9 @@ describe("HealthProbe, against the fault server", () => {
       assert.isTrue(yield* probe.probeUp)
       assert.strictEqual(diagnosisGauge(target, "self-inflicted"), 1)
       assert.strictEqual((yield* probesOf(server)).every((arrival) => arrival.fault === "Ok"), true)
-      assert.deepStrictEqual(logs.lines.map((line) => line.annotations["diagnosis"]), ["self-inflicted"])
-      assert.strictEqual(logs.lines[0]!.annotations["troubles"], refused)
+      const lines = yield* logs.lines
+      assert.deepStrictEqual(lines.map((line) => line.annotations["diagnosis"]), ["self-inflicted"])
+      assert.strictEqual(lines[0]!.annotations["troubles"], refused)
 
       // The stampede is over and the window moves past it: healthy again.
       for (let probeNumber = 3; probeNumber <= 6; probeNumber++) yield* nextProbe(server, probeNumber)

@@ -1,11 +1,12 @@
+import { collect, environmentLayer, printLogfmtInto, withMinimumLogLevel } from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
 import { Failover, ModelClient, Target } from "@resilient-ai/client"
 import { Targets } from "@resilient-ai/client/internal"
 import { Failure } from "@resilient-ai/policy"
-import { Failures, Meters } from "@resilient-ai/policy/internal"
+import { EffectLine, Failures, Meters } from "@resilient-ai/policy/internal"
 import { FaultServer } from "@resilient-ai/testing"
 import type { Fixtures } from "@resilient-ai/testing/internal"
-import { Chunk, ConfigProvider, Duration, Effect, Exit, Fiber, Layer, Logger, LogLevel, Stream } from "effect"
+import { Duration, Effect, Exit, Fiber, Stream } from "effect"
 import {
   apiKey,
   eventually,
@@ -89,8 +90,8 @@ describe("ModelClient against the fault server", () => {
         assert.strictEqual(arrival!.headers.authorization, `Bearer ${apiKey}`)
         assert.deepStrictEqual(arrival!.body, { messages: hello.messages, model: "test-model" })
         const tokens = Meters.forTarget(client.target.name, "test-model").tokens
-        assert.strictEqual(tokens("prompt").unsafeValue([]).count, completion.usage.prompt_tokens)
-        assert.strictEqual(tokens("completion").unsafeValue([]).count, completion.usage.completion_tokens)
+        assert.strictEqual(EffectLine.counted(tokens("prompt")), completion.usage.prompt_tokens)
+        assert.strictEqual(EffectLine.counted(tokens("completion")), completion.usage.completion_tokens)
       }).pipe(Effect.provide(HttpLive)))
 
     it.scopedLive("every attempt of one call sends the same Idempotency-Key; another call sends another", () =>
@@ -296,7 +297,7 @@ describe("ModelClient against the fault server", () => {
         const { client, server } = yield* serverAndClient({
           otherwise: { _tag: "StallHeaders", ms: FaultServer.never }
         })
-        const fiber = yield* Effect.fork(client.chat(hello, { replaySafe: true }))
+        const fiber = yield* EffectLine.fork(client.chat(hello, { replaySafe: true }))
         yield* eventually(Effect.map(server.arrivals, (arrivals) => arrivals.length === 1))
         yield* Fiber.interrupt(fiber)
         yield* eventually(Effect.map(server.arrivals, ([arrival]) => arrival!.aborted))
@@ -310,18 +311,18 @@ describe("ModelClient against the fault server", () => {
     it.scopedLive("a stream delivers every chunk and records the usage of its last one", () =>
       Effect.gen(function*() {
         const { client } = yield* serverAndClient({})
-        const chunks = yield* Stream.runCollect(client.chatStream(hello))
-        const text = Chunk.toReadonlyArray(chunks).map((chunk) => chunk.choices[0]?.delta.content ?? "").join("")
+        const chunks = yield* collect(client.chatStream(hello))
+        const text = chunks.map((chunk) => chunk.choices[0]?.delta.content ?? "").join("")
         assert.strictEqual(text, FaultServer.replyText)
-        const prompt = Meters.forTarget(client.target.name, "test-model").tokens("prompt").unsafeValue([]).count
+        const prompt = EffectLine.counted(Meters.forTarget(client.target.name, "test-model").tokens("prompt"))
         assert.isAbove(prompt, 0)
       }).pipe(Effect.provide(HttpLive)))
 
     it.scopedLive("a stream is retried until its first chunk", () =>
       Effect.gen(function*() {
         const { client, server } = yield* serverAndClient({ steps: [{ _tag: "Status", status: 503 }, { _tag: "Ok" }] })
-        const chunks = yield* Stream.runCollect(client.chatStream(hello))
-        assert.isAbove(Chunk.size(chunks), 1)
+        const chunks = yield* collect(client.chatStream(hello))
+        assert.isAbove(chunks.length, 1)
         assert.strictEqual((yield* server.arrivals).length, 2)
       }).pipe(Effect.provide(HttpLive)))
 
@@ -348,7 +349,7 @@ describe("ModelClient against the fault server", () => {
           { steps: [{ _tag: "StallHeaders", ms: FaultServer.never }] },
           (url) => selfHostedAt(url, { concurrency: 1, attemptTimeout: "30 seconds" })
         )
-        const first = yield* Effect.fork(client.chat(hello))
+        const first = yield* EffectLine.fork(client.chat(hello))
         yield* eventually(Effect.map(server.arrivals, (arrivals) => arrivals.length === 1))
         const failure = failureOf(yield* Effect.exit(client.chat(hello)))
         assert.strictEqual(failure.reason, "shed")
@@ -447,8 +448,7 @@ describe("ModelClient against the fault server", () => {
   })
 
   describe("configuration", () => {
-    const environment = (entries: Record<string, string>) =>
-      Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(entries)), { pathDelim: "_" }))
+    const environment = (entries: Record<string, string>) => environmentLayer(entries)
 
     it.scopedLive("a target read from the environment, with its settings", () =>
       Effect.gen(function*() {
@@ -498,17 +498,16 @@ describe("ModelClient against the fault server", () => {
     it.scopedLive("no log line contains the API key", () =>
       Effect.gen(function*() {
         const printed: Array<string> = []
-        const printing = Logger.make((options) => printed.push(Logger.logfmtLogger.log(options)))
         const { client } = yield* serverAndClient({
           steps: [{ _tag: "Status", status: 503 }, { _tag: "Fixture", name: "auth" }, { _tag: "Ok" }]
         })
         yield* Effect.exit(client.chat(hello)).pipe(
-          Effect.provide(Logger.replace(Logger.defaultLogger, printing)),
-          Logger.withMinimumLogLevel(LogLevel.Debug)
+          Effect.provide(printLogfmtInto(printed)),
+          withMinimumLogLevel("Debug")
         )
         yield* client.chat(hello).pipe(
-          Effect.provide(Logger.replace(Logger.defaultLogger, printing)),
-          Logger.withMinimumLogLevel(LogLevel.Debug)
+          Effect.provide(printLogfmtInto(printed)),
+          withMinimumLogLevel("Debug")
         )
         assert.isAtLeast(printed.length, 3)
         for (const line of printed) assert.notInclude(line, apiKey)

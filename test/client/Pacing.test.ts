@@ -3,13 +3,14 @@
  * learned, the calls after them wait their turn (on the TestClock), the provider's `usage` settles
  * each reservation, and a call whose turn is after its deadline is never sent.
  */
+import { TestClock } from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
 import { ModelClient } from "@resilient-ai/client"
 import { Coordination, Failure } from "@resilient-ai/policy"
-import { Meters } from "@resilient-ai/policy/internal"
+import { EffectLine, Meters } from "@resilient-ai/policy/internal"
 import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
-import { Effect, Fiber, TestClock } from "effect"
-import { untilSleeping } from "./sdkSupport.js"
+import { Effect, Fiber } from "effect"
+import { recordingSleeps, untilSleeping } from "./sdkSupport.js"
 import { hello, HttpLive, managedAt } from "./support.js"
 
 /** A chat completion that used 15 tokens, from a provider that allows the key 60 requests a minute. */
@@ -40,15 +41,15 @@ describe("a target's pace, against the fault server", () => {
       // after it is the 1 s burst (one request at 60 a minute).
       yield* client.chat(hello)
       yield* client.chat(hello)
-      const third = yield* Effect.fork(client.chat(hello))
+      const third = yield* EffectLine.fork(client.chat(hello))
       yield* untilSleeping(1_000)
       assert.strictEqual((yield* server.arrivals).length, 2, "the third call waits for its turn")
       yield* TestClock.adjust(1_000)
       yield* Fiber.join(third)
       assert.strictEqual((yield* server.arrivals).length, 3)
-      const waited = Meters.forTarget(target.name, "test-model").pacedWait.unsafeValue([])
+      const waited = EffectLine.histogramState(Meters.forTarget(target.name, "test-model").pacedWait)
       assert.deepStrictEqual([waited.count, waited.sum], [1, 1])
-    }).pipe(Effect.provide(HttpLive), Effect.provide(Coordination.layerMemory)))
+    }).pipe(recordingSleeps, Effect.provide(HttpLive), Effect.provide(Coordination.layerMemory)))
 
   it.scoped("the usage settles the reservation: a request reserved at 2,000 tokens that used 15 leaves the key free", () =>
     Effect.gen(function*() {
@@ -58,13 +59,13 @@ describe("a target's pace, against the fault server", () => {
       const client = yield* ModelClient.make(target)
       yield* client.chat({ ...hello, max_tokens: 2_000 })
       // Had the 2,000 stood, the next call would wait 200 s; it used 15, so it waits 1.5 s.
-      const next = yield* Effect.fork(client.chat({ ...hello, max_tokens: 2_000 }))
+      const next = yield* EffectLine.fork(client.chat({ ...hello, max_tokens: 2_000 }))
       yield* untilSleeping(1_500)
       assert.strictEqual((yield* server.arrivals).length, 1)
       yield* TestClock.adjust(1_500)
       yield* Fiber.join(next)
       assert.strictEqual((yield* server.arrivals).length, 2)
-    }).pipe(Effect.provide(HttpLive), Effect.provide(Coordination.layerMemory)))
+    }).pipe(recordingSleeps, Effect.provide(HttpLive), Effect.provide(Coordination.layerMemory)))
 
   it.scoped("a call whose turn comes after its deadline stops with RateLimitedLocally, and is never sent", () =>
     Effect.gen(function*() {

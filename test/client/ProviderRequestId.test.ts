@@ -2,11 +2,12 @@
  * The provider's own id of each answer (OpenAI's and Mistral's `x-request-id`, Anthropic's
  * `request-id`) is on the attempt's log line, where an operator looks for what to quote to support.
  */
+import { withoutDefaultLogger } from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
 import { ModelClient, ResilientFetch } from "@resilient-ai/client"
 import { Coordination } from "@resilient-ai/policy"
 import { FaultServer } from "@resilient-ai/testing"
-import { Effect, Logger } from "effect"
+import { Effect } from "effect"
 import { captureLogs } from "../policy/support.js"
 import { hello, HttpLive, managedAt } from "./support.js"
 
@@ -24,7 +25,7 @@ describe("the provider's request id", () => {
       })
       const client = yield* ModelClient.make(managedAt(server.url))
       yield* client.chat(hello, { timeout: "5 seconds" }).pipe(
-        Effect.provide(Logger.replace(Logger.defaultLogger, Logger.none)),
+        Effect.provide(withoutDefaultLogger),
         Effect.provide(logs.layer)
       )
       const retried = (yield* logs.lines).filter((line) => line.message === "attempt failed, retrying")
@@ -59,5 +60,5 @@ describe("the provider's request id", () => {
       assert.deepStrictEqual(retried.map((line) => [line.annotations.failure, line.annotations.providerRequestId]), [
         ["Overloaded", "req_ant_1"]
       ])
-    }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(Logger.remove(Logger.defaultLogger))))
+    }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(withoutDefaultLogger)))
 })

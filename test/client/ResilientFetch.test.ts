@@ -2,17 +2,20 @@
  * The `openai` SDK (v6, the last major that runs on Node 20) with `ResilientFetch` under it, its own
  * retries off, against the real fault server: what the server saw decides each test.
  */
+import { TestClock } from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
 import { ResilientFetch } from "@resilient-ai/client"
 import { Coordination, Failure, RetryBudget } from "@resilient-ai/policy"
+import { EffectLine } from "@resilient-ai/policy/internal"
 import { FaultServer } from "@resilient-ai/testing"
-import { Effect, Fiber, TestClock } from "effect"
+import { Effect, Fiber } from "effect"
 import OpenAI from "openai"
 import { canary } from "../canary.js"
 import {
   assertOneIdempotencyKey,
   captureLogs,
   quiet,
+  recordingSleeps,
   rejection,
   sdkRetriesOf,
   targetAt,
@@ -86,7 +89,7 @@ describe("ResilientFetch under the openai SDK", () => {
       const server = yield* FaultServer.make({ otherwise: { _tag: "Status", status: 503, retryAfter: "5" } })
       const fetch = yield* ResilientFetch.make(targetAt(server.url))
       const controller = new AbortController()
-      const call = yield* Effect.fork(
+      const call = yield* EffectLine.fork(
         rejection(() =>
           openAiOn(server, fetch).chat.completions.create({ model: "gpt-4o-mini", messages }, {
             signal: controller.signal
@@ -99,7 +102,7 @@ describe("ResilientFetch under the openai SDK", () => {
       assert.instanceOf(error, OpenAI.APIUserAbortError)
       yield* TestClock.adjust("1 minute")
       assert.strictEqual((yield* server.arrivals).length, 1)
-    }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
+    }).pipe(recordingSleeps, Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
 
   it.scopedLive("a stream is retried before its first chunk (an error event as the first is none), never after it", () =>
     Effect.gen(function*() {

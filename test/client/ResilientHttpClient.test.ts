@@ -1,18 +1,23 @@
 /**
- * `ResilientHttpClient` under code that uses `@effect/platform`'s `HttpClient` the way an Effect SDK
- * does (`@effect/ai-openai` posts JSON and reads the body), against the real fault server.
+ * `ResilientHttpClient` under code that uses the line's `HttpClient` (`@effect/platform`'s on Effect 3,
+ * `effect/http`'s on Effect 4) the way an Effect SDK does (`@effect/ai-openai` posts JSON and reads the
+ * body), against the real fault server.
  */
-import { HttpClient, HttpClientRequest } from "@effect/platform"
+import { either, withoutDefaultLogger } from "#test-line"
 import { NodeHttpClient } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { ResilientHttpClient, Target } from "@resilient-ai/client"
+import { ClientLine } from "@resilient-ai/client/internal"
 import { Coordination, Failure } from "@resilient-ai/policy"
+import { Either } from "@resilient-ai/policy/internal"
 import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
-import { Effect, Either, Layer, Logger, Redacted, Stream } from "effect"
+import { Effect, Layer, Redacted, Stream } from "effect"
 import { createServer } from "node:net"
 import { canary } from "../canary.js"
 import { assertOneIdempotencyKey } from "./sdkSupport.js"
 import { freshName, oversized, settled } from "./support.js"
+
+const { HttpClient, HttpClientError, HttpClientRequest } = ClientLine
 
 const targetAt = (url: string, options: Partial<Target.Options> = {}) =>
   Target.managed({
@@ -29,7 +34,8 @@ const targetAt = (url: string, options: Partial<Target.Options> = {}) =>
 const chat = (url: string) =>
   Effect.flatMap(HttpClient.HttpClient, (client) =>
     HttpClientRequest.post(`${url}/chat/completions`).pipe(
-      HttpClientRequest.bodyUnsafeJson({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] }),
+      (request) =>
+        ClientLine.withJsonBody(request, { model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] }),
       client.execute,
       Effect.flatMap((response) => Effect.map(response.text, (text) => ({ status: response.status, text })))
     ))
@@ -38,11 +44,12 @@ const chat = (url: string) =>
 const streamedChat = (url: string, received: Array<string>) =>
   Effect.flatMap(HttpClient.HttpClient, (client) =>
     HttpClientRequest.post(`${url}/chat/completions`).pipe(
-      HttpClientRequest.bodyUnsafeJson({
-        model: "gpt-4o-mini",
-        stream: true,
-        messages: [{ role: "user", content: "Hi" }]
-      }),
+      (request) =>
+        ClientLine.withJsonBody(request, {
+          model: "gpt-4o-mini",
+          stream: true,
+          messages: [{ role: "user", content: "Hi" }]
+        }),
       client.execute,
       Effect.flatMap((response) =>
         response.stream.pipe(
@@ -63,7 +70,13 @@ const overloadedStream: FaultPlan.Fault = {
 const resilient = (target: ReturnType<typeof targetAt>) =>
   ResilientHttpClient.layer(target).pipe(Layer.provide(NodeHttpClient.layerUndici))
 
-const quiet = Logger.remove(Logger.defaultLogger)
+const quiet = withoutDefaultLogger
+
+/** The platform's error of a request that got no response (`RequestError` on Effect 3, an `HttpClientError` of no response on 4). */
+const assertRequestFailure = (error: unknown): void => {
+  assert.isTrue(HttpClientError.isHttpClientError(error), "the platform's error")
+  assert.isUndefined((error as { readonly response?: unknown }).response, "an error of the request, not of a response")
+}
 
 describe("ResilientHttpClient", () => {
   it.scopedLive("retries an overloaded call under the SDK, one idempotency key for every attempt", () =>
@@ -93,7 +106,8 @@ describe("ResilientHttpClient", () => {
             (request) => request.pipe(HttpClientRequest.prependUrl(server.url), HttpClientRequest.bearerToken(canary))
           ).execute(
             HttpClientRequest.post("/chat/completions").pipe(
-              HttpClientRequest.bodyUnsafeJson({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] })
+              (request) =>
+                ClientLine.withJsonBody(request, { model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] })
             )
           )
       ).pipe(Effect.provide(resilient(targetAt(server.url))))
@@ -115,7 +129,7 @@ describe("ResilientHttpClient", () => {
       assert.strictEqual((yield* server.arrivals).length, 2)
     }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
 
-  it.scopedLive("a call that gets no response fails with the platform's RequestError, the CallFailed its cause", () =>
+  it.scopedLive("a call that gets no response fails with the platform's request error, the CallFailed its cause", () =>
     Effect.gen(function*() {
       const port = yield* Effect.promise(() =>
         new Promise<number>((resolve) => {
@@ -127,8 +141,8 @@ describe("ResilientHttpClient", () => {
       )
       const url = `http://127.0.0.1:${port}/v1`
       const error = yield* Effect.flip(chat(url).pipe(Effect.provide(resilient(targetAt(url, { maxAttempts: 2 })))))
-      assert.strictEqual(error._tag, "RequestError")
-      const cause = error._tag === "RequestError" ? error.cause : undefined
+      assertRequestFailure(error)
+      const cause = ClientLine.causeOfClientError(error)
       assert.instanceOf(cause, Failure.CallFailed)
       const failed = cause as Failure.CallFailed
       assert.strictEqual(failed.reason, "attempts")
@@ -150,7 +164,11 @@ describe("ResilientHttpClient", () => {
       assert.strictEqual((yield* server.arrivals).length, 3)
       assert.include(received.join(""), "data: ")
       assert.notInclude(received.join(""), "overloaded_error")
-      assert.strictEqual(error._tag, "ResponseError")
+      assert.isTrue(HttpClientError.isHttpClientError(error))
+      assert.isDefined(
+        (error as { readonly response?: unknown }).response,
+        "an error of the response, not of the request"
+      )
     }).pipe(Effect.provide(Coordination.layerMemory), Effect.provide(quiet)))
 
   it.scopedLive("requests that are not model calls are executed as they were", () =>
@@ -169,16 +187,19 @@ describe("ResilientHttpClient", () => {
     Effect.gen(function*() {
       const server = yield* FaultServer.make({ otherwise: oversized })
       // Only the answer's length, should it get through: a megabyte in a failure message stalls the reporter.
-      const outcome = yield* Effect.either(
+      const outcome = yield* either(
         chat(server.url).pipe(
           Effect.map((answer) => answer.text.length),
           Effect.provide(resilient(targetAt(server.url, { maxResponseBytes: 1024 })))
         )
       )
-      assert(Either.isLeft(outcome), `the SDK read ${Either.getOrElse(outcome, () => 0)} bytes`)
-      const error = outcome.left
-      assert.strictEqual(error._tag, "RequestError")
-      const failed = (error._tag === "RequestError" ? error.cause : undefined) as Failure.CallFailed
+      assert(
+        Either.isLeft(outcome),
+        `the SDK read ${Either.match(outcome, { onLeft: () => 0, onRight: (n) => n })} bytes`
+      )
+      const error = Either.leftOf(outcome)
+      assertRequestFailure(error)
+      const failed = ClientLine.causeOfClientError(error) as Failure.CallFailed
       assert.instanceOf(failed, Failure.CallFailed)
       assert.strictEqual(failed.reason, "terminal")
       assert.deepStrictEqual(failed.last, new Failure.ResponseTooLarge({ status: 200, limitBytes: 1024 }))

@@ -3,15 +3,17 @@
  * `Target.managed` calls with one name and one key's text share one gate, budget and rate limiter,
  * whatever kind of client they are; two keys do not; and the key's text is nowhere in the state.
  */
+import { TestClock } from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
 import { ModelClient, ResilientFetch, Target } from "@resilient-ai/client"
 import { Coordination } from "@resilient-ai/policy"
+import { EffectLine } from "@resilient-ai/policy/internal"
 import { FaultServer } from "@resilient-ai/testing"
-import { Effect, Fiber, Redacted, TestClock } from "effect"
+import { Effect, Fiber, Redacted } from "effect"
 import { createHash } from "node:crypto"
 import { inspect } from "node:util"
 import { canary } from "../canary.js"
-import { untilSleeping } from "./sdkSupport.js"
+import { recordingSleeps, untilSleeping } from "./sdkSupport.js"
 import { failureOf, freshName, hello, HttpLive, stateOf } from "./support.js"
 
 /** How long the provider takes to answer each request. */
@@ -36,7 +38,7 @@ const targetOf = (name: string, url: string, key: string, options: Partial<Targe
 const peakInFlight = (server: FaultServer.Service) =>
   Effect.gen(function*() {
     let peak = 0
-    yield* Effect.forkScoped(Effect.forever(Effect.zipRight(
+    yield* Effect.forkScoped(Effect.forever(Effect.andThen(
       Effect.map(server.inFlight, (inFlight) => {
         peak = Math.max(peak, inFlight)
       }),
@@ -160,13 +162,13 @@ describe("one state per target and API key", () => {
       const second = yield* ModelClient.make(targetOf(name, server.url, canary, { requestsPerMinute: 60 }))
       // The pace's burst is one request: the first goes at once, the other client's waits its second.
       yield* first.chat(hello)
-      const next = yield* Effect.fork(second.chat(hello))
+      const next = yield* EffectLine.fork(second.chat(hello))
       yield* untilSleeping(1_000)
       assert.strictEqual((yield* server.arrivals).length, 1, "the other client's call waits for its turn")
       yield* TestClock.adjust(1_000)
       yield* Fiber.join(next)
       assert.strictEqual((yield* server.arrivals).length, 2)
-    }).pipe(Effect.provide(HttpLive), Effect.provide(Coordination.layerMemory)))
+    }).pipe(recordingSleeps, Effect.provide(HttpLive), Effect.provide(Coordination.layerMemory)))
 
   it.scopedLive("a ModelClient and a ResilientFetch of one target share its gate", () =>
     Effect.gen(function*() {

@@ -5,11 +5,12 @@
  * not as that one is; after it, the stream ends with that failure and nothing is replayed. The real
  * client against the real fault server.
  */
+import { collect } from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
 import type { ModelClient } from "@resilient-ai/client"
 import { Failure } from "@resilient-ai/policy"
 import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
-import { Chunk, Effect, Stream } from "effect"
+import { Effect, Stream } from "effect"
 import { apiKey, failureOf, hello, HttpLive, serverAndClient, settled } from "./support.js"
 
 /** A 200 stream of exactly these events. */
@@ -49,8 +50,9 @@ const firstChunk = `data: ${
   })
 }\n\n`
 
-const textOf = (chunks: Chunk.Chunk<{ readonly choices: ReadonlyArray<{ readonly delta: { content?: unknown } }> }>) =>
-  Chunk.toReadonlyArray(chunks).map((chunk) => String(chunk.choices[0]?.delta.content ?? "")).join("")
+const textOf = (
+  chunks: ReadonlyArray<{ readonly choices: ReadonlyArray<{ readonly delta: { content?: unknown } }> }>
+) => chunks.map((chunk) => String(chunk.choices[0]?.delta.content ?? "")).join("")
 
 /** Fields the failure must have, `_tag` included; other fields are not compared. */
 const assertFields = (failure: Failure.Failure, fields: Readonly<Record<string, unknown>>) => {
@@ -73,7 +75,7 @@ describe("an error event as the first event of a 200 stream", () => {
   it.scopedLive("OpenAI's overloaded error (a data line alone) is retried; the caller gets the stream", () =>
     Effect.gen(function*() {
       const { client, server } = yield* serverAndClient({ steps: [stream(overloadedOpenAi), { _tag: "Ok" }] })
-      const chunks = yield* Stream.runCollect(client.chatStream(hello))
+      const chunks = yield* collect(client.chatStream(hello))
       assert.strictEqual(textOf(chunks), FaultServer.replyText)
       const arrivals = yield* server.arrivals
       assert.deepStrictEqual(arrivals.map((arrival) => arrival.fault), ["Raw", "Ok"])
@@ -85,7 +87,7 @@ describe("an error event as the first event of a 200 stream", () => {
   it.scopedLive("overloaded every time: Overloaded with the provider's code, retried to the ceiling (3 attempts)", () =>
     Effect.gen(function*() {
       const { client, server } = yield* serverAndClient({ otherwise: stream(overloadedOpenAi) })
-      const failed = callFailed(failureOf(yield* Effect.exit(Stream.runCollect(client.chatStream(hello)))))
+      const failed = callFailed(failureOf(yield* Effect.exit(collect(client.chatStream(hello)))))
       assert.strictEqual(failed.reason, "attempts")
       assertFields(failed.last, {
         _tag: "Overloaded",
@@ -104,7 +106,7 @@ describe("an error event as the first event of a 200 stream", () => {
   it.scopedLive("OpenAI's insufficient_quota: QuotaExhausted, terminal after 1 request", () =>
     Effect.gen(function*() {
       const { client, server } = yield* serverAndClient({ steps: [stream(quotaOpenAi), { _tag: "Ok" }] })
-      const failed = callFailed(failureOf(yield* Effect.exit(Stream.runCollect(client.chatStream(hello)))))
+      const failed = callFailed(failureOf(yield* Effect.exit(collect(client.chatStream(hello)))))
       assert.strictEqual(failed.reason, "terminal")
       assertFields(failed.last, { _tag: "QuotaExhausted", status: 429, providerCode: "insufficient_quota" })
       assert.strictEqual(failed.attempts.length, 1)
@@ -116,7 +118,7 @@ describe("an error event as the first event of a 200 stream", () => {
       const { client, server } = yield* serverAndClient({
         steps: [stream(anthropicError("overloaded_error", "Overloaded")), { _tag: "Ok" }]
       })
-      const chunks = yield* Stream.runCollect(client.chatStream(hello))
+      const chunks = yield* collect(client.chatStream(hello))
       assert.strictEqual(textOf(chunks), FaultServer.replyText)
       assert.strictEqual((yield* server.arrivals).length, 2)
     }).pipe(Effect.provide(HttpLive)))
@@ -131,7 +133,7 @@ describe("an error event as the first event of a 200 stream", () => {
       ] as const
       for (const [type, last, reason, arrivals] of cases) {
         const { client, server } = yield* serverAndClient({ otherwise: stream(anthropicError(type, `a ${type}`)) })
-        const failed = callFailed(failureOf(yield* Effect.exit(Stream.runCollect(client.chatStream(hello)))))
+        const failed = callFailed(failureOf(yield* Effect.exit(collect(client.chatStream(hello)))))
         assert.strictEqual(failed.reason, reason, type)
         assertFields(failed.last, { ...last, detail: `a ${type}` })
         assert.strictEqual((yield* server.arrivals).length, arrivals, type)
@@ -145,7 +147,7 @@ describe("an error event as the first event of a 200 stream", () => {
           `event: error\ndata: {"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key: ${apiKey}"}}\n\n`
         )
       })
-      const failed = callFailed(failureOf(yield* Effect.exit(Stream.runCollect(client.chatStream(hello)))))
+      const failed = callFailed(failureOf(yield* Effect.exit(collect(client.chatStream(hello)))))
       assertFields(failed.last, { _tag: "AuthenticationFailed", detail: "invalid x-api-key: <redacted>" })
     }).pipe(Effect.provide(HttpLive)))
 })

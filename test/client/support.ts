@@ -2,12 +2,13 @@
  * Helpers shared by the client tests (and others that call over loopback): a fault server, targets
  * pointed at it, a real HTTP client, and waiting in real time for what the server or the client sees.
  */
+import { dieMessage, withoutDefaultLogger } from "#test-line"
 import { NodeHttpClient } from "@effect/platform-node"
 import { ModelClient, Target } from "@resilient-ai/client"
 import { Coordination, type Settings } from "@resilient-ai/policy"
 import { Coordinations, keyFingerprint } from "@resilient-ai/policy/internal"
 import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
-import { Effect, Layer, Logger, Redacted } from "effect"
+import { Effect, Layer, Redacted } from "effect"
 import { canary } from "../canary.js"
 
 /** The API key the tests use: the canary, which no output, log line or failure may ever contain. */
@@ -16,7 +17,7 @@ export const apiKey = canary
 export { failureOf } from "../policy/support.js"
 
 /** Keeps log lines out of the test output (`test/setup.ts` still checks each for the key). */
-export const quiet = Logger.remove(Logger.defaultLogger)
+export const quiet = withoutDefaultLogger
 
 /** The real undici-based HTTP client, as an application on Node provides it, with the log lines kept quiet. */
 export const HttpLive = Layer.merge(NodeHttpClient.layerUndici, quiet)
@@ -113,7 +114,7 @@ export const eventually = <E, R>(
 ) =>
   Effect.flatMap(
     settled(condition, (met) => met, limitMillis),
-    (met) => met ? Effect.void : Effect.dieMessage(`not in time (${limitMillis} ms): ${what}`)
+    (met) => met ? Effect.void : dieMessage(`not in time (${limitMillis} ms): ${what}`)
   )
 
 /** 1 MiB of JSON-typed bytes in 1 KiB writes, with no declared length: its size shows only as it arrives. */

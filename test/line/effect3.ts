@@ -4,12 +4,17 @@
  * `@resilient-ai/policy/internal`). `effect4.ts` offers the same names; each line's vitest config
  * resolves `#test-line` to its own (docs/effect-lines.md).
  */
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import { Agent } from "@effect/platform-node/Undici"
+import type * as HttpClient from "@effect/platform/HttpClient"
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
+import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
 import type * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as FiberId from "effect/FiberId"
 import * as FiberRef from "effect/FiberRef"
 import * as FiberStatus from "effect/FiberStatus"
 import * as HashMap from "effect/HashMap"
@@ -24,6 +29,8 @@ import * as Random from "effect/Random"
 import * as Ref from "effect/Ref"
 import * as Runtime from "effect/Runtime"
 import * as Stream from "effect/Stream"
+import * as Supervisor from "effect/Supervisor"
+import * as TestClocks from "effect/TestClock"
 
 import { prng as seededDoubles } from "@resilient-ai/testing/internal"
 
@@ -93,7 +100,7 @@ export const captureLogs: Effect.Effect<{
   return { layer: Logger.add(logger), lines: Ref.get(lines) }
 })
 
-/** Removes the default logger: nothing is printed. */
+/** Removes the default logger (the others, a capture among them, stay): nothing is printed. */
 export const withoutDefaultLogger: Layer.Layer<never> = Logger.remove(Logger.defaultLogger)
 
 /** Replaces the default logger with one that prints each line in logfmt into `printed`. */
@@ -109,7 +116,8 @@ export const withMinimumLogLevel =
 export const dieMessage = (message: string): Effect.Effect<never> => Effect.dieMessage(message)
 
 /** Whether `exit` is an interruption only. */
-export const isInterrupted = <A, E>(exit: Exit.Exit<A, E>): boolean => Exit.isInterrupted(exit)
+export const isInterrupted = <A, E>(exit: Exit.Exit<A, E>): boolean =>
+  Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)
 
 /** The effect's outcome as a value: its success or its typed failure, in an `Either`. */
 export const either = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<Either.Either<A, E>, never, R> =>
@@ -155,3 +163,65 @@ export const drawing =
 
 /** Lets the other fibers run before this one goes on. */
 export const yieldNow: Effect.Effect<void> = Effect.yieldNow()
+
+/** Every element of the stream, in order, as an array. */
+export const collect = <A, E, R>(self: Stream.Stream<A, E, R>): Effect.Effect<ReadonlyArray<A>, E, R> =>
+  Effect.map(Stream.runCollect(self), Chunk.toReadonlyArray)
+
+/** A config provider that reads `entries` as the environment's variables (`MISTRAL_API_KEY` is `MISTRAL.API_KEY`). */
+export const environment = (entries: Readonly<Record<string, string>>): ConfigProvider.ConfigProvider =>
+  ConfigProvider.fromMap(new Map(Object.entries(entries)), { pathDelim: "_" })
+
+/** Runs `self` reading its config from `entries` as from the environment. */
+export const withEnvironment =
+  (entries: Readonly<Record<string, string>>) => <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.withConfigProvider(self, environment(entries))
+
+/** A layer under which config is read from `entries` as from the environment. */
+export const environmentLayer = (entries: Readonly<Record<string, string>>): Layer.Layer<never> =>
+  Layer.setConfigProvider(environment(entries))
+
+/** Runs `self` with a clock whose pending sleeps `sleeps` can read: Effect 3's `TestClock` shows them already. */
+export const recordingSleeps = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => self
+
+/** When each sleep pending on the test clock wakes, in milliseconds of the clock's time. */
+export const sleeps: Effect.Effect<ReadonlyArray<number>> = Effect.map(TestClocks.sleeps(), Chunk.toReadonlyArray)
+
+/** Watches the fibers of the effects run under it (`tracked`): which of them are still running. */
+export interface FiberTracker {
+  /** The names of the watched fibers still running. */
+  readonly live: Effect.Effect<ReadonlyArray<string>>
+  /** Runs `self` watched: its fiber and every fiber it forks or starts, an attempt's among them. */
+  readonly tracked: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+}
+
+/** A tracker of fibers: a `Supervisor.track` on Effect 3 (an attempt's fiber inherits the caller's supervisor). */
+export const makeFiberTracker: Effect.Effect<FiberTracker> = Effect.map(Supervisor.track, (supervisor) => ({
+  live: Effect.map(supervisor.value, (fibers) => fibers.map((fiber) => FiberId.threadName(fiber.id()))),
+  tracked: (self) => Effect.supervised(self, supervisor)
+}))
+
+/** The undici HTTP client on a dispatcher of its own whose connect times out after `millis`. */
+export const undiciWithConnectTimeout = (millis: number): Layer.Layer<HttpClient.HttpClient> =>
+  NodeHttpClient.layerUndiciWithoutDispatcher.pipe(
+    Layer.provide(
+      Layer.scoped(
+        NodeHttpClient.Dispatcher,
+        Effect.acquireRelease(
+          Effect.sync(() => new Agent({ connect: { timeout: millis } })),
+          (agent) => Effect.promise(() => agent.destroy())
+        )
+      )
+    )
+  )
+
+/** The Effect line these tests run on: which bundle a test's process or thread runs (`bundled` in test/built.ts). */
+export const line = "effect3" as const
+
+/** Replaces the default logger with `logger` (the only one that writes, then). */
+export const replaceDefaultLogger = (logger: Logger.Logger<unknown, void>): Layer.Layer<never> =>
+  Logger.replace(Logger.defaultLogger, logger)
+
+/** A logger that hands each line, in logfmt, to `write`. */
+export const logfmtTo = (write: (line: string) => void): Logger.Logger<unknown, void> =>
+  Logger.map(Logger.logfmtLogger, write)

@@ -2,11 +2,16 @@
  * The tests' side of the seam, Effect 4's: the names `effect3.ts` offers, in Effect 4's terms
  * (docs/effect-lines.md).
  */
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as ConfigProvider from "effect/ConfigProvider"
 import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
+import type * as HttpClient from "effect/http/HttpClient"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as Option from "effect/Option"
@@ -82,8 +87,16 @@ export const captureLogs: Effect.Effect<{
   return { layer: Logger.layer([logger], { mergeWithExisting: true }), lines: Effect.sync(() => [...lines]) }
 })
 
-/** Removes the default logger: nothing is printed. */
-export const withoutDefaultLogger: Layer.Layer<never> = Logger.layer([])
+/** Removes the default logger (the others, a capture among them, stay): nothing is printed. */
+// Fresh: Effect 4 builds a layer once per memo map, and a second provide of it would hand back the
+// loggers the first one saw.
+export const withoutDefaultLogger: Layer.Layer<never> = Layer.fresh(Layer.effectContext(
+  Effect.map(
+    Effect.service(Logger.CurrentLoggers),
+    (loggers) =>
+      Context.make(Logger.CurrentLoggers, new Set([...loggers].filter((logger) => logger !== Logger.defaultLogger)))
+  )
+))
 
 /** Replaces the default logger with one that prints each line in logfmt into `printed`. */
 export const printLogfmtInto = (printed: Array<string>): Layer.Layer<never> =>
@@ -151,3 +164,114 @@ export const drawing =
 
 /** Lets the other fibers run before this one goes on. */
 export const yieldNow: Effect.Effect<void> = Effect.yieldNow
+
+/** Every element of the stream, in order, as an array. */
+export const collect = <A, E, R>(self: Stream.Stream<A, E, R>): Effect.Effect<ReadonlyArray<A>, E, R> =>
+  Stream.runCollect(self)
+
+/** A config provider that reads `entries` as the environment's variables (`MISTRAL_API_KEY` is `MISTRAL.API_KEY`). */
+export const environment = (entries: Readonly<Record<string, string>>): ConfigProvider.ConfigProvider =>
+  ConfigProvider.fromEnvRecord({ ...entries })
+
+/** Runs `self` reading its config from `entries` as from the environment. */
+export const withEnvironment =
+  (entries: Readonly<Record<string, string>>) => <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.provideService(self, ConfigProvider.ConfigProvider, environment(entries))
+
+/** A layer under which config is read from `entries` as from the environment. */
+export const environmentLayer = (entries: Readonly<Record<string, string>>): Layer.Layer<never> =>
+  ConfigProvider.layer(environment(entries))
+
+/** The wake times of the sleeps pending on each recording clock. */
+const pendingWakes = new WeakMap<Clock.Clock, Array<number>>()
+
+/**
+ * Runs `self` with a clock whose pending sleeps `sleeps` can read: Effect 4's `TestClock` keeps
+ * them to itself, so this clock wraps it, notes each sleep's wake time, and passes the rest on.
+ */
+export const recordingSleeps = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.flatMap(Effect.service(Clock.Clock), (inner) => {
+    const wakes: Array<number> = []
+    const recording: Clock.Clock = {
+      ...inner,
+      sleep: (duration) =>
+        Effect.suspend(() => {
+          const wake = inner.currentTimeMillisUnsafe() + Duration.toMillis(duration)
+          wakes.push(wake)
+          return Effect.ensuring(inner.sleep(duration), Effect.sync(() => wakes.splice(wakes.indexOf(wake), 1)))
+        })
+    }
+    pendingWakes.set(recording, wakes)
+    return Effect.provideService(self, Clock.Clock, recording)
+  })
+
+/** When each sleep pending on the test clock wakes, in milliseconds of the clock's time (under `recordingSleeps`). */
+export const sleeps: Effect.Effect<ReadonlyArray<number>> = Effect.map(
+  Effect.service(Clock.Clock),
+  (clock) => [...(pendingWakes.get(clock) ?? [])]
+)
+
+/** Watches the fibers of the effects run under it (`tracked`): which of them are still running. */
+export interface FiberTracker {
+  /** The names of the watched fibers still running. */
+  readonly live: Effect.Effect<ReadonlyArray<string>>
+  /** Runs `self` watched: its fiber and every fiber it forks or starts, an attempt's among them. */
+  readonly tracked: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+}
+
+/** The set of running fibers a fiber's context puts it in, when it is watched. */
+const WatchedBy = Context.Reference<Set<Fiber.Fiber<unknown, unknown>> | undefined>(
+  "@resilient-ai/test/WatchedBy",
+  { defaultValue: () => undefined }
+)
+
+const watching = new WeakSet<Fiber.Fiber<unknown, unknown>>()
+let hooked = false
+
+/**
+ * Effect 4 has no supervisors: a fiber is seen as it first runs (its `evaluate`, which every fiber's
+ * start goes through, forked or started on its own), and joins the set its context names. Every
+ * fiber inherits its context (an attempt's fiber is started with its caller's), so every fiber of a
+ * watched effect is seen. For tests only: it patches the runtime's fiber class once.
+ */
+const hookFiberStarts = (): void => {
+  if (hooked) return
+  hooked = true
+  const prototype = Object.getPrototypeOf(Effect.runFork(Effect.void)) as {
+    evaluate: (this: Fiber.Fiber<unknown, unknown>, effect: unknown) => void
+  }
+  const evaluate = prototype.evaluate
+  prototype.evaluate = function(effect) {
+    const set = watching.has(this) ? undefined : this.getRef(WatchedBy)
+    if (set !== undefined && this.pollUnsafe() === undefined) {
+      watching.add(this)
+      set.add(this)
+      this.addObserver(() => set.delete(this))
+    }
+    return evaluate.call(this, effect)
+  }
+}
+
+/** A tracker of fibers (see `hookFiberStarts`). */
+export const makeFiberTracker: Effect.Effect<FiberTracker> = Effect.sync(() => {
+  hookFiberStarts()
+  const running = new Set<Fiber.Fiber<unknown, unknown>>()
+  return {
+    live: Effect.sync(() => [...running].map((fiber) => `#${fiber.id}`)),
+    tracked: (self) => Effect.provideService(self, WatchedBy, running)
+  }
+})
+
+/** The undici HTTP client on a dispatcher of its own whose connect times out after `millis`. */
+export const undiciWithConnectTimeout = (millis: number): Layer.Layer<HttpClient.HttpClient> =>
+  NodeHttpClient.layerUndiciOptions({ connect: { timeout: millis } })
+
+/** The Effect line these tests run on: which bundle a test's process or thread runs (`bundled` in test/built.ts). */
+export const line = "effect4" as const
+
+/** Replaces the default logger with `logger` (the only one that writes, then). */
+export const replaceDefaultLogger = (logger: Logger.Logger<unknown, void>): Layer.Layer<never> => Logger.layer([logger])
+
+/** A logger that hands each line, in logfmt, to `write`. */
+export const logfmtTo = (write: (line: string) => void): Logger.Logger<unknown, void> =>
+  Logger.map(Logger.formatLogFmt, write)

@@ -1,6 +1,7 @@
+import { either } from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
 import { Prometheus, Telemetry } from "@resilient-ai/otel"
-import { Meters } from "@resilient-ai/policy/internal"
+import { EffectLine, Either, Meters } from "@resilient-ai/policy/internal"
 import { Effect, Exit, Layer, Metric, Scope } from "effect"
 import * as Http from "node:http"
 import { freePort } from "./support.js"
@@ -18,9 +19,9 @@ const linesOf = (text: string, target: string) => text.split("\n").filter((line)
 const record = (target: string) =>
   Effect.gen(function*() {
     const metrics = Meters.forTarget(target, "m")
-    yield* Metric.incrementBy(metrics.attempts, 3)
-    yield* Metric.increment(metrics.failures("ContractViolation"))
-    yield* Metric.increment(metrics.callsFailed("terminal"))
+    yield* Metric.update(metrics.attempts, 3)
+    yield* Metric.update(metrics.failures("ContractViolation"), 1)
+    yield* Metric.update(metrics.callsFailed("terminal"), 1)
     yield* Metric.update(metrics.retryDelay, 0.25)
     yield* Metric.update(metrics.retryDelay, 3)
   })
@@ -97,7 +98,7 @@ describe("Prometheus exposition", () => {
       const target = freshTarget()
       yield* record(target)
       const first = yield* Prometheus.make().pipe(Effect.provide(ResourceLive))
-      yield* Metric.increment(Meters.forTarget(target, "m").attempts)
+      yield* Metric.update(Meters.forTarget(target, "m").attempts, 1)
       const second = yield* Prometheus.make().pipe(Effect.provide(ResourceLive))
       const line = `resilient_ai_attempts_total{target="${target}",model="m"} 4`
       assert.include(yield* first.text, line)
@@ -112,13 +113,17 @@ interface Answer {
 }
 
 const request = (url: string, options: Http.RequestOptions = {}) =>
-  Effect.async<Answer, Error>((resume) => {
+  EffectLine.callback<Answer, Error>((resume) => {
     const sent = Http.request(url, options, (response) => {
       let body = ""
       response.setEncoding("utf8").on("data", (chunk: string) => (body += chunk))
+      // Answered once Node's agent has taken a kept-alive socket back, after this listener: Effect 4
+      // resumes the waiting fiber within the listener itself, Effect 3 a moment later.
       response.on("end", () =>
-        resume(
-          Effect.succeed({ status: response.statusCode ?? 0, contentType: response.headers["content-type"], body })
+        setImmediate(() =>
+          resume(
+            Effect.succeed({ status: response.statusCode ?? 0, contentType: response.headers["content-type"], body })
+          )
         ))
     })
     sent.on("error", (error) => resume(Effect.fail(error)))
@@ -156,7 +161,7 @@ describe("Prometheus endpoint", () => {
         return server
       }).pipe(Effect.provide(layer))
       // The layer's scope has closed with the effect it was provided to, and the server with it.
-      assert.strictEqual((yield* Effect.either(request(server.url)))._tag, "Left")
+      assert.isTrue(Either.isLeft(yield* either(request(server.url))))
     }))
 
   it.live("closing the scope closes the server and a scraper's kept-alive connection: no socket is left", () =>
@@ -164,20 +169,23 @@ describe("Prometheus endpoint", () => {
       const scope = yield* Scope.make()
       const server = yield* Prometheus.serve({ port: 0, host: "127.0.0.1" }).pipe(
         Effect.provide(ResourceLive),
-        Scope.extend(scope)
+        EffectLine.inScope(scope)
       )
       const agent = new Http.Agent({ keepAlive: true })
       assert.strictEqual((yield* request(server.url, { agent })).status, 200)
       const sockets = Object.values(agent.freeSockets).flat()
       assert.strictEqual(sockets.length, 1)
-      const socketClosed = Effect.async<void>((resume) => {
+      const socketClosed = EffectLine.callback<void>((resume) => {
         sockets[0]!.once("close", () => resume(Effect.void))
       })
       yield* Scope.close(scope, Exit.void)
       yield* socketClosed
-      const refused = yield* Effect.either(request(server.url))
-      assert.strictEqual(refused._tag, "Left")
-      assert.match(String(refused._tag === "Left" ? (refused.left as NodeJS.ErrnoException).code : ""), /ECONNREFUSED/)
+      const refused = yield* either(request(server.url))
+      assert.isTrue(Either.isLeft(refused))
+      assert.match(
+        String(Either.isLeft(refused) ? (Either.leftOf(refused) as NodeJS.ErrnoException).code : ""),
+        /ECONNREFUSED/
+      )
       agent.destroy()
     }))
 

@@ -4,14 +4,11 @@
  * attempt a span under it with its retry attributes, the HTTP client's span under the attempt's.
  * Every span that starts ends, whether the call succeeds, stops or is interrupted.
  */
-import * as OtelResource from "@effect/opentelemetry/Resource"
-import * as OtelTracer from "@effect/opentelemetry/Tracer"
-import { HttpClient, HttpClientRequest } from "@effect/platform"
+import { collect, drawing, recordingSleeps, TestClock } from "#test-line"
 import { NodeHttpClient } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { SpanKind, SpanStatusCode } from "@opentelemetry/api"
 import {
-  BasicTracerProvider,
   InMemorySpanExporter,
   type ReadableSpan,
   SimpleSpanProcessor,
@@ -19,10 +16,12 @@ import {
   type SpanProcessor
 } from "@opentelemetry/sdk-trace-base"
 import { Failover, ModelClient, ResilientFetch, ResilientHttpClient } from "@resilient-ai/client"
+import { ClientLine } from "@resilient-ai/client/internal"
+import { Telemetry } from "@resilient-ai/otel"
 import { Failure, Resilient } from "@resilient-ai/policy"
-import { Policies } from "@resilient-ai/policy/internal"
+import { EffectLine, Policies } from "@resilient-ai/policy/internal"
 import { FaultServer } from "@resilient-ai/testing"
-import { Chunk, Effect, Fiber, Layer, Random, Schedule, Stream, TestClock } from "effect"
+import { Effect, Fiber, Layer, Schedule, Stream } from "effect"
 import { untilSleeping } from "../client/sdkSupport.js"
 import { eventually, hello, HttpLive, managedAt, quiet, serverAndClient } from "../client/support.js"
 
@@ -43,15 +42,19 @@ class OpenSpans implements SpanProcessor {
   }
 }
 
-/** A tracer whose spans end in memory, and the layer that makes it Effect's. */
+const { HttpClient, HttpClientRequest } = ClientLine
+
+/**
+ * A tracer whose spans end in memory, and the layer that makes it Effect's: `Telemetry.layer`, on
+ * `@effect/opentelemetry`'s tracer of the line the tests run on.
+ */
 const inMemory = () => {
   const exporter = new InMemorySpanExporter()
   const open = new OpenSpans()
-  const provider = new BasicTracerProvider({ spanProcessors: [open, new SimpleSpanProcessor(exporter)] })
-  const layer = OtelTracer.layer.pipe(
-    Layer.provide(OtelResource.layer({ serviceName: "resilient-ai-test" })),
-    Layer.provide(Layer.succeed(OtelTracer.OtelTracerProvider, provider))
-  )
+  const layer = Telemetry.layer({
+    serviceName: "resilient-ai-test",
+    spanProcessor: [open, new SimpleSpanProcessor(exporter)]
+  })
   return { exporter, layer, open }
 }
 
@@ -89,10 +92,10 @@ describe("spans of a resilient call", () => {
       })
       const client = yield* ModelClient.make(target)
       // Every random draw is 0.5: full jitter sleeps 500 ms of its 1 s, the hint 2 s + 100 ms of its 200 ms spread.
-      const fiber = yield* Effect.fork(
+      const fiber = yield* EffectLine.fork(
         client.chat({ ...hello, max_tokens: 50, temperature: 0.2 }).pipe(
           Effect.withSpan("handler"),
-          Effect.withRandom(Random.fixed([0.5]))
+          drawing([0.5])
         )
       )
       yield* untilSleeping(500)
@@ -182,7 +185,7 @@ describe("spans of a resilient call", () => {
       assert.strictEqual(spans.length, 8)
       // The trace context stays in the process unless the target says to send it.
       assert.isTrue((yield* server.arrivals).every((arrival) => arrival.headers["traceparent"] === undefined))
-    }).pipe(Effect.provide(HttpLive), Effect.provide(layer))
+    }).pipe(recordingSleeps, Effect.provide(HttpLive), Effect.provide(layer))
   })
 
   it.scoped("a call that stops: its reason and last failure on the call's span, an error status", () => {
@@ -192,8 +195,8 @@ describe("spans of a resilient call", () => {
         steps: [{ _tag: "Status", status: 503 }, { _tag: "Status", status: 400 }]
       })
       const client = yield* ModelClient.make(managedAt(server.url, { baseDelay: "1 second", maxDelay: "8 seconds" }))
-      const fiber = yield* Effect.fork(
-        Effect.flip(client.chat(hello)).pipe(Effect.withRandom(Random.fixed([0.5])))
+      const fiber = yield* EffectLine.fork(
+        Effect.flip(client.chat(hello)).pipe(drawing([0.5]))
       )
       yield* untilSleeping(500)
       yield* TestClock.adjust(500)
@@ -223,7 +226,7 @@ describe("spans of a resilient call", () => {
         ]),
         [["Overloaded", "retryable", 503, SpanStatusCode.ERROR], ["ClientError", "terminal", 400, SpanStatusCode.ERROR]]
       )
-    }).pipe(Effect.provide(HttpLive), Effect.provide(layer))
+    }).pipe(recordingSleeps, Effect.provide(HttpLive), Effect.provide(layer))
   })
 
   describe("interruption ends every span", () => {
@@ -231,7 +234,7 @@ describe("spans of a resilient call", () => {
       const { exporter, layer, open } = inMemory()
       return Effect.gen(function*() {
         const { client, server } = yield* serverAndClient({ otherwise: { _tag: "StallHeaders", ms: 1e9 } })
-        const fiber = yield* Effect.fork(client.chat(hello))
+        const fiber = yield* EffectLine.fork(client.chat(hello))
         yield* eventually(Effect.map(server.arrivals, (arrivals) => arrivals.length === 1))
         yield* Fiber.interrupt(fiber)
         assert.strictEqual(open.open.size, 0, "every span ended")
@@ -254,7 +257,7 @@ describe("spans of a resilient call", () => {
       return Effect.gen(function*() {
         const server = yield* FaultServer.make({ otherwise: { _tag: "Status", status: 503 } })
         const client = yield* ModelClient.make(managedAt(server.url, { baseDelay: "1 second", maxDelay: "8 seconds" }))
-        const fiber = yield* Effect.fork(client.chat(hello).pipe(Effect.withRandom(Random.fixed([0.5]))))
+        const fiber = yield* EffectLine.fork(client.chat(hello).pipe(drawing([0.5])))
         yield* untilSleeping(500)
         yield* Fiber.interrupt(fiber)
         assert.strictEqual(open.open.size, 0, "every span ended")
@@ -265,7 +268,7 @@ describe("spans of a resilient call", () => {
           attemptsOf(spans, call).map((span) => [span.attributes["resilient_ai.verdict"], span.status.code]),
           [["retryable", SpanStatusCode.ERROR]]
         )
-      }).pipe(Effect.provide(HttpLive), Effect.provide(layer))
+      }).pipe(recordingSleeps, Effect.provide(HttpLive), Effect.provide(layer))
     })
   })
 
@@ -280,7 +283,7 @@ describe("spans of a resilient call", () => {
       const send = Effect.suspend(() =>
         ++sent === 1 ? Effect.fail(new Failure.ServerError({ status: 500 })) : Effect.succeed("answer")
       )
-      const fiber = yield* Effect.fork(send.pipe(Resilient.retry(inner), Resilient.retry(outer)))
+      const fiber = yield* EffectLine.fork(send.pipe(Resilient.retry(inner), Resilient.retry(outer)))
       yield* untilSleeping(1_000)
       yield* TestClock.adjust(1_000)
       assert.strictEqual(yield* Fiber.join(fiber), "answer")
@@ -307,7 +310,7 @@ describe("spans of a resilient call", () => {
         attempts.map((span) => [span.attributes["error.type"], span.attributes["resilient_ai.verdict"]]),
         [["ServerError", "retryable"], [undefined, undefined]]
       )
-    }).pipe(Effect.provide(layer))
+    }).pipe(recordingSleeps, Effect.provide(layer))
   })
 
   it.scopedLive("failover: one call span per target, both under the caller's span", () => {
@@ -358,8 +361,8 @@ describe("spans of a resilient call", () => {
     const { exporter, layer, open } = inMemory()
     return Effect.gen(function*() {
       const { client } = yield* serverAndClient({ steps: [{ _tag: "Status", status: 503 }, { _tag: "Ok" }] })
-      const chunks = yield* Stream.runCollect(client.chatStream(hello))
-      const last = Chunk.unsafeLast(chunks)
+      const chunks = yield* collect(client.chatStream(hello))
+      const last = chunks[chunks.length - 1]!
       assert.strictEqual(open.open.size, 0, "every span ended")
       const spans = exporter.getFinishedSpans()
       const call = only(spans, "chat test-model")
@@ -410,7 +413,8 @@ describe("spans of a resilient call", () => {
           HttpClient.HttpClient,
           (http) =>
             HttpClientRequest.post(`${server.url}/chat/completions`).pipe(
-              HttpClientRequest.bodyUnsafeJson({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] }),
+              (request) =>
+                ClientLine.withJsonBody(request, { model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] }),
               http.execute,
               Effect.flatMap((response) => response.json)
             )

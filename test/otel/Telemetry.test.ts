@@ -22,7 +22,7 @@ describe("Telemetry.layer", () => {
       const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 3_600_000 })
       yield* Effect.gen(function*() {
         const metrics = Meters.forTarget(target, "m")
-        yield* Metric.incrementBy(metrics.attempts, 2)
+        yield* Metric.update(metrics.attempts, 2)
         yield* Metric.update(metrics.retryDelay, 0.5)
       }).pipe(Effect.provide(Telemetry.layer({ serviceName: "telemetry-test", metricReader: reader })))
       const exported = exporter.getMetrics()
@@ -45,7 +45,7 @@ describe("Telemetry.layer", () => {
       const finished = yield* Effect.void.pipe(
         Effect.withSpan("attempt"),
         Effect.withSpan("call", { attributes: { "gen_ai.request.model": "m" } }),
-        Effect.andThen(() => spans.getFinishedSpans()),
+        Effect.map(() => spans.getFinishedSpans()),
         Effect.provide(
           Telemetry.layer({ serviceName: "telemetry-test", spanProcessor: new SimpleSpanProcessor(spans) })
         )
@@ -70,7 +70,7 @@ describe("Telemetry.layer", () => {
       }
       const before = yield* Effect.void.pipe(
         Effect.withSpan("call"),
-        Effect.andThen(() => [...exported]),
+        Effect.map(() => [...exported]),
         Effect.provide(Telemetry.layer({ serviceName: "telemetry-test", spanExporter: sink }))
       )
       // Batched: nothing sent while the layer was open (the batch waits 5 s), all of it on closing.

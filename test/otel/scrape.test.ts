@@ -78,7 +78,7 @@ describe.skipIf(prometheus.skipped)("a real Prometheus, scraping our endpoint du
         const server = Context.get(yield* Layer.build(TelemetryLive), Prometheus.PrometheusServer)
         // Four callers, one call after another, until the test ends; the pause keeps a caller whose
         // calls fail at once from spinning.
-        const caller = Effect.forever(Effect.zipRight(Effect.ignore(client.chat(hello)), Effect.sleep("1 millis")))
+        const caller = Effect.forever(Effect.andThen(Effect.ignore(client.chat(hello)), Effect.sleep("1 millis")))
         yield* Effect.forkScoped(
           Effect.all(
             Array.from({ length: 4 }, () => caller),

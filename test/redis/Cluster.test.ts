@@ -8,9 +8,10 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Failure } from "@resilient-ai/policy"
+import { EffectLine } from "@resilient-ai/policy/internal"
 import { RedisConnection } from "@resilient-ai/redis"
 import { RedisBudget, RedisGate } from "@resilient-ai/redis/internal"
-import { Context, Effect, Layer, Metric, Redacted } from "effect"
+import { Context, Effect, Layer, Redacted } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -40,10 +41,7 @@ const clusterOfOne = Effect.acquireRelease(
 )
 
 const fallbacksOf = (operation: string) =>
-  Effect.map(
-    Metric.value(RedisConnection.fallbacks.pipe(Metric.tagged("operation", operation))),
-    (state) => state.count
-  )
+  Effect.sync(() => EffectLine.counted(EffectLine.tagged(RedisConnection.fallbacks, { operation })))
 
 // A server of its own: skipped, as the other tests that start one, when the machine has no redis-server.
 describe.skipIf(redisServerBinary === "")("the fleet's scripts on a Redis Cluster node", () => {

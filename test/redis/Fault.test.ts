@@ -1,11 +1,13 @@
+import { either, replaceDefaultLogger, withoutDefaultLogger } from "#test-line"
 import { NodeHttpClient } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { ModelClient } from "@resilient-ai/client"
 import { Coordination } from "@resilient-ai/policy"
+import { EffectLine, Either } from "@resilient-ai/policy/internal"
 import { RedisConnection, RedisCoordination } from "@resilient-ai/redis"
 import { RedisGate } from "@resilient-ai/redis/internal"
 import { FaultServer } from "@resilient-ai/testing"
-import { Duration, Effect, ExecutionStrategy, Exit, Fiber, Layer, Logger, Metric, Redacted, Scope } from "effect"
+import { Duration, Effect, Exit, Fiber, Layer, Logger, Redacted, Scope } from "effect"
 import { afterEach, beforeEach } from "vitest"
 import { eventually as eventuallyLive, hello, managedAt } from "../client/support.js"
 import { command, type RedisServer, startRedisServer } from "./server.js"
@@ -17,10 +19,7 @@ const describeWithBinary = (name: string, body: () => void): void => {
 }
 
 const fallbacksOf = (operation: "budget" | "gate") =>
-  Effect.map(
-    Metric.value(RedisConnection.fallbacks.pipe(Metric.tagged("operation", operation))),
-    (state) => state.count
-  )
+  Effect.sync(() => EffectLine.counted(EffectLine.tagged(RedisConnection.fallbacks, { operation })))
 
 /** Budget and gate decisions made in process so far. */
 const fallbacks = Effect.zipWith(fallbacksOf("budget"), fallbacksOf("gate"), (budget, gate) => budget + gate)
@@ -45,17 +44,19 @@ const fleetMember = (redis: RedisServer) =>
   Effect.gen(function*() {
     const lines: Array<string> = []
     // The connection logs on the fiber that asked, so this sees the calls' lines too; keep Redis's.
-    const logger = Logger.make(({ message }) => {
+    // The calls are given the logger too: on Effect 4 what a layer provides to the connection's
+    // building reaches no fiber that asks later.
+    const logger = replaceDefaultLogger(Logger.make(({ message }) => {
       const line = (Array.isArray(message) ? message : [message]).map(String).join(" ")
       if (line.startsWith("Redis")) lines.push(line)
-    })
+    }))
     const context = yield* Layer.build(
       RedisConnection.layer({
         url: Redacted.make(redis.url),
         keyPrefix: freshPrefix(),
         commandTimeout: "500 millis",
         retryAfter: "200 millis"
-      }).pipe(Layer.provide(Logger.replace(Logger.defaultLogger, logger)))
+      }).pipe(Layer.provide(logger))
     )
     const connection = yield* Effect.provide(RedisConnection.RedisConnection, context)
     const coordination = yield* Effect.provide(RedisCoordination.make(), context)
@@ -70,8 +71,9 @@ const fleetMember = (redis: RedisServer) =>
     )
     /** `n` calls, 4 at a time: how many answered (a call failing after its retries is still an answer). */
     const calls = (n: number) =>
-      Effect.forEach(Array.from({ length: n }), () => Effect.either(client.chat(hello)), { concurrency: 4 }).pipe(
-        Effect.map((results) => results.filter((result) => result._tag === "Right").length)
+      Effect.forEach(Array.from({ length: n }), () => either(client.chat(hello)), { concurrency: 4 }).pipe(
+        Effect.map((results) => results.filter(Either.isRight).length),
+        Effect.provide(logger)
       )
     const isUp = Effect.map(connection.health, (health) => health._tag === "up")
     const keys = Effect.promise(() => connection.client.keys(`${connection.keyPrefix}:*`).catch(() => []))
@@ -103,7 +105,7 @@ describeWithBinary("Redis failing under a running fleet member", () => {
 
         yield* Effect.promise(() => redis.start())
         // ioredis reconnects on its own; the next decision after `retryAfter` finds Redis back.
-        yield* eventuallyLive(Effect.zipRight(member.calls(1), member.isUp), 10_000)
+        yield* eventuallyLive(Effect.andThen(member.calls(1), member.isUp), 10_000)
         const before = yield* fallbacks
         assert.isAtLeast(yield* member.calls(40), 35)
         assert.strictEqual(yield* fallbacks, before, "no fallback once back")
@@ -132,7 +134,7 @@ describeWithBinary("Redis failing under a running fleet member", () => {
       assert.isAtLeast((yield* fallbacks) - fellBefore, 80)
 
       redis.resume()
-      yield* eventuallyLive(Effect.zipRight(member.calls(1), member.isUp), 10_000)
+      yield* eventuallyLive(Effect.andThen(member.calls(1), member.isUp), 10_000)
       assert.deepStrictEqual(member.lines, [
         "Redis unreachable: deciding in process until it is back",
         "Redis is back: deciding on Redis again"
@@ -151,7 +153,7 @@ describeWithBinary("Redis failing under a running fleet member", () => {
       assert.isFalse(yield* member.isUp)
       assert.isAtLeast(yield* member.calls(20), 15)
       yield* Effect.promise(() => redis.start())
-      yield* eventuallyLive(Effect.zipRight(member.calls(1), member.isUp), 10_000)
+      yield* eventuallyLive(Effect.andThen(member.calls(1), member.isUp), 10_000)
       assert.deepStrictEqual(member.lines, [
         "Redis unreachable at start: deciding in process until it is back",
         "Redis is back: deciding on Redis again"
@@ -174,9 +176,9 @@ describeWithBinary("Redis failing under a running fleet member", () => {
      * should the test fail first: a connection left open would go on reconnecting in the worker),
      * and a gate on it.
      */
-    const gateToClose = (redis: RedisServer, commandTimeout: Duration.DurationInput) =>
+    const gateToClose = (redis: RedisServer, commandTimeout: EffectLine.DurationInput) =>
       Effect.gen(function*() {
-        const scope = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
+        const scope = yield* EffectLine.forkScope(yield* Effect.scope)
         const keyPrefix = freshPrefix()
         const context = yield* Layer.buildWithScope(
           RedisConnection.layer({
@@ -185,7 +187,7 @@ describeWithBinary("Redis failing under a running fleet member", () => {
             commandTimeout,
             // Long enough that no timer sends the release again before the close.
             retryAfter: "10 minutes"
-          }).pipe(Layer.provide(Logger.remove(Logger.defaultLogger))),
+          }).pipe(Layer.provide(withoutDefaultLogger)),
           scope
         )
         const gate = yield* Effect.provide(RedisGate.make({ target: "llm", limit: 4, mode: "shed" }), context)
@@ -207,7 +209,7 @@ describeWithBinary("Redis failing under a running fleet member", () => {
 
         yield* Effect.promise(() => redis.stop())
         yield* gate.release("success")
-        const closing = yield* Effect.fork(close)
+        const closing = yield* EffectLine.fork(close)
         yield* Effect.promise(() => redis.start())
         yield* Fiber.join(closing)
         // The permit still held stays until its lease ends (it proves Redis kept what it had); the

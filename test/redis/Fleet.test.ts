@@ -37,17 +37,18 @@ const failingRun = (options: Omit<FleetRun, "redisUrl" | "plan" | "calls">) =>
       calls: callsEach,
       plan: { otherwise: { _tag: "Status", status: 503, code: "overloaded" } }
     }),
-    ({ reports }) => {
-      for (const report of reports) {
-        assert.strictEqual(report.succeeded, 0)
-        // Every call fails, stopped by the budget or the attempt ceiling; on a machine starved long
-        // enough that an attempt outlives its 5 s timeout (CI's, running three suites at once, was),
-        // its ReadTimeout is ambiguous and ends the call unreplayed. Nothing else may stop one.
-        const { attempts = 0, budget = 0, "not-replay-safe": timedOut = 0, ...other } = report.failed
-        assert.deepStrictEqual(other, {}, "calls stopped for another reason")
-        assert.strictEqual(budget + attempts + timedOut, callsEach)
-      }
-    }
+    ({ reports }) =>
+      Effect.sync(() => {
+        for (const report of reports) {
+          assert.strictEqual(report.succeeded, 0)
+          // Every call fails, stopped by the budget or the attempt ceiling; on a machine starved long
+          // enough that an attempt outlives its 5 s timeout (CI's, running three suites at once, was),
+          // its ReadTimeout is ambiguous and ends the call unreplayed. Nothing else may stop one.
+          const { attempts = 0, budget = 0, "not-replay-safe": timedOut = 0, ...other } = report.failed
+          assert.deepStrictEqual(other, {}, "calls stopped for another reason")
+          assert.strictEqual(budget + attempts + timedOut, callsEach)
+        }
+      })
   )
 
 describeRedis("a fleet of processes on one Redis", () => {

@@ -1,11 +1,10 @@
+import { withEnvironment as withEnv } from "#test-line"
 import { assert, it } from "@effect/vitest"
+import { EffectLine } from "@resilient-ai/policy/internal"
 import { RedisConnection, RedisCoordination } from "@resilient-ai/redis"
-import { Cause, ConfigProvider, Duration, Effect, Exit, Layer, Option, Redacted } from "effect"
+import { Duration, Effect, Exit, Layer, Option, Redacted } from "effect"
 import { canary } from "../canary.js"
 import { invalidSettings } from "../policy/support.js"
-
-const withEnv = (env: Record<string, string>) =>
-  Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)), { pathDelim: "_" }))
 
 /** The message of the `ConfigError` reading `env` fails with. */
 const configError = (env: Record<string, string>, prefix?: string) =>
@@ -52,7 +51,7 @@ it.effect("fails the layer with the ConfigError before opening any connection", 
       )
     )
     assert.isTrue(Exit.isFailure(exit))
-    const failure = Exit.isFailure(exit) ? Cause.failureOption(exit.cause) : Option.none()
+    const failure = Exit.isFailure(exit) ? EffectLine.failureOf(exit.cause) : Option.none()
     assert.isTrue(Option.isSome(failure))
     assert.include(
       String(Option.getOrThrow(failure)),

@@ -1,8 +1,10 @@
+import { either, pollFiber, TestClock, yieldNow } from "#test-line"
 import { assert, it } from "@effect/vitest"
 import { ConcurrencyGate, type Failure } from "@resilient-ai/policy"
-import { FastPath, keyFingerprint } from "@resilient-ai/policy/internal"
+import { EffectLine, Either, FastPath, keyFingerprint } from "@resilient-ai/policy/internal"
+import { RedisConnection } from "@resilient-ai/redis"
 import { RedisGate } from "@resilient-ai/redis/internal"
-import { Clock, Effect, Exit, Fiber, Option, Redacted, TestClock } from "effect"
+import { Clock, Effect, Exit, Fiber, Option, Redacted } from "effect"
 import { canary } from "../canary.js"
 import { lineOf, startMember } from "./fleet/process.js"
 import {
@@ -26,16 +28,16 @@ const forever = Number.POSITIVE_INFINITY
 
 /** What refused a permit; a permit granted instead fails the test saying so. */
 const refusal = (gate: ConcurrencyGate.Service) =>
-  Effect.flatMap(Effect.either(gate.acquire(forever)), (taken) =>
-    taken._tag === "Left"
-      ? Effect.succeed(taken.left)
+  Effect.flatMap(either(gate.acquire(forever)), (taken) =>
+    Either.isLeft(taken)
+      ? Effect.succeed(Either.leftOf(taken))
       : Effect.die(new Error("granted a permit that the fleet's leases on Redis leave no room for")))
 
 /** Moves the TestClock in `step`s, letting Redis replies through between steps, until `fiber` ends. */
-const driveUntilDone = <A, E>(fiber: Fiber.RuntimeFiber<A, E>, step: number) =>
+const driveUntilDone = <A, E>(fiber: Fiber.Fiber<A, E>, step: number) =>
   Effect.gen(function*() {
     for (let turn = 0; turn < 1_000; turn++) {
-      const done = yield* Fiber.poll(fiber)
+      const done = yield* pollFiber(fiber)
       if (Option.isSome(done)) return done.value
       yield* TestClock.adjust(step)
       yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
@@ -71,11 +73,11 @@ describeRedis("RedisGate", () => {
       const holder = yield* member(prefix, { limit: 1, mode: "queue" })
       const waiter = yield* member(prefix, { limit: 1, mode: "queue", pollInterval: "100 millis" })
       yield* holder.acquire(forever)
-      const queued = yield* Effect.fork(waiter.acquire(forever))
+      const queued = yield* EffectLine.fork(waiter.acquire(forever))
       yield* eventually(Effect.map(waiter.snapshot, (snapshot) => snapshot.waiting === 1), "the caller waits")
       yield* TestClock.adjust("1 second")
       yield* eventually(Effect.map(waiter.snapshot, (snapshot) => snapshot.waiting === 1), "it still waits")
-      assert.isTrue(Option.isNone(yield* Fiber.poll(queued)))
+      assert.isTrue(Option.isNone(yield* pollFiber(queued)))
       yield* holder.release("success")
       yield* driveUntilDone(queued, 50)
       assert.deepStrictEqual(yield* waiter.snapshot, { limit: 1, inFlight: 1, waiting: 0, health: "steady" })
@@ -88,7 +90,7 @@ describeRedis("RedisGate", () => {
       const waiter = yield* member(prefix, { limit: 1, mode: "queue" })
       yield* holder.acquire(forever)
       const deadline = (yield* Clock.currentTimeMillis) + 1_000
-      const queued = yield* Effect.fork(waiter.acquire(deadline))
+      const queued = yield* EffectLine.fork(waiter.acquire(deadline))
       const exit = yield* driveUntilDone(queued, 40)
       assert.deepStrictEqual(Exit.match(exit, { onFailure: () => undefined, onSuccess: () => "acquired" }), undefined)
       const failure = yield* Effect.flip(exit)
@@ -103,7 +105,7 @@ describeRedis("RedisGate", () => {
       const holder = yield* member(prefix, { limit: 1, mode: "queue" })
       const waiter = yield* member(prefix, { limit: 1, mode: "queue", maxWaiting: 1 })
       yield* holder.acquire(forever)
-      yield* Effect.fork(waiter.acquire(forever))
+      yield* EffectLine.fork(waiter.acquire(forever))
       yield* eventually(Effect.map(waiter.snapshot, (snapshot) => snapshot.waiting === 1), "one caller waits")
       const refused = yield* refusal(waiter)
       assert.deepStrictEqual(fieldsOf(refused), { _tag: "Shed", target: "llm", limit: 1, inFlight: 1 })
@@ -115,7 +117,7 @@ describeRedis("RedisGate", () => {
       const gate = yield* member(prefix, { limit: 2, mode: "queue" })
       yield* gate.acquire(forever)
       yield* gate.acquire(forever)
-      const queued = yield* Effect.fork(gate.acquire(forever))
+      const queued = yield* EffectLine.fork(gate.acquire(forever))
       yield* eventually(Effect.map(gate.snapshot, (snapshot) => snapshot.waiting === 1), "the caller waits")
       yield* Fiber.interrupt(queued)
       assert.deepStrictEqual(yield* gate.snapshot, { limit: 2, inFlight: 2, waiting: 0, health: "steady" })
@@ -130,6 +132,44 @@ describeRedis("RedisGate", () => {
       assert.deepStrictEqual(yield* gate.snapshot, { limit: 2, inFlight: 0, waiting: 0, health: "steady" })
     }))
 
+  it.scoped("gives back the lease Redis grants to a waiting caller as it is interrupted", () =>
+    Effect.gen(function*() {
+      const prefix = freshPrefix()
+      const holder = yield* member(prefix, { limit: 1, mode: "queue" })
+      // The waiter's connection holds Redis's answers back while `held`, until the test lets one through.
+      const real = yield* onOwnConnection(prefix, RedisConnection.RedisConnection)
+      let held = false
+      let letThrough: (() => void) | undefined
+      const holding: RedisConnection.Service = {
+        ...real,
+        decide: (operation, command, fallback, late) =>
+          real.decide(
+            operation,
+            (voidAfter) =>
+              held ? new Promise((resolve) => (letThrough = () => resolve(command(voidAfter)))) : command(voidAfter),
+            fallback,
+            late
+          )
+      }
+      const waiter = yield* RedisGate.make({ target: "llm", limit: 1, mode: "queue" }).pipe(
+        Effect.provideService(RedisConnection.RedisConnection, holding)
+      )
+      yield* holder.acquire(forever)
+      const queued = yield* EffectLine.fork(waiter.acquire(forever))
+      yield* eventually(Effect.map(waiter.snapshot, (snapshot) => snapshot.waiting === 1), "the caller waits")
+      yield* holder.release("success")
+      held = true
+      // Its next poll asks for the permit given back; the answer waits.
+      yield* TestClock.adjust("1 second")
+      yield* eventually(Effect.sync(() => letThrough !== undefined), "the caller asks again")
+      const interrupting = yield* EffectLine.fork(Fiber.interrupt(queued))
+      yield* yieldNow
+      held = false
+      letThrough!()
+      yield* Fiber.join(interrupting)
+      assert.deepStrictEqual(yield* holder.snapshot, { limit: 1, inFlight: 0, waiting: 0, health: "steady" })
+    }))
+
   it.scoped("degrades and ramps back fleet-wide, step for step as the in-memory gate", () =>
     Effect.gen(function*() {
       const prefix = freshPrefix()
@@ -140,10 +180,10 @@ describeRedis("RedisGate", () => {
       const both = (effect: (gate: ConcurrencyGate.Service) => Effect.Effect<void, unknown>) =>
         Effect.zip(effect(seeing), effect(local))
       for (let i = 0; i < 3; i++) {
-        yield* both((gate) => Effect.zipRight(gate.acquire(forever), gate.release("overload")))
+        yield* both((gate) => Effect.andThen(gate.acquire(forever), gate.release("overload")))
       }
       assert.deepStrictEqual(yield* other.snapshot, { limit: 10, inFlight: 0, waiting: 0, health: "degraded" })
-      yield* both((gate) => Effect.zipRight(gate.acquire(forever), gate.release("success")))
+      yield* both((gate) => Effect.andThen(gate.acquire(forever), gate.release("success")))
       const limits: Array<number> = []
       for (let step = 0; step <= 7; step++) {
         const [fleet, memory] = yield* Effect.zip(other.snapshot, local.snapshot)
@@ -179,7 +219,7 @@ describeRedis("RedisGate", () => {
       // One limit's worth of successes at a full gate, a second after the cut, adds one.
       yield* TestClock.adjust("1 second")
       for (let i = 0; i < 8; i++) {
-        yield* both((gate) => Effect.zipRight(gate.release("success"), gate.acquire(forever)))
+        yield* both((gate) => Effect.andThen(gate.release("success"), gate.acquire(forever)))
       }
       yield* compare
       // The ramp after an incident ends at the learned limit.

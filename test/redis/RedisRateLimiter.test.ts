@@ -4,13 +4,13 @@
  * place; settling and giving back move the hash; a key with no limit known never reaches Redis; a
  * command that reaches a stalled Redis late takes no place.
  */
+import { pollFiber, recordingSleeps, sleeps, TestClock, withoutDefaultLogger as quiet, yieldNow } from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
 import { type Failure, RateLimiter } from "@resilient-ai/policy"
-import { FastPath, Limiters } from "@resilient-ai/policy/internal"
+import { EffectLine, FastPath, Limiters } from "@resilient-ai/policy/internal"
 import { RedisConnection, RedisCoordination } from "@resilient-ai/redis"
 import { RedisRateLimiter } from "@resilient-ai/redis/internal"
-import { Clock, Duration, Effect, Fiber, Layer, Metric, Option, Redacted, TestClock } from "effect"
-import { quiet } from "../client/support.js"
+import { Clock, Duration, Effect, Fiber, Layer, Option, Redacted } from "effect"
 import { startRedisServer } from "./server.js"
 import {
   describeRedis,
@@ -48,9 +48,8 @@ const paceOf = (prefix: string) =>
       }))
   )
 
-const fallbacks = Effect.map(
-  Metric.value(RedisConnection.fallbacks.pipe(Metric.tagged("operation", "limiter"))),
-  (state) => state.count
+const fallbacks = Effect.sync(() =>
+  EffectLine.counted(EffectLine.tagged(RedisConnection.fallbacks, { operation: "limiter" }))
 )
 
 /** A demand asked of `limiter`, `at` milliseconds after the schedule starts (default 0). */
@@ -65,11 +64,11 @@ const schedule = (asks: ReadonlyArray<Ask>) =>
   Effect.gen(function*() {
     const start = yield* Clock.currentTimeMillis
     const admitted: Array<readonly [string, number]> = []
-    const fibers: Array<Fiber.RuntimeFiber<void, Failure.RateLimitedLocally>> = []
+    const fibers: Array<Fiber.Fiber<void, Failure.RateLimitedLocally>> = []
     // Every fiber not done is asleep on the TestClock: none waits for Redis any more.
     const quiescent = Effect.gen(function*() {
-      const running = (yield* Effect.forEach(fibers, Fiber.poll)).filter(Option.isNone).length
-      return (yield* TestClock.sleeps()).length === running
+      const running = (yield* Effect.forEach(fibers, pollFiber)).filter(Option.isNone).length
+      return (yield* sleeps).length === running
     })
     const pending = [...asks]
     for (let turn = 0; turn < 1_000; turn++) {
@@ -77,7 +76,7 @@ const schedule = (asks: ReadonlyArray<Ask>) =>
       while (pending.length > 0 && (pending[0]![3] ?? 0) <= now) {
         const [name, limiter, demand] = pending.shift()!
         fibers.push(
-          yield* Effect.fork(
+          yield* EffectLine.fork(
             Effect.flatMap(limiter.admit(demand), () =>
               Effect.map(Clock.currentTimeMillis, (at) => void admitted.push([name, at - start])))
           )
@@ -85,7 +84,7 @@ const schedule = (asks: ReadonlyArray<Ask>) =>
         yield* eventually(quiescent, `${name} decided`)
       }
       const due = [
-        ...(yield* TestClock.sleeps()),
+        ...(yield* sleeps),
         ...pending.slice(0, 1).map(([, , , at]) =>
           start + (at ?? 0)
         )
@@ -115,7 +114,7 @@ describeRedis("RedisRateLimiter", () => {
       // One request a second; the 300 tokens (3 s of them) hold the 50 back to 3.5 s.
       assert.deepStrictEqual(admitted.map(([, at]) => at), [0, 1_000, 3_500, 4_500, 5_500, 6_500, 7_500])
       assert.deepStrictEqual(yield* a.snapshot, yield* b.snapshot, "one pace, whichever process reads it")
-    }))
+    }).pipe(recordingSleeps))
 
   it.scoped("a turn after the deadline is refused at once, and takes no place", () =>
     Effect.gen(function*() {
@@ -134,7 +133,7 @@ describeRedis("RedisRateLimiter", () => {
       })
       assert.deepStrictEqual(yield* paceOf(prefix), before)
       assert.deepStrictEqual(yield* schedule([["next", b, interactive()]]), [["next", 1_000]])
-    }))
+    }).pipe(recordingSleeps))
 
   it.scoped("a batch call waits without holding a place: another process's interactive call goes first", () =>
     Effect.gen(function*() {
@@ -154,7 +153,7 @@ describeRedis("RedisRateLimiter", () => {
       const alone = yield* RateLimiter.make({ target: "llm", requestsPerMinute: 60 })
       assert.deepStrictEqual(admitted, yield* schedule(asks(alone, alone)))
       assert.deepStrictEqual(admitted, [["batch 1", 0], ["interactive", 1_000], ["batch 2", 2_000], ["batch 3", 3_000]])
-    }))
+    }).pipe(recordingSleeps))
 
   it.scoped("settling and giving back move the fleet's pace, in the hash", () =>
     Effect.gen(function*() {
@@ -192,10 +191,44 @@ describeRedis("RedisRateLimiter", () => {
       const a = yield* member(prefix, { requestsPerMinute: 60 })
       const b = yield* member(prefix, { requestsPerMinute: 60 })
       yield* a.admit(interactive())
-      const waiting = yield* Effect.fork(b.admit(interactive()))
-      yield* eventually(Effect.map(TestClock.sleeps(), (sleeps) => sleeps.length === 1), "the call waits its turn")
+      const waiting = yield* EffectLine.fork(b.admit(interactive()))
+      yield* eventually(Effect.map(sleeps, (pending) => pending.length === 1), "the call waits its turn")
       assert.strictEqual((yield* a.snapshot).requestsWaitMillis, 1_000)
       yield* Fiber.interrupt(waiting)
+      assert.strictEqual((yield* a.snapshot).requestsWaitMillis, 0)
+    }).pipe(recordingSleeps))
+
+  it.scoped("gives back the place Redis reserves for a caller as it is interrupted", () =>
+    Effect.gen(function*() {
+      const prefix = freshPrefix()
+      const a = yield* member(prefix, { requestsPerMinute: 60 })
+      // The other process's connection holds Redis's answers back while `held`, until the test lets one through.
+      const real = yield* onOwnConnection(prefix, RedisConnection.RedisConnection)
+      let held = false
+      let letThrough: (() => void) | undefined
+      const holding: RedisConnection.Service = {
+        ...real,
+        decide: (operation, command, fallback, late) =>
+          real.decide(
+            operation,
+            (voidAfter) =>
+              held ? new Promise((resolve) => (letThrough = () => resolve(command(voidAfter)))) : command(voidAfter),
+            fallback,
+            late
+          )
+      }
+      const b = yield* RedisRateLimiter.make({ target: "llm", requestsPerMinute: 60 }).pipe(
+        Effect.provideService(RedisConnection.RedisConnection, holding)
+      )
+      yield* a.admit(interactive())
+      held = true
+      const waiting = yield* EffectLine.fork(b.admit(interactive()))
+      yield* eventually(Effect.sync(() => letThrough !== undefined), "the call asks Redis")
+      const interrupting = yield* EffectLine.fork(Fiber.interrupt(waiting))
+      yield* yieldNow
+      held = false
+      letThrough!()
+      yield* Fiber.join(interrupting)
       assert.strictEqual((yield* a.snapshot).requestsWaitMillis, 0)
     }))
 
@@ -211,7 +244,7 @@ describeRedis("RedisRateLimiter", () => {
         [["a", 0], ["a again", 2_000], ["b", 4_000]]
       )
       assert.strictEqual((yield* a.snapshot).requestsPerMinute, 30)
-    }))
+    }).pipe(recordingSleeps))
 
   it.scoped("a key with no limit known never reaches Redis: admitted at once, free", () =>
     Effect.gen(function*() {
@@ -225,8 +258,8 @@ describeRedis("RedisRateLimiter", () => {
       let asked = 0
       const counting: RedisConnection.Service = {
         ...connection,
-        decide: (...args) => Effect.zipRight(Effect.sync(() => asked++), connection.decide(...args)),
-        tell: (command) => Effect.zipRight(Effect.sync(() => asked++), connection.tell(command))
+        decide: (...args) => Effect.andThen(Effect.sync(() => asked++), connection.decide(...args)),
+        tell: (command) => Effect.andThen(Effect.sync(() => asked++), connection.tell(command))
       }
       const limiter = yield* RedisRateLimiter.make({ target: "llm", tokensPerMinute: Number.POSITIVE_INFINITY }).pipe(
         Effect.provideService(RedisConnection.RedisConnection, counting)
@@ -283,7 +316,7 @@ describe.skipIf(redisServerBinary === "")("RedisRateLimiter with Redis stalled",
         const keyPrefix = freshPrefix()
         // The default 50 ms command timeout: what a stall catches.
         const context = yield* Layer.build(
-          RedisConnection.layer({ url: Redacted.make(redis.url), keyPrefix }).pipe(Layer.provide(quiet))
+          RedisConnection.layer({ url: Redacted.make(redis.url), keyPrefix })
         )
         const connection = yield* Effect.provide(RedisConnection.RedisConnection, context)
         const limiter = yield* RedisRateLimiter.make({ target: "llm", requestsPerMinute: 600 }).pipe(
@@ -321,6 +354,6 @@ describe.skipIf(redisServerBinary === "")("RedisRateLimiter with Redis stalled",
           yield* limiter.snapshot
         }
         assert.isAtLeast(Number((yield* pace)["requests"]), Number(before["requests"]) + 300)
-      }).pipe(Effect.scoped)
+      }).pipe(Effect.scoped, Effect.provide(quiet))
   )
 })

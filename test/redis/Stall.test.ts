@@ -8,10 +8,11 @@ import { NodeHttpClient } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { ModelClient } from "@resilient-ai/client"
 import { Coordination, Failure } from "@resilient-ai/policy"
+import { EffectLine } from "@resilient-ai/policy/internal"
 import { RedisConnection, RedisCoordination } from "@resilient-ai/redis"
 import { RedisBudget, RedisGate } from "@resilient-ai/redis/internal"
 import { FaultServer } from "@resilient-ai/testing"
-import { Clock, type Duration, Effect, Fiber, Layer, Metric, Redacted } from "effect"
+import { Clock, Effect, Fiber, Layer, Redacted } from "effect"
 import { eventually, hello, managedAt, quiet } from "../client/support.js"
 import { type RedisServer, startRedisServer } from "./server.js"
 import { freshPrefix, redisServerBinary } from "./support.js"
@@ -26,7 +27,7 @@ const privateRedis = Effect.acquireRelease(
  * An observer, which only reads what the members left on Redis, passes a patient `commandTimeout`,
  * so a loaded machine does not make it read its own in-process state instead.
  */
-const memberConnection = (redis: RedisServer, keyPrefix: string, commandTimeout?: Duration.DurationInput) =>
+const memberConnection = (redis: RedisServer, keyPrefix: string, commandTimeout?: EffectLine.DurationInput) =>
   Effect.flatMap(
     Layer.build(
       RedisConnection.layer({ url: Redacted.make(redis.url), keyPrefix, commandTimeout }).pipe(Layer.provide(quiet))
@@ -43,9 +44,8 @@ const drained = (connection: RedisConnection.Service) => Effect.promise(() => co
 const overloaded = new Failure.Overloaded({ status: 503 })
 
 /** Budget decisions made in process for want of Redis's answer, in this process. */
-const budgetFallbacks = Effect.map(
-  Metric.value(RedisConnection.fallbacks.pipe(Metric.tagged("operation", "budget"))),
-  (state) => state.count
+const budgetFallbacks = Effect.sync(() =>
+  EffectLine.counted(EffectLine.tagged(RedisConnection.fallbacks, { operation: "budget" }))
 )
 
 const stall = (redis: RedisServer, millis: number) =>
@@ -87,7 +87,7 @@ describe.skipIf(redisServerBinary === "")("a Redis stall under running fleet mem
       // The retries granted in process were sent: the member's first decision on Redis again adds
       // them to the window (Redis is asked again `retryAfter` after it was found silent).
       yield* eventually(
-        Effect.zipRight(budget.snapshot, Effect.map(connection.health, (health) => health._tag === "up")),
+        Effect.andThen(budget.snapshot, Effect.map(connection.health, (health) => health._tag === "up")),
         5_000,
         "the member decides on Redis again"
       )
@@ -165,22 +165,23 @@ describe.skipIf(redisServerBinary === "")("a Redis stall under running fleet mem
             yield* Effect.sleep("20 millis")
           }
         })
-      const holders: Array<Fiber.RuntimeFiber<never, unknown>> = []
+      const holders: Array<Fiber.Fiber<never, unknown>> = []
       for (const leasesThen of [1, 2]) {
-        holders.push(yield* Effect.fork(holdALease(leasesThen)))
+        holders.push(yield* EffectLine.fork(holdALease(leasesThen)))
         yield* eventually(Effect.map(leases, (count) => count === leasesThen), 5_000, `${leasesThen} lease(s) on Redis`)
       }
 
       redis.pause()
+      // Forked from this fiber, one after another: each runs at once, and on Effect 4 a fiber forked
+      // by one of `forEach`'s concurrent workers would be interrupted when that worker ends.
       const permits = yield* Effect.forEach(
         Array.from({ length: 12 }),
         () =>
-          Effect.fork(
-            Effect.zipRight(gate.acquire(deadline), Effect.sleep("200 millis")).pipe(
-              Effect.zipRight(gate.release("success"))
+          EffectLine.fork(
+            Effect.andThen(gate.acquire(deadline), Effect.sleep("200 millis")).pipe(
+              Effect.andThen(gate.release("success"))
             )
-          ),
-        { concurrency: "unbounded" }
+          )
       )
       yield* Fiber.joinAll(permits)
       yield* Effect.forEach(holders, Fiber.interrupt)
@@ -224,7 +225,7 @@ describe.skipIf(redisServerBinary === "")("a Redis stall under running fleet mem
             yield* Effect.sleep(Math.floor(Math.random() * 100))
           }
         })
-      const callers = yield* Effect.fork(
+      const callers = yield* EffectLine.fork(
         Effect.forEach(members.flatMap((client) => [client, client, client, client]), caller, {
           concurrency: "unbounded",
           discard: true

@@ -12,11 +12,12 @@
  * and grpc-java's throttle, `core/src/main/java/io/grpc/internal/RetriableStream.java` at
  * 5fda0c7c35a938b2b0be05cdbe168dcb0700d64a.
  */
+import { TestClock } from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
 import { Failure, type RetryBudget } from "@resilient-ai/policy"
 import { FastPath } from "@resilient-ai/policy/internal"
 import { Simulation, StormPolicies } from "@resilient-ai/storm/internal"
-import { Effect, Exit, TestClock } from "effect"
+import { Effect, Exit } from "effect"
 
 const overloaded = new Failure.Overloaded({ status: 503 })
 

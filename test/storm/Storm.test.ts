@@ -1,6 +1,7 @@
+import { yieldNow } from "#test-line"
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Failure, Health, type RetryBudget } from "@resilient-ai/policy"
-import { Attempts, Diagnoses, FastPath, Meters } from "@resilient-ai/policy/internal"
+import { Attempts, Diagnoses, EffectLine, FastPath, Meters } from "@resilient-ai/policy/internal"
 import {
   Contention,
   SimulatedProvider,
@@ -33,7 +34,7 @@ describe("Simulation", () => {
     const program = Effect.gen(function*() {
       const order: Array<string> = []
       const sleeper = (name: string, millis: number) =>
-        Effect.zipRight(Effect.sleep(millis), Effect.sync(() => void order.push(name)))
+        Effect.andThen(Effect.sleep(millis), Effect.sync(() => void order.push(name)))
       yield* Effect.all([sleeper("c", 30), sleeper("a", 10), sleeper("b", 20)], { concurrency: "unbounded" })
       const draws = yield* Effect.all([Random.next, Random.next])
       return { order, draws }
@@ -88,7 +89,7 @@ describe("SimulatedProvider", () => {
   it("serves a request whose caller gave up, and counts it as wasted", () => {
     const result = withProvider({ slots: 1, serviceMillis: 100, queueLimit: 10 }, (provider) =>
       Effect.gen(function*() {
-        const fiber = yield* Effect.fork(provider.request(0))
+        const fiber = yield* EffectLine.fork(provider.request(0))
         yield* Effect.sleep(50)
         yield* Fiber.interrupt(fiber)
         yield* Effect.sleep(100)
@@ -122,7 +123,7 @@ describe("SimulatedProvider, the health endpoint", () => {
       Effect.gen(function*() {
         const provider = new SimulatedProvider.Provider(yield* Simulation.CurrentClock, options)
         // Inference requests that fill the slots and the queue.
-        for (let call = 0; call < load; call++) yield* Effect.forkDaemon(Effect.exit(provider.request(call)))
+        for (let call = 0; call < load; call++) yield* EffectLine.forkDaemon(Effect.exit(provider.request(call)))
         const probes = yield* Effect.all(
           Array.from({ length: requests }, () =>
             Effect.gen(function*() {
@@ -195,8 +196,8 @@ describe("SimulatedProvider, an API key's limits", () => {
     const result = Simulation.run(
       Effect.gen(function*() {
         const provider = new SimulatedProvider.Provider(yield* Simulation.CurrentClock, key)
-        const first = yield* Effect.fork(send(provider.request(0, tokens)))
-        yield* Effect.yieldNow()
+        const first = yield* EffectLine.fork(send(provider.request(0, tokens)))
+        yield* yieldNow
         // 800 of the 1000 tokens are taken until the first is served: a second 800 does not fit.
         const refused = yield* Effect.flip(send(provider.request(1, tokens)))
         yield* Fiber.join(first)

@@ -6,6 +6,7 @@
  * with a young generation large enough that the garbage collector, much of a run's time at Node's
  * default, scavenges less often (the file took a sixth less CPU).
  */
+import { line } from "#test-line"
 import type { StormReport } from "@resilient-ai/storm"
 import type { Storm, StormPolicies, StormScenarios } from "@resilient-ai/storm/internal"
 import { Worker } from "node:worker_threads"
@@ -63,7 +64,8 @@ const fail = (error: Error) => {
 
 const ask = (request: Request) => {
   if (thread === undefined) {
-    const started = new Worker(bundled(new URL("./simulator.ts", import.meta.url)), {
+    // The simulator bundled for this line: on Effect 4, from the packages' Effect 4 side.
+    const started = new Worker(bundled(new URL("./simulator.ts", import.meta.url), line), {
       resourceLimits: { maxYoungGenerationSizeMb: 192 }
     })
     started.on("message", ({ error, id, value }: Response) => {

@@ -1,7 +1,9 @@
+import { either } from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
+import { EffectLine, Either } from "@resilient-ai/policy/internal"
 import { FaultPlan, FaultServer } from "@resilient-ai/testing"
 import { FaultServerBody, Fixtures } from "@resilient-ai/testing/internal"
-import { Effect, Either, Exit, Fiber, Scope } from "effect"
+import { Effect, Exit, Fiber, Scope } from "effect"
 import * as Net from "node:net"
 import { performance } from "node:perf_hooks"
 import { eventually, patienceMillis, settled } from "../client/support.js"
@@ -33,8 +35,8 @@ const timed = <A, E, R>(self: Effect.Effect<A, E, R>) =>
 const headersOf = (response: Response): Record<string, string> => Object.fromEntries(response.headers.entries())
 
 describe("FaultServer Ok", () => {
-  it.scopedLive("answers a chat completion as OpenAI does, echoing the model", () =>
-    Effect.gen(function*() {
+  it.live("answers a chat completion as OpenAI does, echoing the model", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make()
       assert.strictEqual(server.url, `http://127.0.0.1:${server.port}/v1`)
       const response = yield* post(server, "/chat/completions", chat)
@@ -56,10 +58,10 @@ describe("FaultServer Ok", () => {
         usage: { prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 }
       })
       assert.isTrue(Number.isInteger(body.created) && Math.abs(body.created - Date.now() / 1000) < 5)
-    }))
+    })))
 
-  it.scopedLive("streams server-sent events: role, content deltas, finish_reason stop, then [DONE]", () =>
-    Effect.gen(function*() {
+  it.live("streams server-sent events: role, content deltas, finish_reason stop, then [DONE]", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make()
       const response = yield* post(server, "/chat/completions", chatStream)
       assert.strictEqual(response.status, 200)
@@ -86,10 +88,10 @@ describe("FaultServer Ok", () => {
         choice({ content: " answered." }, null),
         choice({}, "stop")
       ])
-    }))
+    })))
 
-  it.scopedLive("adds usage in a last chunk with empty choices when stream_options.include_usage is set", () =>
-    Effect.gen(function*() {
+  it.live("adds usage in a last chunk with empty choices when stream_options.include_usage is set", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make()
       const response = yield* post(server, "/chat/completions", {
         ...chatStream,
@@ -103,10 +105,10 @@ describe("FaultServer Ok", () => {
       assert.strictEqual(chunks[5].choices[0].finish_reason, "stop")
       assert.deepStrictEqual(chunks[6].choices, [])
       assert.deepStrictEqual(chunks[6].usage, { prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 })
-    }))
+    })))
 
-  it.scopedLive("answers embeddings with one deterministic unit vector per input, 8 dimensions by default", () =>
-    Effect.gen(function*() {
+  it.live("answers embeddings with one deterministic unit vector per input, 8 dimensions by default", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make()
       const response = yield* post(server, "/embeddings", {
         model: "mistral-embed",
@@ -129,10 +131,10 @@ describe("FaultServer Ok", () => {
       assert.closeTo(Math.hypot(...vector), 1, 1e-6)
       assert.notDeepEqual(body.data[0].embedding, body.data[1].embedding)
       assert.deepStrictEqual(FaultServerBody.embedding("first text"), FaultServerBody.embedding("first text"))
-    }))
+    })))
 
-  it.scopedLive("honours dimensions and answers base64 little-endian float32 for encoding_format base64", () =>
-    Effect.gen(function*() {
+  it.live("honours dimensions and answers base64 little-endian float32 for encoding_format base64", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make()
       const sized = yield* json(yield* post(server, "/embeddings", { model: "e", input: "abc", dimensions: 3 }))
       assert.deepStrictEqual(sized.data[0].embedding, FaultServerBody.embedding("abc", 3))
@@ -146,38 +148,38 @@ describe("FaultServer Ok", () => {
       assert.strictEqual(bytes.length, 32)
       const decoded = Array.from({ length: 8 }, (_, i) => bytes.readFloatLE(i * 4))
       assert.deepStrictEqual(decoded, FaultServerBody.embedding("abc"))
-    }))
+    })))
 
-  it.scopedLive("treats an array of token ids as one input", () =>
-    Effect.gen(function*() {
+  it.live("treats an array of token ids as one input", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make()
       const body = yield* json(yield* post(server, "/embeddings", { model: "e", input: [101, 2023, 102] }))
       assert.strictEqual(body.data.length, 1)
       const several = yield* json(yield* post(server, "/embeddings", { model: "e", input: [[1, 2], [3]] }))
       assert.strictEqual(several.data.length, 2)
-    }))
+    })))
 
   // A busy machine only ever adds time, so time gives lower bounds alone; which delay applies to
   // which request shows with delays that never end.
-  it.scopedLive("delays an Ok by delayMs instead of the plan's latencyMs, and the other requests by latencyMs", () =>
-    Effect.gen(function*() {
+  it.live("delays an Ok by delayMs instead of the plan's latencyMs, and the other requests by latencyMs", () =>
+    Effect.scoped(Effect.gen(function*() {
       const replaced = yield* FaultServer.make({ steps: [{ _tag: "Ok", delayMs: 120 }], latencyMs: FaultServer.never })
       const [first, firstMs] = yield* timed(status(replaced))
       assert.strictEqual(first, 200)
       assert.isAtLeast(firstMs, 118)
       const server = yield* FaultServer.make({ steps: [{ _tag: "Ok", delayMs: FaultServer.never }], latencyMs: 60 })
-      const stalled = yield* Effect.fork(status(server))
+      const stalled = yield* EffectLine.fork(status(server))
       yield* eventually(Effect.map(server.arrivals, (arrivals) => arrivals.length === 1))
       const [second, secondMs] = yield* timed(status(server))
       assert.strictEqual(second, 200)
       assert.isAtLeast(secondMs, 58)
       yield* Fiber.interrupt(stalled)
-    }))
+    })))
 })
 
 describe("FaultServer Status", () => {
-  it.scopedLive("sends an OpenAI error body with the retry headers and extra headers", () =>
-    Effect.gen(function*() {
+  it.live("sends an OpenAI error body with the retry headers and extra headers", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({
         steps: [{
           _tag: "Status",
@@ -204,10 +206,10 @@ describe("FaultServer Status", () => {
           code: "rate_limit_exceeded"
         }
       })
-    }))
+    })))
 
-  it.scopedLive("sends Mistral's top-level error object, the 1300 body for a 429", () =>
-    Effect.gen(function*() {
+  it.live("sends Mistral's top-level error object, the 1300 body for a 429", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({ steps: [{ _tag: "Status", status: 429, style: "mistral" }] })
       const response = yield* post(server, "/chat/completions", chat)
       assert.strictEqual(response.status, 429)
@@ -216,10 +218,10 @@ describe("FaultServer Status", () => {
         yield* text(response),
         `{"object":"error","message":"Requests rate limit exceeded","type":"rate_limited","param":null,"code":"1300"}`
       )
-    }))
+    })))
 
-  it.scopedLive("uses the code, type and message given, and null for a code not given", () =>
-    Effect.gen(function*() {
+  it.live("uses the code, type and message given, and null for a code not given", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({
         steps: [
           { _tag: "Status", status: 503, code: "model_not_found", type: "invalid_request_error", message: "gone" },
@@ -252,24 +254,24 @@ describe("FaultServer Status", () => {
       assert.strictEqual(auth.status, 401)
       assert.strictEqual(auth.headers.get("x-should-retry"), "true")
       assert.strictEqual((yield* json(auth)).error.code, "invalid_api_key")
-    }))
+    })))
 })
 
 describe("FaultServer stalls", () => {
-  it.scopedLive("StallHeaders sends nothing for ms, then a normal answer", () =>
-    Effect.gen(function*() {
+  it.live("StallHeaders sends nothing for ms, then a normal answer", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({ steps: [{ _tag: "StallHeaders", ms: 150 }] })
       const [response, headersMs] = yield* timed(post(server, "/chat/completions", chat))
       assert.strictEqual(response.status, 200)
       assert.isAtLeast(headersMs, 148)
       assert.strictEqual((yield* json(response)).choices[0].message.content, FaultServer.replyText)
       assert.strictEqual((yield* server.arrivals)[0]!.fault, "StallHeaders")
-    }))
+    })))
 
   // What comes before the stall shows on a stall that never ends: time on a busy machine cannot
   // tell "at once" from "after ms". The finite stall gives the lower bound.
-  it.scopedLive("StallBody sends the headers and half the body at once, the rest after ms", () =>
-    Effect.gen(function*() {
+  it.live("StallBody sends the headers and half the body at once, the rest after ms", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({
         steps: [{ _tag: "StallBody", ms: FaultServer.never }, { _tag: "StallBody", ms: 200 }]
       })
@@ -287,10 +289,10 @@ describe("FaultServer stalls", () => {
       )
       assert.isAtLeast(ms, 198)
       assert.strictEqual(all.choices[0].message.content, FaultServer.replyText)
-    }))
+    })))
 
-  it.scopedLive("StallBody on a stream sends the first event, then the rest after ms", () =>
-    Effect.gen(function*() {
+  it.live("StallBody on a stream sends the first event, then the rest after ms", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({
         steps: [{ _tag: "StallBody", ms: FaultServer.never }, { _tag: "StallBody", ms: 150 }]
       })
@@ -299,15 +301,17 @@ describe("FaultServer stalls", () => {
       assert.strictEqual(events(first).length, 1)
       assert.deepStrictEqual(JSON.parse(events(first)[0]!).choices[0].delta, { role: "assistant", content: "" })
       const [all, ms] = yield* timed(
-        Effect.flatMap(Effect.orDie(post(server, "/chat/completions", chatStream)), (response) =>
-          Effect.orDie(text(response)))
+        Effect.flatMap(
+          Effect.orDie(post(server, "/chat/completions", chatStream)),
+          (response) => Effect.orDie(text(response))
+        )
       )
       assert.isAtLeast(ms, 148)
       assert.strictEqual(events(all).length, 7)
       assert.strictEqual(events(all).at(-1), "[DONE]")
-    }))
-  it.scopedLive("StallBody afterChunks sends that many events of a stream (0: the headers alone) before stalling", () =>
-    Effect.gen(function*() {
+    })))
+  it.live("StallBody afterChunks sends that many events of a stream (0: the headers alone) before stalling", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({
         steps: [
           { _tag: "StallBody", ms: FaultServer.never, afterChunks: 0 },
@@ -327,12 +331,12 @@ describe("FaultServer stalls", () => {
       )
       assert.isAtLeast(ms, 148)
       assert.strictEqual(events(all).length, 7)
-    }))
+    })))
 })
 
 describe("FaultServer resets and broken bodies", () => {
-  it.scopedLive("ResetHeaders resets the connection after reading the request: the client sees ECONNRESET", () =>
-    Effect.gen(function*() {
+  it.live("ResetHeaders resets the connection after reading the request: the client sees ECONNRESET", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({ steps: [{ _tag: "ResetHeaders" }] })
       const failure = yield* Effect.flip(post(server, "/chat/completions", chat))
       assert.strictEqual(failure.name, "TypeError")
@@ -342,10 +346,10 @@ describe("FaultServer resets and broken bodies", () => {
       assert.strictEqual(arrival!.fault, "ResetHeaders")
       assert.deepStrictEqual(arrival!.body, chat)
       assert.isFalse(arrival!.aborted)
-    }))
+    })))
 
-  it.scopedLive("ResetBody sends the headers and half the body, then resets", () =>
-    Effect.gen(function*() {
+  it.live("ResetBody sends the headers and half the body, then resets", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({ steps: [{ _tag: "ResetBody" }] })
       const response = yield* post(server, "/chat/completions", chat)
       assert.strictEqual(response.status, 200)
@@ -367,10 +371,10 @@ describe("FaultServer resets and broken bodies", () => {
       assert.strictEqual(received.length, Math.floor(length / 2))
       assert.isTrue(received.startsWith(`{"id":"chatcmpl-fault000001","object":"chat.completion",`))
       assert.isFalse((yield* server.arrivals)[0]!.aborted)
-    }))
+    })))
 
-  it.scopedLive("StreamBreak sends afterChunks events and resets, with no [DONE]", () =>
-    Effect.gen(function*() {
+  it.live("StreamBreak sends afterChunks events and resets, with no [DONE]", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({
         steps: [{ _tag: "StreamBreak", afterChunks: 2 }, { _tag: "StreamBreak", afterChunks: 0 }]
       })
@@ -396,18 +400,18 @@ describe("FaultServer resets and broken bodies", () => {
       const empty = yield* post(server, "/chat/completions", chatStream)
       assert.strictEqual(empty.status, 200)
       assert.oneOf((yield* Effect.flip(text(empty))).cause?.code, resetCodes)
-    }))
+    })))
 
-  it.scopedLive("StreamBreak on a request that did not ask to stream resets the body", () =>
-    Effect.gen(function*() {
+  it.live("StreamBreak on a request that did not ask to stream resets the body", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({ steps: [{ _tag: "StreamBreak", afterChunks: 3 }] })
       const response = yield* post(server, "/embeddings", { model: "e", input: "x" })
       assert.strictEqual(response.status, 200)
       assert.oneOf((yield* Effect.flip(text(response))).cause?.code, resetCodes)
-    }))
+    })))
 
-  it.scopedLive("TruncatedJson ends a chunked 200 normally with half the JSON", () =>
-    Effect.gen(function*() {
+  it.live("TruncatedJson ends a chunked 200 normally with half the JSON", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({ steps: [{ _tag: "TruncatedJson" }, { _tag: "TruncatedJson" }] })
       const response = yield* post(server, "/chat/completions", chat)
       assert.strictEqual(response.status, 200)
@@ -422,10 +426,10 @@ describe("FaultServer resets and broken bodies", () => {
       const streamedBody = yield* text(streamed)
       assert.isTrue(streamedBody.startsWith(`{"id":"chatcmpl-fault000002","object":"chat.completion",`))
       assert.throws(() => JSON.parse(streamedBody), SyntaxError)
-    }))
+    })))
 
-  it.scopedLive("SchemaBreak sends valid JSON that breaks the contract", () =>
-    Effect.gen(function*() {
+  it.live("SchemaBreak sends valid JSON that breaks the contract", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({ otherwise: { _tag: "SchemaBreak" } })
       const completion = yield* json(yield* post(server, "/chat/completions", chat))
       assert.deepStrictEqual(completion, {
@@ -441,10 +445,10 @@ describe("FaultServer resets and broken bodies", () => {
       assert.strictEqual(stream.length, 2)
       assert.isUndefined(JSON.parse(stream[0]!).choices)
       assert.strictEqual(stream[1], "[DONE]")
-    }))
+    })))
 
-  it.scopedLive("HtmlError sends a proxy's HTML page, 502 unless told", () =>
-    Effect.gen(function*() {
+  it.live("HtmlError sends a proxy's HTML page, 502 unless told", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({ steps: [{ _tag: "HtmlError" }, { _tag: "HtmlError", status: 504 }] })
       const first = yield* post(server, "/chat/completions", chat)
       assert.strictEqual(first.status, 502)
@@ -457,10 +461,10 @@ describe("FaultServer resets and broken bodies", () => {
       const second = yield* post(server, "/chat/completions", chat)
       assert.strictEqual(second.status, 504)
       assert.include(yield* text(second), "<title>504 Gateway Timeout</title>")
-    }))
+    })))
 
-  it.scopedLive("Fixture serves every recorded response verbatim", () =>
-    Effect.gen(function*() {
+  it.live("Fixture serves every recorded response verbatim", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({
         steps: Fixtures.fixtureNames.map((name) => ({ _tag: "Fixture" as const, name }))
       })
@@ -475,12 +479,12 @@ describe("FaultServer resets and broken bodies", () => {
       }
       const arrivals = yield* server.arrivals
       assert.deepStrictEqual(arrivals.map((arrival) => arrival.fault), Fixtures.fixtureNames.map(() => "Fixture"))
-    }))
+    })))
 })
 
 describe("FaultServer Raw and Close", () => {
-  it.scopedLive("Raw sends the status, headers and body given, the body repeated, with its length", () =>
-    Effect.gen(function*() {
+  it.live("Raw sends the status, headers and body given, the body repeated, with its length", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({
         steps: [
           { _tag: "Raw", headers: { "content-type": "text/plain" }, body: "ab", repeat: 3 },
@@ -501,10 +505,10 @@ describe("FaultServer Raw and Close", () => {
       assert.strictEqual(empty.status, 200)
       assert.strictEqual(yield* Effect.orDie(text(empty)), "")
       assert.deepStrictEqual((yield* server.arrivals).map((a) => a.fault), ["Raw", "Raw", "Raw"])
-    }))
+    })))
 
-  it.scopedLive("Close ends the connection without a response, and it is not the client's abort", () =>
-    Effect.gen(function*() {
+  it.live("Close ends the connection without a response, and it is not the client's abort", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({ steps: [{ _tag: "Close" }] })
       const failure = yield* Effect.flip(post(server, "/chat/completions", chat))
       assert.strictEqual(failure.message, "fetch failed")
@@ -513,25 +517,25 @@ describe("FaultServer Raw and Close", () => {
       assert.strictEqual(arrival!.fault, "Close")
       assert.isFalse(arrival!.aborted)
       assert.strictEqual(yield* settled(server.openConnections, (n) => n === 0), 0)
-    }))
+    })))
 
-  it.scopedLive("counts the connections it accepted and those still open", () =>
-    Effect.gen(function*() {
+  it.live("counts the connections it accepted and those still open", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make()
       assert.deepStrictEqual([yield* server.openConnections, yield* server.connectionsAccepted], [0, 0])
-      const socket = yield* Effect.async<Net.Socket>((resume) => {
+      const socket = yield* EffectLine.callback<Net.Socket>((resume) => {
         const opened = Net.connect(server.port, "127.0.0.1", () => resume(Effect.succeed(opened)))
       })
       assert.strictEqual(yield* settled(server.openConnections, (n) => n === 1), 1)
       socket.destroy()
       assert.strictEqual(yield* settled(server.openConnections, (n) => n === 0), 0)
       assert.strictEqual(yield* server.connectionsAccepted, 1)
-    }))
+    })))
 })
 
 describe("FaultServer plan", () => {
-  it.scopedLive("consumes steps in arrival order, then applies otherwise", () =>
-    Effect.gen(function*() {
+  it.live("consumes steps in arrival order, then applies otherwise", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({
         steps: [{ _tag: "Status", status: 500 }, { _tag: "Status", status: 503 }, { _tag: "Ok" }],
         otherwise: { _tag: "Status", status: 429 }
@@ -546,16 +550,16 @@ describe("FaultServer plan", () => {
         "Status",
         "Status"
       ])
-    }))
+    })))
 
-  it.scopedLive("answers Ok once the steps run out when there is no otherwise", () =>
-    Effect.gen(function*() {
+  it.live("answers Ok once the steps run out when there is no otherwise", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({ steps: [{ _tag: "Status", status: 500 }] })
       assert.deepStrictEqual([yield* status(server), yield* status(server), yield* status(server)], [500, 200, 200])
-    }))
+    })))
 
-  it.scopedLive("applies windows by time since start, and setPlan restarts steps and the window clock", () =>
-    Effect.gen(function*() {
+  it.live("applies windows by time since start, and setPlan restarts steps and the window clock", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({
         windows: [
           { fromMs: 0, toMs: 100, fault: { _tag: "Status", status: 503 } },
@@ -586,10 +590,10 @@ describe("FaultServer plan", () => {
       let answers: Array<number> | undefined
       for (let tries = 0; tries < 50 && answers === undefined; tries++) answers = yield* afterSetPlan
       assert.deepStrictEqual(answers, [400, 502], "the steps and the window start again with the plan")
-    }))
+    })))
 
-  it.scopedLive("draws window shares from a seeded PRNG, so the same plan gives the same decisions", () =>
-    Effect.gen(function*() {
+  it.live("draws window shares from a seeded PRNG, so the same plan gives the same decisions", () =>
+    Effect.scoped(Effect.gen(function*() {
       const plan = (seed: number): FaultPlan.Plan => ({
         seed,
         windows: [{ fromMs: 0, toMs: 60_000, fault: { _tag: "Status", status: 503 }, share: 0.5 }]
@@ -628,10 +632,10 @@ describe("FaultServer plan", () => {
       assert.notDeepEqual(yield* decisions(first), once)
       yield* first.setPlan({ windows: [{ fromMs: 0, toMs: 60_000, fault: { _tag: "Status", status: 503 }, share: 0 }] })
       assert.deepStrictEqual(yield* decisions(first), Array.from({ length: 16 }, () => 200))
-    }))
+    })))
 
-  it.scopedLive("refuses requests beyond capacity at once with 503, OpenAI-style", () =>
-    Effect.gen(function*() {
+  it.live("refuses requests beyond capacity at once with 503, OpenAI-style", () =>
+    Effect.scoped(Effect.gen(function*() {
       // The admitted requests never end, so the refusals cannot have waited for them.
       const server = yield* FaultServer.make({
         capacity: { concurrent: 2 },
@@ -641,9 +645,9 @@ describe("FaultServer plan", () => {
       const answered: Array<readonly [number, unknown]> = []
       const call = post(server, "/chat/completions", chat, { signal: admitted.signal }).pipe(
         Effect.flatMap((response) => Effect.map(json(response), (body) => void answered.push([response.status, body]))),
-        Effect.either
+        either
       )
-      const fibers = yield* Effect.forEach(Array.from({ length: 4 }, () => call), Effect.fork)
+      const fibers = yield* Effect.forEach(Array.from({ length: 4 }, () => call), EffectLine.fork)
       yield* eventually(Effect.sync(() => answered.length === 2), patienceMillis, "two requests were answered")
       assert.strictEqual(yield* server.inFlight, 2)
       for (const [status, body] of answered) {
@@ -662,17 +666,17 @@ describe("FaultServer plan", () => {
       admitted.abort()
       const outcomes = yield* Effect.forEach(fibers, Fiber.join)
       assert.deepStrictEqual(
-        outcomes.map((outcome) => Either.isLeft(outcome) ? outcome.left.name : "answered").sort(),
+        outcomes.map((outcome) => Either.isLeft(outcome) ? Either.leftOf(outcome).name : "answered").sort(),
         ["AbortError", "AbortError", "answered", "answered"]
       )
       // Leaving frees an admitted request's place.
       assert.strictEqual(yield* settled(server.inFlight, (n) => n === 0), 0)
       yield* server.setPlan({ capacity: { concurrent: 2 } })
       assert.strictEqual(yield* status(server), 200)
-    }))
+    })))
 
-  it.scopedLive("capacity can answer 429 with a Retry-After", () =>
-    Effect.gen(function*() {
+  it.live("capacity can answer 429 with a Retry-After", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({
         capacity: { concurrent: 0, status: 429, retryAfter: "3" }
       })
@@ -680,12 +684,12 @@ describe("FaultServer plan", () => {
       assert.strictEqual(response.status, 429)
       assert.strictEqual(response.headers.get("retry-after"), "3")
       assert.strictEqual((yield* json(response)).error.type, "rate_limited")
-    }))
+    })))
 })
 
 describe("FaultServer arrivals", () => {
-  it.scopedLive("records method, path, lower-case headers, body and the fault served", () =>
-    Effect.gen(function*() {
+  it.live("records method, path, lower-case headers, body and the fault served", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({ steps: [{ _tag: "Status", status: 500 }] })
       yield* post(server, "/chat/completions?api-version=1", chat, {
         headers: { "Authorization": "Bearer sk-test", "Idempotency-Key": "key-1" }
@@ -713,20 +717,20 @@ describe("FaultServer arrivals", () => {
       assert.deepStrictEqual(yield* server.arrivals, [])
       yield* post(server, "/embeddings", { model: "e", input: "x" })
       assert.strictEqual((yield* server.arrivals)[0]!.index, 0)
-    }))
+    })))
 
-  it.scopedLive("marks an arrival aborted when the client gives up during a stall", () =>
-    Effect.gen(function*() {
+  it.live("marks an arrival aborted when the client gives up during a stall", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({
         steps: [{ _tag: "StallHeaders", ms: FaultServer.never }, { _tag: "StallBody", ms: FaultServer.never }]
       })
       const controller = new AbortController()
-      const fiber = yield* Effect.fork(
+      const fiber = yield* EffectLine.fork(
         Effect.flip(post(server, "/chat/completions", chat, { signal: controller.signal }))
       )
       yield* eventually(Effect.map(server.inFlight, (n) => n === 1), patienceMillis, "the request is in flight")
       controller.abort()
-      const failure = yield* fiber.await.pipe(Effect.flatMap((exit) => exit))
+      const failure = yield* Fiber.await(fiber).pipe(Effect.flatMap((exit) => exit))
       assert.strictEqual(failure.name, "AbortError")
       const [arrival] = yield* settled(server.arrivals, (arrivals) => arrivals[0]?.aborted === true)
       assert.isTrue(arrival!.aborted)
@@ -739,10 +743,10 @@ describe("FaultServer arrivals", () => {
       midBody.abort()
       const arrivals = yield* settled(server.arrivals, (arrivals) => arrivals[1]?.aborted === true)
       assert.deepStrictEqual(arrivals.map((a) => [a.fault, a.aborted]), [["StallHeaders", true], ["StallBody", true]])
-    }))
+    })))
 
-  it.scopedLive("answers unknown paths 404, other methods 405 and bodies that are not JSON 400", () =>
-    Effect.gen(function*() {
+  it.live("answers unknown paths 404, other methods 405 and bodies that are not JSON 400", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({ steps: [{ _tag: "Status", status: 500 }] })
       const missing = yield* post(server, "/chat/completion", chat)
       assert.strictEqual(missing.status, 404)
@@ -783,35 +787,36 @@ describe("FaultServer arrivals", () => {
       assert.strictEqual(arrivals[2]!.body, "{model: gpt")
       // None of them was the plan's to answer: its first step is still there.
       assert.strictEqual(yield* status(server), 500)
-    }))
+    })))
 })
 
 describe("FaultServer release", () => {
   it.live("closes every socket and the listener when the scope closes", () =>
     Effect.gen(function*() {
       const scope = yield* Scope.make()
-      const server = yield* Scope.extend(
+      const server = yield* Effect.provideService(
         FaultServer.make({
           // The second stall holds a real timer, which must go with the scope; it cannot end first.
           steps: [{ _tag: "StallHeaders", ms: FaultServer.never }, { _tag: "StallHeaders", ms: 600_000 }]
         }),
+        Scope.Scope,
         scope
       )
-      const stalled = yield* Effect.fork(Effect.either(post(server, "/chat/completions", chat)))
-      const timed = yield* Effect.fork(Effect.either(post(server, "/chat/completions", chat)))
+      const stalled = yield* EffectLine.fork(either(post(server, "/chat/completions", chat)))
+      const timed = yield* EffectLine.fork(either(post(server, "/chat/completions", chat)))
       yield* eventually(Effect.map(server.inFlight, (n) => n === 2), patienceMillis, "both requests are in flight")
       const timers = process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length
       yield* Scope.close(scope, Exit.void)
       const left = process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length
       assert.isAtMost(left, timers - 1)
       for (const fiber of [stalled, timed]) {
-        const result = yield* fiber.await.pipe(Effect.flatMap((exit) => exit))
+        const result = yield* Fiber.await(fiber).pipe(Effect.flatMap((exit) => exit))
         assert.isTrue(Either.isLeft(result))
-        if (Either.isLeft(result)) assert.strictEqual(result.left.message, "fetch failed")
+        if (Either.isLeft(result)) assert.strictEqual(Either.leftOf(result).message, "fetch failed")
       }
       const arrivals = yield* server.arrivals
       assert.deepStrictEqual(arrivals.map((a) => a.aborted), [false, false])
-      const refused = yield* Effect.async<string>((resume) => {
+      const refused = yield* EffectLine.callback<string>((resume) => {
         const socket = Net.connect(server.port, "127.0.0.1")
         socket.on("connect", () => {
           socket.destroy()
@@ -856,9 +861,9 @@ describe("FaultPlan.decode", () => {
           { capacity: { concurrent: 1, status: 500 } }
         ]
       ) {
-        const result = yield* Effect.either(FaultPlan.decode(bad))
+        const result = yield* either(FaultPlan.decode(bad))
         assert.isTrue(Either.isLeft(result), JSON.stringify(bad))
-        if (Either.isLeft(result)) assert.strictEqual(result.left._tag, "ParseError")
+        if (Either.isLeft(result)) assert.strictEqual(Either.leftOf(result)._tag, "ParseError")
       }
     }))
 })
@@ -938,17 +943,17 @@ describe("Fixtures", () => {
 })
 
 describe("FaultServer.serve", () => {
-  it.scopedLive("listens on the port it is given, and fails typed when the port is taken", () =>
-    Effect.gen(function*() {
+  it.live("listens on the port it is given, and fails typed when the port is taken", () =>
+    Effect.scoped(Effect.gen(function*() {
       const first = yield* FaultServer.make({})
-      const taken = yield* Effect.either(FaultServer.serve({}, first.port))
+      const taken = yield* either(FaultServer.serve({}, first.port))
       assert.isTrue(Either.isLeft(taken))
       if (Either.isLeft(taken)) {
-        assert.strictEqual(taken.left._tag, "ListenError")
-        assert.strictEqual(taken.left.port, first.port)
-        assert.match(taken.left.message, /EADDRINUSE/)
+        assert.strictEqual(Either.leftOf(taken)._tag, "ListenError")
+        assert.strictEqual(Either.leftOf(taken).port, first.port)
+        assert.match(Either.leftOf(taken).message, /EADDRINUSE/)
       }
-      const free = yield* Effect.async<number>((resume) => {
+      const free = yield* EffectLine.callback<number>((resume) => {
         const probe = Net.createServer().listen(0, "127.0.0.1", () => {
           const { port } = probe.address() as Net.AddressInfo
           probe.close(() => resume(Effect.succeed(port)))
@@ -957,5 +962,5 @@ describe("FaultServer.serve", () => {
       const chosen = yield* FaultServer.serve({}, free)
       assert.strictEqual(chosen.port, free)
       assert.strictEqual(chosen.url, `http://127.0.0.1:${free}/v1`)
-    }))
+    })))
 })

@@ -1,6 +1,8 @@
+import { either } from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
+import { Either } from "@resilient-ai/policy/internal"
 import { FaultPlan, FaultServer } from "@resilient-ai/testing"
-import { Effect, Either } from "effect"
+import { Effect } from "effect"
 import { json, post, readAll, readUntil, resetCodes, text } from "./support.js"
 
 // The two APIs the fault server speaks beside chat completions and embeddings: OpenAI's Responses
@@ -114,8 +116,8 @@ const messageEventTypes = [
 ]
 
 describe("FaultServer /v1/responses", () => {
-  it.scopedLive("answers a response object: one completed assistant message of the reply, and the usage", () =>
-    Effect.gen(function*() {
+  it.live("answers a response object: one completed assistant message of the reply, and the usage", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make()
       assert.strictEqual(server.origin, `http://127.0.0.1:${server.port}`)
       const response = yield* post(server, "/responses", responsesRequest)
@@ -135,10 +137,10 @@ describe("FaultServer /v1/responses", () => {
         )
       )
       assert.strictEqual((yield* server.arrivals)[0]!.path, "/v1/responses")
-    }))
+    })))
 
-  it.scopedLive("streams OpenAI's named events, numbered from 0, the text in deltas, no [DONE]", () =>
-    Effect.gen(function*() {
+  it.live("streams OpenAI's named events, numbered from 0, the text in deltas, no [DONE]", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make()
       const response = yield* post(server, "/responses", { ...responsesRequest, stream: true })
       assertStreamed(response, "x-request-id")
@@ -168,10 +170,10 @@ describe("FaultServer /v1/responses", () => {
       ])
       const deltas = events.filter((event) => event.type === "response.output_text.delta")
       assert.strictEqual(deltas.map((event) => event.delta).join(""), FaultServer.replyText)
-    }))
+    })))
 
-  it.scopedLive("reads input as a string or input items, and counts the instructions in the input tokens", () =>
-    Effect.gen(function*() {
+  it.live("reads input as a string or input items, and counts the instructions in the input tokens", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make()
       const body = yield* json(
         yield* post(server, "/responses", {
@@ -186,10 +188,10 @@ describe("FaultServer /v1/responses", () => {
       )
       assert.strictEqual(body.usage.input_tokens, 6)
       assert.strictEqual(body.usage.total_tokens, 10)
-    }))
+    })))
 
-  it.scopedLive("refuses a request the Responses API refuses, in OpenAI's words", () =>
-    Effect.gen(function*() {
+  it.live("refuses a request the Responses API refuses, in OpenAI's words", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({ steps: [{ _tag: "Status", status: 500 }] })
       const refusal = (body: unknown) =>
         Effect.flatMap(post(server, "/responses", body), (response) =>
@@ -221,10 +223,10 @@ describe("FaultServer /v1/responses", () => {
       assert.strictEqual((yield* json(missing)).error.message, "Invalid URL (POST /v1/response)")
       // None was the plan's to answer: its first step is still there.
       assert.strictEqual((yield* post(server, "/responses", responsesRequest)).status, 500)
-    }))
+    })))
 
-  it.scopedLive("Status sends OpenAI's error body (Mistral's when asked) with the retry headers", () =>
-    Effect.gen(function*() {
+  it.live("Status sends OpenAI's error body (Mistral's when asked) with the retry headers", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({
         steps: [
           { _tag: "Status", status: 429, retryAfter: "2", shouldRetry: true },
@@ -243,10 +245,10 @@ describe("FaultServer /v1/responses", () => {
         code: "rate_limit_exceeded"
       })
       assert.strictEqual((yield* json(yield* post(server, "/responses", responsesRequest))).object, "error")
-    }))
+    })))
 
-  it.scopedLive("StreamError sends afterChunks events, OpenAI's error event and response.failed, then ends", () =>
-    Effect.gen(function*() {
+  it.live("StreamError sends afterChunks events, OpenAI's error event and response.failed, then ends", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({
         steps: [
           { _tag: "StreamError", afterChunks: 5 },
@@ -302,10 +304,10 @@ describe("FaultServer /v1/responses", () => {
         "StreamError",
         "StreamError"
       ])
-    }))
+    })))
 
-  it.scopedLive("StreamBreak never sends response.completed; SchemaBreak drops output and counts in a string", () =>
-    Effect.gen(function*() {
+  it.live("StreamBreak never sends response.completed; SchemaBreak drops output and counts in a string", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({
         steps: [{ _tag: "StreamBreak", afterChunks: 100 }, { _tag: "SchemaBreak" }, { _tag: "SchemaBreak" }]
       })
@@ -322,10 +324,10 @@ describe("FaultServer /v1/responses", () => {
       assert.deepStrictEqual(stream.map((event) => event.type), ["response.completed"])
       assert.isUndefined(stream[0].response.output)
       assert.strictEqual(stream[0].response.usage.input_tokens, "3")
-    }))
+    })))
 
-  it.scopedLive("StallBody counts the events of the stream; TruncatedJson cuts the response object", () =>
-    Effect.gen(function*() {
+  it.live("StallBody counts the events of the stream; TruncatedJson cuts the response object", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({
         steps: [{ _tag: "StallBody", ms: FaultServer.never, afterChunks: 6 }, { _tag: "TruncatedJson" }]
       })
@@ -335,12 +337,12 @@ describe("FaultServer /v1/responses", () => {
       const truncated = yield* text(yield* post(server, "/responses", responsesRequest))
       assert.isTrue(truncated.startsWith(`{"id":"resp_fault000002","object":"response",`))
       assert.throws(() => JSON.parse(truncated), SyntaxError)
-    }))
+    })))
 })
 
 describe("FaultServer /v1/messages", () => {
-  it.scopedLive("answers an Anthropic message: one text block of the reply, end_turn, the usage, a request-id", () =>
-    Effect.gen(function*() {
+  it.live("answers an Anthropic message: one text block of the reply, end_turn, the usage, a request-id", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make()
       // The query string Anthropic's beta endpoint adds is no part of the path.
       const response = yield* post(server, "/messages?beta=true", messagesRequest)
@@ -360,10 +362,10 @@ describe("FaultServer /v1/messages", () => {
         usage: { input_tokens: 3, output_tokens: 4 }
       })
       assert.strictEqual((yield* server.arrivals)[0]!.path, "/v1/messages")
-    }))
+    })))
 
-  it.scopedLive("streams Anthropic's named events: start, block, ping, text deltas, stop, delta, message_stop", () =>
-    Effect.gen(function*() {
+  it.live("streams Anthropic's named events: start, block, ping, text deltas, stop, delta, message_stop", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make()
       const response = yield* post(server, "/messages", { ...messagesRequest, stream: true })
       assertStreamed(response, "request-id")
@@ -396,10 +398,10 @@ describe("FaultServer /v1/messages", () => {
       ])
       const text_ = events.filter((event) => event.type === "content_block_delta").map((event) => event.delta.text)
       assert.strictEqual(text_.join(""), FaultServer.replyText)
-    }))
+    })))
 
-  it.scopedLive("refuses what Anthropic refuses, in its error format, with a request-id", () =>
-    Effect.gen(function*() {
+  it.live("refuses what Anthropic refuses, in its error format, with a request-id", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({ steps: [{ _tag: "Status", status: 500 }] })
       const refusal = (body: unknown) =>
         Effect.flatMap(post(server, "/messages", body), (response) =>
@@ -429,10 +431,10 @@ describe("FaultServer /v1/messages", () => {
         error: { type: "invalid_request_error", message: "Invalid method for URL (GET /v1/messages)" }
       })
       assert.strictEqual((yield* post(server, "/messages", messagesRequest)).status, 500)
-    }))
+    })))
 
-  it.scopedLive("Status sends Anthropic's error type for each status, the fault's type and message over them", () =>
-    Effect.gen(function*() {
+  it.live("Status sends Anthropic's error type for each status, the fault's type and message over them", () =>
+    Effect.scoped(Effect.gen(function*() {
       const expected: ReadonlyArray<readonly [number, string, string]> = [
         [400, "invalid_request_error", "Invalid request"],
         [401, "authentication_error", "invalid x-api-key"],
@@ -478,10 +480,10 @@ describe("FaultServer /v1/messages", () => {
       assert.strictEqual(hinted.headers.get("x-should-retry"), "false")
       assert.strictEqual(hinted.headers.get("anthropic-ratelimit-requests-remaining"), "0")
       assert.strictEqual((yield* json(hinted)).error.type, "rate_limit_error")
-    }))
+    })))
 
-  it.scopedLive("StreamError sends afterChunks events, then Anthropic's error event, and ends the response", () =>
-    Effect.gen(function*() {
+  it.live("StreamError sends afterChunks events, then Anthropic's error event, and ends the response", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({
         steps: [
           { _tag: "StreamError", afterChunks: 4 },
@@ -514,10 +516,10 @@ describe("FaultServer /v1/messages", () => {
         type: "error",
         error: { type: "overloaded_error", message: "Overloaded" }
       })
-    }))
+    })))
 
-  it.scopedLive("StreamBreak never sends message_stop; SchemaBreak drops content and counts in a string", () =>
-    Effect.gen(function*() {
+  it.live("StreamBreak never sends message_stop; SchemaBreak drops content and counts in a string", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({
         steps: [{ _tag: "StreamBreak", afterChunks: 100 }, { _tag: "SchemaBreak" }, { _tag: "SchemaBreak" }]
       })
@@ -537,10 +539,10 @@ describe("FaultServer /v1/messages", () => {
       assert.deepStrictEqual(stream.map((event) => event.type), ["message_start", "message_stop"])
       assert.isUndefined(stream[0].message.content)
       assert.strictEqual(stream[0].message.usage.input_tokens, "3")
-    }))
+    })))
 
-  it.scopedLive("StallBody and ResetBody cut the stream of events; TruncatedJson the message", () =>
-    Effect.gen(function*() {
+  it.live("StallBody and ResetBody cut the stream of events; TruncatedJson the message", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({
         steps: [{ _tag: "StallBody", ms: FaultServer.never, afterChunks: 3 }, { _tag: "ResetBody" }, {
           _tag: "TruncatedJson"
@@ -555,10 +557,10 @@ describe("FaultServer /v1/messages", () => {
       const truncated = yield* text(yield* post(server, "/messages", messagesRequest))
       assert.isTrue(truncated.startsWith(`{"id":"msg_fault000003","type":"message",`))
       assert.throws(() => JSON.parse(truncated), SyntaxError)
-    }))
+    })))
 
-  it.scopedLive("capacity refuses in Anthropic's format, keeping the plan's status", () =>
-    Effect.gen(function*() {
+  it.live("capacity refuses in Anthropic's format, keeping the plan's status", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({ capacity: { concurrent: 0 } })
       const full = yield* post(server, "/messages", messagesRequest)
       assert.strictEqual(full.status, 503)
@@ -575,12 +577,12 @@ describe("FaultServer /v1/messages", () => {
       assert.strictEqual(limited.status, 429)
       assert.strictEqual(limited.headers.get("retry-after"), "3")
       assert.strictEqual((yield* json(limited)).error.type, "rate_limit_error")
-    }))
+    })))
 })
 
 describe("FaultServer StreamError on chat completions and embeddings", () => {
-  it.scopedLive("a chat stream gets OpenAI's error object as a chunk of its own, and no [DONE]", () =>
-    Effect.gen(function*() {
+  it.live("a chat stream gets OpenAI's error object as a chunk of its own, and no [DONE]", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({
         steps: [{ _tag: "StreamError", afterChunks: 2, code: "overloaded" }, { _tag: "StreamError", afterChunks: 2 }]
       })
@@ -608,7 +610,7 @@ describe("FaultServer StreamError on chat completions and embeddings", () => {
       assert.strictEqual(embeddings.status, 503)
       assert.strictEqual(embeddings.headers.get("x-request-id"), "req_fault000002")
       assert.strictEqual((yield* json(embeddings)).error.type, "server_error")
-    }))
+    })))
 })
 
 describe("FaultPlan StreamError", () => {
@@ -625,7 +627,7 @@ describe("FaultPlan StreamError", () => {
         message: "Overloaded"
       }])
       for (const bad of [{ _tag: "StreamError", afterChunks: 1, status: 200 }, { _tag: "StreamError" }]) {
-        assert.isTrue(Either.isLeft(yield* Effect.either(FaultPlan.decode({ steps: [bad] }))), JSON.stringify(bad))
+        assert.isTrue(Either.isLeft(yield* either(FaultPlan.decode({ steps: [bad] }))), JSON.stringify(bad))
       }
     }))
 })

@@ -12,8 +12,8 @@ const clientFor = (server: FaultServer.Service) => new OpenAI({ apiKey: "test", 
 const rejection = <A>(f: () => Promise<A>) => Effect.flip(Effect.tryPromise({ try: f, catch: (error) => error }))
 
 describe("the official OpenAI SDK against the fault server", () => {
-  it.scopedLive("reads a chat completion with its choices and usage", () =>
-    Effect.gen(function*() {
+  it.live("reads a chat completion with its choices and usage", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make()
       const completion: OpenAI.Chat.ChatCompletion = yield* Effect.promise(() =>
         clientFor(server).chat.completions.create({ model: "mistral-small-latest", messages })
@@ -31,10 +31,10 @@ describe("the official OpenAI SDK against the fault server", () => {
       assert.strictEqual(arrival!.path, "/v1/chat/completions")
       assert.strictEqual(arrival!.headers["authorization"], "Bearer test")
       assert.deepStrictEqual(arrival!.body, { model: "mistral-small-latest", messages })
-    }))
+    })))
 
-  it.scopedLive("iterates a streamed completion to the end and gets the content and usage", () =>
-    Effect.gen(function*() {
+  it.live("iterates a streamed completion to the end and gets the content and usage", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make()
       const chunks = yield* Effect.promise(async () => {
         const stream = await clientFor(server).chat.completions.create({
@@ -54,10 +54,10 @@ describe("the official OpenAI SDK against the fault server", () => {
       assert.deepStrictEqual(chunks[6]!.choices, [])
       assert.deepStrictEqual(chunks[6]!.usage, { prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 })
       for (const chunk of chunks) assert.strictEqual(chunk.id, "chatcmpl-fault000001")
-    }))
+    })))
 
-  it.scopedLive("reads embeddings: the SDK asks for base64 by default and decodes our float32 vectors", () =>
-    Effect.gen(function*() {
+  it.live("reads embeddings: the SDK asks for base64 by default and decodes our float32 vectors", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make()
       const client = clientFor(server)
       const response: OpenAI.CreateEmbeddingResponse = yield* Effect.promise(() =>
@@ -81,10 +81,10 @@ describe("the official OpenAI SDK against the fault server", () => {
         { model: "text-embedding-3-small", input: ["alpha", "beta gamma"], encoding_format: "base64" },
         { model: "e", input: "alpha", encoding_format: "float", dimensions: 4 }
       ])
-    }))
+    })))
 
-  it.scopedLive("surfaces the rate-limit fixture as RateLimitError with its code, type and hints", () =>
-    Effect.gen(function*() {
+  it.live("surfaces the rate-limit fixture as RateLimitError with its code, type and hints", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({ steps: [{ _tag: "Fixture", name: "rateLimited" }] })
       const error = yield* rejection(() => clientFor(server).chat.completions.create({ model: "m", messages }))
       assert.instanceOf(error, OpenAI.RateLimitError)
@@ -94,10 +94,10 @@ describe("the official OpenAI SDK against the fault server", () => {
       assert.strictEqual(rateLimited.type, "requests")
       assert.strictEqual(rateLimited.requestID, "req_7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2b")
       assert.strictEqual(rateLimited.headers?.get("retry-after-ms"), "2000")
-    }))
+    })))
 
-  it.scopedLive("maps quota, model and auth fixtures to APIError subclasses carrying the provider code", () =>
-    Effect.gen(function*() {
+  it.live("maps quota, model and auth fixtures to APIError subclasses carrying the provider code", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({
         steps: [
           { _tag: "Fixture", name: "quotaExhausted" },
@@ -120,10 +120,10 @@ describe("the official OpenAI SDK against the fault server", () => {
       assert.deepStrictEqual([auth!.status, auth!.code], [401, "invalid_api_key"])
       assert.instanceOf(gateway, OpenAI.InternalServerError)
       assert.deepStrictEqual([gateway!.status, gateway!.code], [503, "model_not_found"])
-    }))
+    })))
 
-  it.scopedLive("cannot read a code from Mistral's unwrapped error body", () =>
-    Effect.gen(function*() {
+  it.live("cannot read a code from Mistral's unwrapped error body", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({ steps: [{ _tag: "Fixture", name: "rateLimitedMistral" }] })
       const error = yield* rejection(() => clientFor(server).chat.completions.create({ model: "m", messages }))
       assert.instanceOf(error, OpenAI.RateLimitError)
@@ -131,10 +131,10 @@ describe("the official OpenAI SDK against the fault server", () => {
       assert.strictEqual(rateLimited.status, 429)
       assert.isUndefined(rateLimited.code)
       assert.strictEqual(rateLimited.message, "429 status code (no body)")
-    }))
+    })))
 
-  it.scopedLive("sees a reset as APIConnectionError, a stall past its timeout as APIConnectionTimeoutError", () =>
-    Effect.gen(function*() {
+  it.live("sees a reset as APIConnectionError, a stall past its timeout as APIConnectionTimeoutError", () =>
+    Effect.scoped(Effect.gen(function*() {
       // Only the stalled request has the short timeout: on a busy machine 80 ms can pass before any
       // answer, and the stall never ends, so only the timeout can end it.
       const server = yield* FaultServer.make({
@@ -155,15 +155,15 @@ describe("the official OpenAI SDK against the fault server", () => {
         ["StallHeaders", true],
         ["HtmlError", false]
       ])
-    }))
+    })))
 
-  it.scopedLive("passes a contract break through unvalidated, which is why the client must decode", () =>
-    Effect.gen(function*() {
+  it.live("passes a contract break through unvalidated, which is why the client must decode", () =>
+    Effect.scoped(Effect.gen(function*() {
       const server = yield* FaultServer.make({ steps: [{ _tag: "SchemaBreak" }] })
       const completion = yield* Effect.promise(() =>
         clientFor(server).chat.completions.create({ model: "m", messages })
       )
       assert.isUndefined(completion.choices)
       assert.strictEqual(completion.usage?.prompt_tokens as unknown, "12")
-    }))
+    })))
 })

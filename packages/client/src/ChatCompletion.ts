@@ -7,35 +7,45 @@
  * a new field never breaks a running service; a field the caller relies on that is missing or of
  * the wrong type is a `ContractViolation`.
  */
+import { identified } from "#client-line"
 import * as Schema from "effect/Schema"
 
 /** Why the model stopped: the common values, and any other string a provider adds (Mistral's `model_length`). */
-const FinishReason = Schema.String.annotations({ identifier: "FinishReason" })
+const FinishReason = identified(Schema.String, "FinishReason")
 
 /** A function call the model asks for. `arguments` is JSON text, exactly as the model wrote it. */
-export const ToolCall = Schema.Struct({
-  id: Schema.String,
-  type: Schema.optional(Schema.Literal("function")),
-  function: Schema.Struct({
-    name: Schema.String,
-    arguments: Schema.String
-  })
-}).annotations({ identifier: "ToolCall" })
+export const ToolCall = identified(
+  Schema.Struct({
+    id: Schema.String,
+    type: Schema.optional(Schema.Literal("function")),
+    function: Schema.Struct({
+      name: Schema.String,
+      arguments: Schema.String
+    })
+  }),
+  "ToolCall"
+)
 export type ToolCall = typeof ToolCall.Type
 
 /** Tokens the provider counted, and billed. */
-const Usage = Schema.Struct({
-  prompt_tokens: Schema.Number,
-  completion_tokens: Schema.Number,
-  total_tokens: Schema.Number
-}).annotations({ identifier: "Usage" })
+const Usage = identified(
+  Schema.Struct({
+    prompt_tokens: Schema.Number,
+    completion_tokens: Schema.Number,
+    total_tokens: Schema.Number
+  }),
+  "Usage"
+)
 
 /** The assistant's answer in a completion. */
-const AssistantMessage = Schema.Struct({
-  role: Schema.Literal("assistant"),
-  content: Schema.NullOr(Schema.String),
-  tool_calls: Schema.optional(Schema.NullOr(Schema.Array(ToolCall)))
-}).annotations({ identifier: "AssistantMessage" })
+const AssistantMessage = identified(
+  Schema.Struct({
+    role: Schema.Literal("assistant"),
+    content: Schema.NullOr(Schema.String),
+    tool_calls: Schema.optional(Schema.NullOr(Schema.Array(ToolCall)))
+  }),
+  "AssistantMessage"
+)
 
 /** The fields a completion and each of its streamed chunks start with. */
 const envelope = <Name extends string>(object: Name) => ({
@@ -46,42 +56,51 @@ const envelope = <Name extends string>(object: Name) => ({
 })
 
 /** A whole chat completion. */
-export const ChatCompletion = Schema.Struct({
-  ...envelope("chat.completion"),
-  choices: Schema.NonEmptyArray(Schema.Struct({
-    index: Schema.Number,
-    message: AssistantMessage,
-    finish_reason: Schema.NullOr(FinishReason)
-  })),
-  usage: Usage
-}).annotations({ identifier: "ChatCompletion" })
+export const ChatCompletion = identified(
+  Schema.Struct({
+    ...envelope("chat.completion"),
+    choices: Schema.NonEmptyArray(Schema.Struct({
+      index: Schema.Number,
+      message: AssistantMessage,
+      finish_reason: Schema.NullOr(FinishReason)
+    })),
+    usage: Usage
+  }),
+  "ChatCompletion"
+)
 export type ChatCompletion = typeof ChatCompletion.Type
 
 /** A tool call as it arrives in pieces in a stream: everything but the index may be absent. */
-const ToolCallDelta = Schema.Struct({
-  index: Schema.Number,
-  id: Schema.optional(Schema.String),
-  type: Schema.optional(Schema.Literal("function")),
-  function: Schema.optional(Schema.Struct({
-    name: Schema.optional(Schema.String),
-    arguments: Schema.optional(Schema.String)
-  }))
-}).annotations({ identifier: "ToolCallDelta" })
+const ToolCallDelta = identified(
+  Schema.Struct({
+    index: Schema.Number,
+    id: Schema.optional(Schema.String),
+    type: Schema.optional(Schema.Literal("function")),
+    function: Schema.optional(Schema.Struct({
+      name: Schema.optional(Schema.String),
+      arguments: Schema.optional(Schema.String)
+    }))
+  }),
+  "ToolCallDelta"
+)
 
 /** One server-sent event of a streamed completion. */
-export const ChatCompletionChunk = Schema.Struct({
-  ...envelope("chat.completion.chunk"),
-  choices: Schema.Array(Schema.Struct({
-    index: Schema.Number,
-    delta: Schema.Struct({
-      role: Schema.optional(Schema.String),
-      content: Schema.optional(Schema.NullOr(Schema.String)),
-      tool_calls: Schema.optional(Schema.NullOr(Schema.Array(ToolCallDelta)))
-    }),
-    finish_reason: Schema.optional(Schema.NullOr(FinishReason))
-  })),
-  usage: Schema.optional(Schema.NullOr(Usage))
-}).annotations({ identifier: "ChatCompletionChunk" })
+export const ChatCompletionChunk = identified(
+  Schema.Struct({
+    ...envelope("chat.completion.chunk"),
+    choices: Schema.Array(Schema.Struct({
+      index: Schema.Number,
+      delta: Schema.Struct({
+        role: Schema.optional(Schema.String),
+        content: Schema.optional(Schema.NullOr(Schema.String)),
+        tool_calls: Schema.optional(Schema.NullOr(Schema.Array(ToolCallDelta)))
+      }),
+      finish_reason: Schema.optional(Schema.NullOr(FinishReason))
+    })),
+    usage: Schema.optional(Schema.NullOr(Usage))
+  }),
+  "ChatCompletionChunk"
+)
 export type ChatCompletionChunk = typeof ChatCompletionChunk.Type
 
 /** A message the caller sends. */

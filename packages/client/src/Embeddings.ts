@@ -4,22 +4,26 @@
  * Vectors are requested as floats (`encoding_format: "float"`), so a response is plain JSON
  * numbers and the schema can check every one of them.
  */
+import { identified } from "#client-line"
 import * as Schema from "effect/Schema"
 
 /** An embeddings response. */
-export const Embeddings = Schema.Struct({
-  object: Schema.Literal("list"),
-  data: Schema.Array(Schema.Struct({
-    object: Schema.Literal("embedding"),
-    index: Schema.Number,
-    embedding: Schema.Array(Schema.Number)
-  })),
-  model: Schema.String,
-  usage: Schema.Struct({
-    prompt_tokens: Schema.Number,
-    total_tokens: Schema.Number
-  })
-}).annotations({ identifier: "Embeddings" })
+export const Embeddings = identified(
+  Schema.Struct({
+    object: Schema.Literal("list"),
+    data: Schema.Array(Schema.Struct({
+      object: Schema.Literal("embedding"),
+      index: Schema.Number,
+      embedding: Schema.Array(Schema.Number)
+    })),
+    model: Schema.String,
+    usage: Schema.Struct({
+      prompt_tokens: Schema.Number,
+      total_tokens: Schema.Number
+    })
+  }),
+  "Embeddings"
+)
 export type Embeddings = typeof Embeddings.Type
 
 /** An embeddings request. `model` defaults to the target's model. */

@@ -13,11 +13,10 @@
  * bounds both.
  */
 import { Deadline, Failure } from "@resilient-ai/policy"
-import { Failures } from "@resilient-ai/policy/internal"
+import { EffectLine, Failures } from "@resilient-ai/policy/internal"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Metric from "effect/Metric"
 import * as Stream from "effect/Stream"
 import type * as ModelClient from "./ModelClient.js"
 
@@ -35,19 +34,16 @@ const failsOverOn: ReadonlySet<Failure.StopReason> = new Set([
 export const shouldFailOver = (failure: ModelClient.CallFailed): boolean => failsOverOn.has(failure.reason)
 
 /** Failovers taken, tagged `from` and `to`. */
-export const failovers = Metric.counter("resilient_ai_failovers_total", {
-  description: "calls passed from one target to another",
-  incremental: true
-})
+export const failovers = EffectLine.counter("resilient_ai_failovers_total", "calls passed from one target to another")
 
 /**
  * A client that calls `primary` and, when its sequence ends for a failover reason, `secondary`.
  * A stream fails over only before its first chunk.
  */
 export const between = (primary: ModelClient.Service, secondary: ModelClient.Service): ModelClient.Service => {
-  const counted = failovers.pipe(Metric.tagged("from", primary.target.name), Metric.tagged("to", secondary.target.name))
+  const counted = EffectLine.tagged(failovers, { from: primary.target.name, to: secondary.target.name })
   const passOn = (failure: ModelClient.CallFailed) =>
-    Effect.zipRight(
+    Effect.andThen(
       Effect.logInfo("failing over").pipe(
         Effect.annotateLogs({
           from: primary.target.name,
@@ -56,7 +52,7 @@ export const between = (primary: ModelClient.Service, secondary: ModelClient.Ser
           failure: failure.last._tag
         })
       ),
-      Effect.sync(() => counted.unsafeUpdate(1, []))
+      Effect.sync(() => EffectLine.update(counted, 1, EffectLine.noMetricScope))
     )
   // One deadline for both targets: a `timeout` becomes a deadline before the first call starts.
   const bounded = <A, E, R>(
@@ -71,7 +67,7 @@ export const between = (primary: ModelClient.Service, secondary: ModelClient.Ser
     first: Effect.Effect<A, ModelClient.CallFailed>,
     next: () => Effect.Effect<A, ModelClient.CallFailed>
   ): Effect.Effect<A, ModelClient.CallFailed> =>
-    Effect.catchIf(first, shouldFailOver, (failure) => Effect.zipRight(passOn(failure), next()))
+    Effect.catchIf(first, shouldFailOver, (failure) => Effect.andThen(passOn(failure), next()))
   return {
     target: primary.target,
     chat: (request, options) =>
@@ -86,7 +82,7 @@ export const between = (primary: ModelClient.Service, secondary: ModelClient.Ser
         const deadline = timeout === undefined ? undefined : started + Duration.toMillis(timeout)
         const remaining = Effect.map(Clock.currentTimeMillis, (now) =>
           deadline === undefined ? options : { ...options, timeout: Duration.millis(Math.max(0, deadline - now)) })
-        return Stream.catchAll(primary.chatStream(request, options), (failure) =>
+        return EffectLine.catchAllStream(primary.chatStream(request, options), (failure) =>
           Failures.isCallFailed(failure) && shouldFailOver(failure)
             ? Stream.unwrap(
               Effect.flatMap(remaining, (left) =>

@@ -19,10 +19,9 @@
  * const MistralLive = ModelClient.layer(Target.managed({ ...options, probeInterval: "10 seconds" }))
  * ```
  */
-import * as HttpClient from "@effect/platform/HttpClient"
-import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import { HttpClient, HttpClientRequest, withoutTracerPropagation } from "#client-line"
 import { type ConcurrencyGate, Health, Settings } from "@resilient-ai/policy"
-import { Checked, Diagnoses, FastPath } from "@resilient-ai/policy/internal"
+import { Checked, Diagnoses, EffectLine, Either, FastPath } from "@resilient-ai/policy/internal"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -37,11 +36,11 @@ import type * as Target from "./Target.js"
 /** Settings of a probe; the target's `probeInterval` and `probePath` are the defaults. */
 export interface Options {
   /** Time between two probes. Default the target's `probeInterval`, else 10 seconds. */
-  readonly interval?: Duration.DurationInput | undefined
+  readonly interval?: EffectLine.DurationInput | undefined
   /** What is asked, under the base URL. Default the target's `probePath`, else `/models`. */
   readonly path?: string | undefined
   /** A probe not answered within this is down. Default 5 seconds, at most the interval. */
-  readonly timeout?: Duration.DurationInput | undefined
+  readonly timeout?: EffectLine.DurationInput | undefined
   /** How the probes and the calls make a diagnosis. */
   readonly diagnosis?: Health.Options | undefined
 }
@@ -99,15 +98,15 @@ export const run = (
   options: Options = {}
 ): Effect.Effect<Service, Settings.InvalidSettings, HttpClient.HttpClient | Scope.Scope> =>
   Effect.gen(function*() {
-    const checked = yield* decodeSettings({
+    const checked = yield* Either.toEffect(decodeSettings({
       interval: options.interval ?? target.probeInterval,
       timeout: options.timeout
-    })
-    const diagnosisSettings = yield* Diagnoses.settings(options.diagnosis)
+    }))
+    const diagnosisSettings = yield* Either.toEffect(Diagnoses.settings(options.diagnosis))
     const path = options.path ?? target.probePath ?? "/models"
     const timeout = Duration.min(checked.timeout ?? Duration.seconds(5), checked.interval)
     // Without the tracer's propagation: the probe's trace context is not the provider's business.
-    const http = (yield* HttpClient.HttpClient).pipe(HttpClient.withTracerPropagation(false))
+    const http = withoutTracerPropagation(yield* HttpClient.HttpClient)
     const { endpoint, state } = yield* Wiring.wire(target)
     const { gate } = state
     const diagnoser = new Diagnoses.Diagnoser(diagnosisSettings)
@@ -141,6 +140,6 @@ export const layer = <E = never, R = never>(
   target: Target.Target | Effect.Effect<Target.Target, E, R>,
   options?: Options
 ): Layer.Layer<never, E | Settings.InvalidSettings, HttpClient.HttpClient | R> =>
-  Layer.scopedDiscard(
+  EffectLine.layerScopedDiscard(
     Effect.flatMap(Effect.isEffect(target) ? target : Effect.succeed(target), (checked) => run(checked, options))
   )

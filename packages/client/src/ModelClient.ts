@@ -22,11 +22,10 @@
  * trace context is not sent: `traceparent` and `b3` would tell a third-party API the ids of your
  * traces.
  */
-import * as HttpClient from "@effect/platform/HttpClient"
+import { HttpClient } from "#client-line"
 import { type Failure, Resilient, type Settings } from "@resilient-ai/policy"
-import { Engine, Retries } from "@resilient-ai/policy/internal"
+import { EffectLine, Engine, Retries } from "@resilient-ai/policy/internal"
 import type * as Config from "effect/Config"
-import type * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -69,7 +68,7 @@ export interface Service {
 }
 
 /** The client of the application's default target. */
-export class ModelClient extends Context.Tag("@resilient-ai/client/ModelClient")<ModelClient, Service>() {}
+export class ModelClient extends EffectLine.Service<ModelClient, Service>()("@resilient-ai/client/ModelClient") {}
 
 /** A client of a wired target. */
 const makeWith = (wiring: Wiring.Wiring): Effect.Effect<Service, never, HttpClient.HttpClient> =>
@@ -173,7 +172,7 @@ export const make = <E = never, R = never>(
 /** `make` for a target read from `config`, failing with the `ConfigError` before any request. */
 export const makeConfig = (
   config: Config.Config<Target.Target>
-): Effect.Effect<Service, ConfigError.ConfigError | Settings.InvalidSettings, HttpClient.HttpClient> => make(config)
+): Effect.Effect<Service, EffectLine.ConfigError | Settings.InvalidSettings, HttpClient.HttpClient> => make(config)
 
 /**
  * Provides `ModelClient` for `target` (a checked target, or the effect that checks one), and runs the
@@ -190,7 +189,7 @@ export const makeConfig = (
 export const layer = <E = never, R = never>(
   target: Target.Target | Effect.Effect<Target.Target, E, R>
 ): Layer.Layer<ModelClient, E | Settings.InvalidSettings, HttpClient.HttpClient | R> =>
-  Layer.scoped(
+  EffectLine.layerScoped(
     ModelClient,
     Effect.tap(
       make(target),
@@ -201,4 +200,4 @@ export const layer = <E = never, R = never>(
 /** `layer` for the target read from `config`. */
 export const layerConfig = (
   config: Config.Config<Target.Target>
-): Layer.Layer<ModelClient, ConfigError.ConfigError | Settings.InvalidSettings, HttpClient.HttpClient> => layer(config)
+): Layer.Layer<ModelClient, EffectLine.ConfigError | Settings.InvalidSettings, HttpClient.HttpClient> => layer(config)

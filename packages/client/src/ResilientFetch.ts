@@ -30,11 +30,10 @@
  * `make` ran in.
  */
 import type { Settings } from "@resilient-ai/policy"
-import { Attempts } from "@resilient-ai/policy/internal"
+import { Attempts, EffectLine } from "@resilient-ai/policy/internal"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as Runtime from "effect/Runtime"
 import * as SdkCall from "./internal/sdkCall.js"
 import * as Transport from "./internal/transport.js"
 import * as Target from "./Target.js"
@@ -76,7 +75,7 @@ export const make = <E = never, R = never>(
   Effect.gen(function*() {
     const adapter = yield* SdkCall.adapterFor(target)
     const { endpoint, target: checked } = adapter
-    const runtime = yield* Effect.runtime<never>()
+    const run = yield* EffectLine.promiseExitRunner()
     const send = options.fetch ?? globalThis.fetch
     const isModelCall = options.isModelCall ?? SdkCall.isModelCall
     const idempotencyHeader = checked.idempotencyHeader
@@ -109,14 +108,14 @@ export const make = <E = never, R = never>(
             },
             catch: (error) => Transport.fromRequestError(error, endpoint)
           }).pipe(
-            Effect.tap((response) => SdkCall.entered(context, report, response.headers)),
-            Effect.flatMap((response) =>
-              SdkCall.settle(
+            Effect.flatMap((response) => {
+              SdkCall.entered(context, report, response.headers)
+              return SdkCall.settle(
                 response,
                 { streams: described.streams, model, limit: checked.maxResponseBytes, report },
                 answered
               )
-            )
+            })
           )
           return Attempts.reporting(answer, report)
         })
@@ -143,7 +142,7 @@ export const make = <E = never, R = never>(
       new Headers(init?.headers).forEach((value, name) => headers.set(name, value))
       const body = await replayable(init?.body, request)
       const answered: SdkCall.Answered = { last: undefined }
-      const exit = await Runtime.runPromiseExit(runtime)(
+      const exit = await run(
         call(url, { ...init, method }, headers, body, answered),
         signal === null || signal === undefined ? undefined : { signal }
       )

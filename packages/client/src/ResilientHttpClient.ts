@@ -25,10 +25,14 @@
  * always does; when it stops without one, the error is the platform's `RequestError` (reason
  * `Transport`) whose `cause` is the `CallFailed`. Errors reaching the SDK stay the platform's types.
  */
-import * as HttpClient from "@effect/platform/HttpClient"
-import * as HttpClientError from "@effect/platform/HttpClientError"
-import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
-import * as HttpClientResponse from "@effect/platform/HttpClientResponse"
+import {
+  causeOfClientError,
+  HttpClient,
+  HttpClientRequest,
+  HttpClientResponse,
+  type RequestFailure,
+  requestFailure
+} from "#client-line"
 import type { Failure, Settings } from "@resilient-ai/policy"
 import { Attempts } from "@resilient-ai/policy/internal"
 import * as Effect from "effect/Effect"
@@ -84,7 +88,7 @@ export const transform = <E = never, R = never>(
 ) =>
 <CE, CR>(
   client: HttpClient.HttpClient.With<CE, CR>
-): Effect.Effect<HttpClient.HttpClient.With<CE | HttpClientError.RequestError, CR>, E | Settings.InvalidSettings, R> =>
+): Effect.Effect<HttpClient.HttpClient.With<CE | RequestFailure, CR>, E | Settings.InvalidSettings, R> =>
   Effect.gen(function*() {
     const adapter = yield* SdkCall.adapterFor(target)
     const { endpoint, target: checked } = adapter
@@ -94,11 +98,11 @@ export const transform = <E = never, R = never>(
     // A client of its own, not a transformation of `client`: the SDK maps its requests (its base
     // URL, its credentials) on top of this one, so only here is a request whole, and each attempt
     // executes it on `client` as it is, under one idempotency key for the whole call.
-    return HttpClient.makeWith<never, never, CE | HttpClientError.RequestError, CR>(
+    return HttpClient.makeWith<never, never, CE | RequestFailure, CR>(
       (requested) =>
         Effect.flatMap(requested, (
           request
-        ): Effect.Effect<HttpClientResponse.HttpClientResponse, CE | HttpClientError.RequestError, CR> => {
+        ): Effect.Effect<HttpClientResponse.HttpClientResponse, CE | RequestFailure, CR> => {
           const url = urlOf(request)
           if (url === undefined || !isModelCall(url, request.method)) return client.execute(request)
           const sdkKey = request.headers[idempotencyHeader]
@@ -112,14 +116,8 @@ export const transform = <E = never, R = never>(
           const answered: SdkCall.Answered = { last: undefined }
           const sent = Effect.mapError(
             execute,
-            (error): Failure.Failure => {
-              // The platform wraps the transport's own error: its code says what failed.
-              const wrapped = error as { readonly _tag?: unknown; readonly cause?: unknown }
-              return Transport.fromRequestError(
-                wrapped._tag === "RequestError" ? wrapped.cause ?? error : error,
-                endpoint
-              )
-            }
+            // The platform wraps the transport's own error: its code says what failed.
+            (error): Failure.Failure => Transport.fromRequestError(causeOfClientError(error), endpoint)
           )
           const answerOf = (context: Attempts.AttemptContext, report: Attempts.Report) =>
             Effect.flatMap(sent, (response): Effect.Effect<HttpClientResponse.HttpClientResponse, Failure.Failure> => {
@@ -162,12 +160,7 @@ export const transform = <E = never, R = never>(
               answered.last !== undefined
                 ? Effect.succeed(HttpClientResponse.fromWeb(forTheSdk, SdkCall.responseOf(answered.last)))
                 : Effect.fail(
-                  new HttpClientError.RequestError({
-                    request: forTheSdk,
-                    reason: "Transport",
-                    cause: failed,
-                    description: failed.message
-                  })
+                  requestFailure(forTheSdk, failed, failed.message)
                 ))
           )
         }),

@@ -12,7 +12,7 @@
  * layer is built, so a misconfigured deployment fails before any socket opens.
  */
 import type { Resilient, Settings } from "@resilient-ai/policy"
-import { BudgetRules, Checked, Either, Policies } from "@resilient-ai/policy/internal"
+import { BudgetRules, Checked, EffectLine, Either, Policies } from "@resilient-ai/policy/internal"
 import type * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
@@ -102,8 +102,8 @@ export interface Options extends
   readonly baseUrl: string
   readonly model: string
   readonly apiKey?: Redacted.Redacted | undefined
-  readonly attemptTimeout?: Duration.DurationInput | undefined
-  readonly attemptTimeoutByModel?: Readonly<Record<string, Duration.DurationInput>> | undefined
+  readonly attemptTimeout?: EffectLine.DurationInput | undefined
+  readonly attemptTimeoutByModel?: Readonly<Record<string, EffectLine.DurationInput>> | undefined
   readonly propagateTrace?: boolean | undefined
   readonly budget?:
     | {
@@ -117,8 +117,8 @@ export interface Options extends
   readonly tokensPerMinute?: number | undefined
   readonly idempotencyHeader?: string | undefined
   readonly maxResponseBytes?: number | undefined
-  readonly connectTimeout?: Duration.DurationInput | undefined
-  readonly probeInterval?: Duration.DurationInput | undefined
+  readonly connectTimeout?: EffectLine.DurationInput | undefined
+  readonly probeInterval?: EffectLine.DurationInput | undefined
   readonly probePath?: string | undefined
 }
 

@@ -15,11 +15,11 @@
  * Effect's metrics live in one registry per process: every endpoint shows every metric of the
  * process, counted from its start (see `Telemetry`).
  */
-import * as EffectMetrics from "@effect/opentelemetry/Metrics"
+import { registerProducer } from "#otel-line"
 import type * as Resource from "@effect/opentelemetry/Resource"
 import { PrometheusExporter, PrometheusSerializer } from "@opentelemetry/exporter-prometheus"
 import type { ResourceMetrics } from "@opentelemetry/sdk-metrics"
-import * as Context from "effect/Context"
+import { EffectLine } from "@resilient-ai/policy/internal"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -57,10 +57,9 @@ export interface Service {
 }
 
 /** Effect's metrics in Prometheus's text format, for a server of one's own. */
-export class PrometheusMetrics extends Context.Tag("@resilient-ai/otel/Prometheus/PrometheusMetrics")<
-  PrometheusMetrics,
-  Service
->() {}
+export class PrometheusMetrics extends EffectLine.Service<PrometheusMetrics, Service>()(
+  "@resilient-ai/otel/Prometheus/PrometheusMetrics"
+) {}
 
 /**
  * The metrics `names` admits, without units: Prometheus's text format has no `# UNIT` line. A
@@ -86,7 +85,7 @@ const collector = (options: Options): Effect.Effect<() => Promise<string>, never
     // The exporter is the reader; its own server is never started (it cannot be asked for port 0,
     // and its `close` leaves keep-alive connections open): `serve` listens instead.
     const exporter = new PrometheusExporter({ preventServerStart: true })
-    yield* EffectMetrics.registerProducer(producer, () => exporter)
+    yield* registerProducer(producer, () => exporter)
     const serializer = new PrometheusSerializer(
       "",
       false,
@@ -104,13 +103,13 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Resou
 
 /** Provides `PrometheusMetrics`. */
 export const layer = (options: Options = {}): Layer.Layer<PrometheusMetrics, never, Resource.Resource> =>
-  Layer.scoped(PrometheusMetrics, make(options))
+  EffectLine.layerScoped(PrometheusMetrics, make(options))
 
 /** The exposition now, from the `PrometheusMetrics` in context. */
-export const text: Effect.Effect<string, never, PrometheusMetrics> = Effect.flatMap(
-  PrometheusMetrics,
-  (metrics) => metrics.text
-)
+export const text: Effect.Effect<string, never, PrometheusMetrics> = Effect.gen(function*() {
+  const metrics = yield* PrometheusMetrics
+  return yield* metrics.text
+})
 
 /** Where to serve the metrics, and what they hold. */
 export interface ServeOptions extends Options {
@@ -133,10 +132,9 @@ export interface Server {
 }
 
 /** The running metrics endpoint. */
-export class PrometheusServer extends Context.Tag("@resilient-ai/otel/Prometheus/PrometheusServer")<
-  PrometheusServer,
-  Server
->() {}
+export class PrometheusServer extends EffectLine.Service<PrometheusServer, Server>()(
+  "@resilient-ai/otel/Prometheus/PrometheusServer"
+) {}
 
 /** The metrics endpoint could not listen: the port is taken, or not ours to use. */
 export class MetricsListenError extends Data.TaggedError("MetricsListenError")<{
@@ -153,9 +151,13 @@ export class MetricsListenError extends Data.TaggedError("MetricsListenError")<{
 const unspecified = new Set(["::", "0.0.0.0"])
 
 const listen = (server: Http.Server, options: ServeOptions) =>
-  Effect.async<void, MetricsListenError>((resume) => {
+  EffectLine.callback<void, MetricsListenError>((resume) => {
     const onError = (error: NodeJS.ErrnoException) =>
-      resume(new MetricsListenError({ host: options.host, port: options.port, reason: error.code ?? error.message }))
+      resume(
+        Effect.fail(
+          new MetricsListenError({ host: options.host, port: options.port, reason: error.code ?? error.message })
+        )
+      )
     server.once("error", onError)
     server.listen({ port: options.port, host: options.host }, () => {
       server.off("error", onError)
@@ -166,7 +168,7 @@ const listen = (server: Http.Server, options: ServeOptions) =>
 
 /** Closes the server and every connection, idle or not: a scraper keeps its connection alive. */
 const close = (server: Http.Server) =>
-  Effect.async<void>((resume) => {
+  EffectLine.callback<void>((resume) => {
     server.close(() => resume(Effect.void))
     server.closeAllConnections()
   })
@@ -214,4 +216,4 @@ export const serve = (
 export const layerServer = (
   options: ServeOptions
 ): Layer.Layer<PrometheusServer, MetricsListenError, Resource.Resource> =>
-  Layer.scoped(PrometheusServer, serve(options))
+  EffectLine.layerScoped(PrometheusServer, serve(options))

@@ -4,9 +4,9 @@
  * OTLP exporter's `PeriodicExportingMetricReader`, say), and Effect's tracer replaced by one that
  * sends every span (`Effect.withSpan`, and the toolkit's own) to the span processors given.
  *
- * It is built on `@effect/opentelemetry` (its `Resource`, `Metrics` and `Tracer` modules), and
- * provides its `Resource`, so `Prometheus.layerServer` and any other layer of that package can sit
- * on top of it.
+ * It is built on `@effect/opentelemetry` (its `Resource`, `Metrics` and `Tracer` modules, named
+ * `OtelMetrics` and `OtelTracer` on Effect 4), and provides its `Resource`, so
+ * `Prometheus.layerServer` and any other layer of that package can sit on top of it.
  *
  * Effect's metrics live in one registry per process, not per layer: every reader, of every layer
  * built from this one, sees every metric of the process (the toolkit's and the program's own), with
@@ -14,9 +14,8 @@
  * twice; closing one does not reset them. Spans go to the tracer of the layer nearest the code that
  * makes them.
  */
-import * as EffectMetrics from "@effect/opentelemetry/Metrics"
+import { OtelTracerProvider, registerProducer, tracerLayer } from "#otel-line"
 import * as Resource from "@effect/opentelemetry/Resource"
-import * as Tracer from "@effect/opentelemetry/Tracer"
 import type * as OtelApi from "@opentelemetry/api"
 import type { MetricReader } from "@opentelemetry/sdk-metrics"
 import {
@@ -25,7 +24,7 @@ import {
   type SpanExporter,
   type SpanProcessor
 } from "@opentelemetry/sdk-trace-base"
-import * as Arr from "effect/Array"
+import { EffectLine } from "@resilient-ai/policy/internal"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -52,13 +51,15 @@ export interface Options {
    * How long closing the layer waits for the last spans to be exported. Default 3 seconds, as
    * `@effect/opentelemetry` waits for the metric readers' shutdown.
    */
-  readonly shutdownTimeout?: Duration.DurationInput | undefined
+  readonly shutdownTimeout?: EffectLine.DurationInput | undefined
 }
 
 const defaultShutdownTimeout = Duration.seconds(3)
 
 const asArray = <A>(value: A | ReadonlyArray<A> | undefined): ReadonlyArray<A> =>
   value === undefined ? [] : Array.isArray(value) ? value : [value as A]
+
+const isNonEmpty = <A>(values: ReadonlyArray<A>): values is readonly [A, ...Array<A>] => values.length > 0
 
 /** The span processors `options` names: its own, then a batch processor over its exporter. */
 const spanProcessorsOf = (options: Options): Array<SpanProcessor> => [
@@ -67,19 +68,21 @@ const spanProcessorsOf = (options: Options): Array<SpanProcessor> => [
 ]
 
 /** A tracer provider over `processors`, flushed and shut down when the scope closes. */
-const tracerProvider = (processors: Array<SpanProcessor>, shutdownTimeout: Duration.DurationInput) =>
-  Layer.scoped(
-    Tracer.OtelTracerProvider,
-    Effect.flatMap(Resource.Resource, (resource) =>
-      Effect.acquireRelease(
+const tracerProvider = (processors: Array<SpanProcessor>, shutdownTimeout: EffectLine.DurationInput) =>
+  EffectLine.layerScoped(
+    OtelTracerProvider,
+    Effect.gen(function*() {
+      const resource = yield* Resource.Resource
+      return yield* Effect.acquireRelease(
         Effect.sync(() => new BasicTracerProvider({ resource, spanProcessors: processors })),
         (provider) =>
           Effect.promise(() => provider.forceFlush().then(() => provider.shutdown())).pipe(
-            Effect.ignoreLogged,
+            EffectLine.ignoreLogged,
             Effect.interruptible,
             Effect.timeoutOption(shutdownTimeout)
           )
-      ))
+      )
+    })
   )
 
 /**
@@ -93,14 +96,14 @@ export const layer = (options: Options): Layer.Layer<Resource.Resource> => {
   const shutdownTimeout = options.shutdownTimeout ?? defaultShutdownTimeout
   const readers = asArray(options.metricReader)
   const processors = spanProcessorsOf(options)
-  const metrics = Arr.isNonEmptyReadonlyArray(readers)
-    ? Layer.scopedDiscard(
-      Effect.flatMap(Producer.make, (producer) => EffectMetrics.registerProducer(producer, () => readers))
+  const metrics = isNonEmpty(readers)
+    ? EffectLine.layerScopedDiscard(
+      Effect.flatMap(Producer.make, (producer) => registerProducer(producer, () => readers))
     )
     : Layer.empty
   const tracer = processors.length === 0
     ? Layer.empty
-    : Layer.provide(Tracer.layer, tracerProvider(processors, shutdownTimeout))
+    : Layer.provide(tracerLayer, tracerProvider(processors, shutdownTimeout))
   return Layer.mergeAll(metrics, tracer).pipe(
     Layer.provideMerge(
       Resource.layer({

@@ -14,15 +14,12 @@
  * tag per target and API key, so each runs on the node that owns that slot.
  */
 import { Settings } from "@resilient-ai/policy"
-import { Checked, Either } from "@resilient-ai/policy/internal"
+import { Checked, EffectLine, Either } from "@resilient-ai/policy/internal"
 import type * as Config from "effect/Config"
-import type * as ConfigError from "effect/ConfigError"
-import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
-import * as MetricLabel from "effect/MetricLabel"
 import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import { Cluster, Redis } from "ioredis"
@@ -48,9 +45,9 @@ export interface Options {
    * command Redis receives later than this after it was sent never takes effect (see `decide`);
    * the wait is longer by twice the error of the connection's reading of Redis's clock.
    */
-  readonly commandTimeout?: Duration.DurationInput | undefined
+  readonly commandTimeout?: EffectLine.DurationInput | undefined
   /** How long after Redis was found unreachable before it is tried again. Default 1 second. */
-  readonly retryAfter?: Duration.DurationInput | undefined
+  readonly retryAfter?: EffectLine.DurationInput | undefined
   /**
    * How many processes share a target at least. A process deciding alone while Redis cannot
    * answer spends `1 / fleet size` of a budget's floor; the size is learned from Redis (the
@@ -104,7 +101,9 @@ export interface Service {
 }
 
 /** The Redis connection of the fleet. */
-export class RedisConnection extends Context.Tag("@resilient-ai/redis/RedisConnection")<RedisConnection, Service>() {}
+export class RedisConnection
+  extends EffectLine.Service<RedisConnection, Service>()("@resilient-ai/redis/RedisConnection")
+{}
 
 /** Decisions made in process because Redis could not be used, tagged by `operation` (budget, gate, limiter). */
 export const fallbacks = Metric.counter("resilient_ai_redis_fallbacks_total", {
@@ -320,7 +319,7 @@ const makeChecked = (options: Checked): Effect.Effect<Service, never, Scope.Scop
   const connectTimeoutMillis = Math.max(500, commandTimeoutMillis * 4)
   const silenceMillis = 2 * commandTimeoutMillis
   return Effect.gen(function*() {
-    const clock = yield* Effect.clock
+    const clock = yield* EffectLine.currentClock
     const urls = urlsOf(options.url)
     const client: Client = yield* Effect.acquireRelease(
       Effect.sync((): Client =>
@@ -347,7 +346,7 @@ const makeChecked = (options: Checked): Effect.Effect<Service, never, Scope.Scop
     )
     // Connection errors are handled by falling back; unhandled, ioredis would print each one.
     client.on("error", () => {})
-    const now = () => clock.unsafeCurrentTimeMillis()
+    const now = () => EffectLine.nowMillis(clock)
 
     // Redis's clock, read at every (re)connection and every few seconds: a command's void-after
     // instant is set on it, so hosts need not agree on the time. A cluster's script runs on the node
@@ -476,7 +475,16 @@ const makeChecked = (options: Checked): Effect.Effect<Service, never, Scope.Scop
       health = { _tag: "up" }
       return Effect.logInfo("Redis is back: deciding on Redis again").pipe(Effect.annotateLogs({ downForMs: downFor }))
     })
-    const countFallback = (operation: string) => fallbacks.unsafeUpdate(1, [MetricLabel.make("operation", operation)])
+    // One counter per operation, tagged once: counting a fallback then makes no metric key.
+    const fallbacksOf = new Map<string, EffectLine.Counter>()
+    const countFallback = (operation: string) => {
+      let counter = fallbacksOf.get(operation)
+      if (counter === undefined) {
+        counter = EffectLine.tagged(fallbacks, { operation })
+        fallbacksOf.set(operation, counter)
+      }
+      EffectLine.update(counter, 1, EffectLine.noMetricScope)
+    }
 
     const decide: Service["decide"] = (operation, command, fallback, late) =>
       Effect.suspend(() => {
@@ -494,10 +502,10 @@ const makeChecked = (options: Checked): Effect.Effect<Service, never, Scope.Scop
           countFallback(operation)
           if (asked._tag === "failed") {
             const cause = asked.error instanceof Error ? asked.error.message : String(asked.error)
-            return Effect.zipRight(markDown(operation, cause), fallback)
+            return Effect.andThen(markDown(operation, cause), fallback)
           }
           if (asked._tag === "timedOut" && asked.silentFor >= silenceMillis) {
-            return Effect.zipRight(markDown(operation, `no answer for ${Math.round(asked.silentFor)} ms`), fallback)
+            return Effect.andThen(markDown(operation, `no answer for ${Math.round(asked.silentFor)} ms`), fallback)
           }
           return fallback
         })
@@ -571,7 +579,7 @@ const makeChecked = (options: Checked): Effect.Effect<Service, never, Scope.Scop
 
 /** Provides `RedisConnection`. */
 export const layer = (options: Options): Layer.Layer<RedisConnection, Settings.InvalidSettings> =>
-  Layer.scoped(RedisConnection, make(options))
+  EffectLine.layerScoped(RedisConnection, make(options))
 
 /** The environment variable of each setting, after the prefix and `_`. */
 const variables: Checked.Variables = [
@@ -594,5 +602,5 @@ export const config = (prefix = "REDIS"): Config.Config<Options> =>
   Checked.config(ConnectionSettings, { prefix, variables, subject: "redis" })
 
 /** Provides `RedisConnection` from `config(prefix)`. */
-export const layerConfig = (prefix?: string): Layer.Layer<RedisConnection, ConfigError.ConfigError> =>
-  Layer.scoped(RedisConnection, Effect.flatMap(config(prefix), (options) => Effect.orDie(make(options))))
+export const layerConfig = (prefix?: string): Layer.Layer<RedisConnection, EffectLine.ConfigError> =>
+  EffectLine.layerScoped(RedisConnection, Effect.flatMap(config(prefix), (options) => Effect.orDie(make(options))))

@@ -22,9 +22,7 @@
  * ```
  */
 import { Coordination, Settings } from "@resilient-ai/policy"
-import { Checked, Coordinations } from "@resilient-ai/policy/internal"
-import type * as ConfigError from "effect/ConfigError"
-import type * as Duration from "effect/Duration"
+import { Checked, Coordinations, EffectLine } from "@resilient-ai/policy/internal"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as RedisBudget from "./internal/redisBudget.js"
@@ -38,9 +36,9 @@ export interface Options {
    * The longest a gate's lease lives when the caller has no deadline: a permit held by a process
    * that died comes back to the fleet after this. Default 2 minutes.
    */
-  readonly leaseTime?: Duration.DurationInput | undefined
+  readonly leaseTime?: EffectLine.DurationInput | undefined
   /** How often a caller waiting for a permit in `"queue"` mode asks again (with jitter). Default 100 ms. */
-  readonly pollInterval?: Duration.DurationInput | undefined
+  readonly pollInterval?: EffectLine.DurationInput | undefined
 }
 
 const decodeOptions = Checked.validate(RedisGate.LeaseSettings, () => "redis coordination")
@@ -86,5 +84,5 @@ export const layer = (
 export const layerConfig = (
   prefix?: string,
   options?: Options
-): Layer.Layer<never, ConfigError.ConfigError | Settings.InvalidSettings> =>
+): Layer.Layer<never, EffectLine.ConfigError | Settings.InvalidSettings> =>
   layer(options).pipe(Layer.provide(RedisConnection.layerConfig(prefix)))

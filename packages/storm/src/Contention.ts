@@ -10,7 +10,7 @@
  * formulas. Each client is a fiber in simulated time.
  */
 import { Backoff } from "@resilient-ai/policy"
-import { Backoffs } from "@resilient-ai/policy/internal"
+import { Backoffs, EffectLine } from "@resilient-ai/policy/internal"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Random from "effect/Random"
@@ -72,12 +72,9 @@ const backoffFor = (algorithm: Algorithm): Effect.Effect<(attempt: number) => Ef
       // retry n (from 0) waits U(0, min(cap, base · 2^n)): the same with a base of 10 ms.
       const schedule = Backoff.fullJitter({ base: Duration.millis(2 * baseMillis), cap: Duration.millis(capMillis) })
       return Effect.sync(() => {
-        let state: unknown = schedule.initial
-        return () =>
-          Effect.map(schedule.step(0, undefined, state), ([next, delay]) => {
-            state = next
-            return Duration.toMillis(delay)
-          })
+        const stepper = EffectLine.stepperOf(schedule)
+        // Full jitter never ends: every step has a delay.
+        return () => Effect.map(stepper.step(0, undefined), ({ delay }) => delay!)
       })
     }
   }

@@ -11,7 +11,7 @@
  */
 import { ProviderError } from "@resilient-ai/client/internal"
 import { Failure } from "@resilient-ai/policy"
-import { Attempts, Limiters } from "@resilient-ai/policy/internal"
+import { Attempts, EffectLine, Limiters } from "@resilient-ai/policy/internal"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type { SimulatedClock } from "./Simulation.js"
@@ -155,7 +155,7 @@ export class Provider {
   }
 
   private now(): number {
-    return this.clock.unsafeCurrentTimeMillis()
+    return this.clock.currentMillis()
   }
 
   private bucket(at: number): number {
@@ -190,7 +190,7 @@ export class Provider {
    * limits, as the client's transport reports them.
    */
   request(call: number, tokens?: Tokens): Answer {
-    return Effect.async<void | Attempts.Answered<void>, Failure.Failure | Attempts.Reported<Failure.Failure>>(
+    return EffectLine.callback<void | Attempts.Answered<void>, Failure.Failure | Attempts.Reported<Failure.Failure>>(
       (resume) => {
         const at = this.now()
         bump(this.series.arrivals, this.bucket(at))
@@ -276,7 +276,7 @@ export class Provider {
    * decides), a refusing one answers 503.
    */
   probe(): Effect.Effect<void, Failure.Failure> {
-    return Effect.async<void, Failure.Failure>((resume) => {
+    return EffectLine.callback<void, Failure.Failure>((resume) => {
       const at = this.now()
       this.probes++
       const outage = this.active("Outage", at)

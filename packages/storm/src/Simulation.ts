@@ -10,15 +10,10 @@
  * next timer. The program is an ordinary Effect, so it runs the shipped policy code unchanged:
  * the policy reads time from `Clock`, sleeps with `Effect.sleep` and draws from `Random`.
  */
-import * as Clock from "effect/Clock"
-import * as Context from "effect/Context"
-import * as Duration from "effect/Duration"
+import { EffectLine } from "@resilient-ai/policy/internal"
+import type * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
-import * as Random from "effect/Random"
-import type * as Scheduler from "effect/Scheduler"
 
 interface Timer {
   readonly at: number
@@ -69,31 +64,28 @@ class Timers {
   }
 }
 
-/** The simulation's clock: Effect's `Clock`, plus timers for models that are not fibers. */
-export class SimulatedClock implements Clock.Clock {
-  readonly [Clock.ClockTypeId]: Clock.ClockTypeId = Clock.ClockTypeId
+/**
+ * The simulation's clock, with timers for models that are not fibers; `service` is it as Effect's
+ * `Clock`, which the program's fibers read and sleep on.
+ */
+export class SimulatedClock {
   private nowMillis = 0
   private order = 0
   private readonly timers = new Timers()
 
-  unsafeCurrentTimeMillis(): number {
+  /** Simulated time, in milliseconds from the start. */
+  currentMillis(): number {
     return this.nowMillis
   }
 
-  readonly currentTimeMillis: Effect.Effect<number> = Effect.sync(() => this.nowMillis)
-
-  unsafeCurrentTimeNanos(): bigint {
-    return BigInt(Math.round(this.nowMillis * 1_000_000))
-  }
-
-  readonly currentTimeNanos: Effect.Effect<bigint> = Effect.sync(() => this.unsafeCurrentTimeNanos())
-
-  sleep(duration: Duration.Duration): Effect.Effect<void> {
-    return Effect.async<void>((resume) => {
-      const cancel = this.schedule(Duration.toMillis(duration), () => resume(Effect.void))
-      return Effect.sync(cancel)
-    })
-  }
+  readonly service: Clock.Clock = EffectLine.makeClock({
+    millis: () => this.nowMillis,
+    sleep: (millis) =>
+      EffectLine.callback<void>((resume) => {
+        const cancel = this.schedule(millis, () => resume(Effect.void))
+        return Effect.sync(cancel)
+      })
+  })
 
   /** Runs `run` after `delayMillis` of simulated time; the returned function cancels it. */
   schedule(delayMillis: number, run: () => void): () => void {
@@ -128,17 +120,15 @@ export class SimulatedClock implements Clock.Clock {
 }
 
 /** Runs fiber work as soon as it is ready, all of it, before simulated time moves on. */
-class SimulatedScheduler implements Scheduler.Scheduler {
-  private ready: Array<Scheduler.Task> = []
+class SimulatedScheduler {
+  private ready: Array<() => void> = []
 
-  scheduleTask(task: Scheduler.Task): void {
-    this.ready.push(task)
-  }
-
-  shouldYield(fiber: { readonly currentOpCount: number }): number | false {
+  readonly scheduler = EffectLine.schedulerOf({
+    schedule: (task) => void this.ready.push(task),
+    flush: () => this.runReady(),
     // Fibers share one thread: a long-running one gives the others a turn now and then.
-    return fiber.currentOpCount > 2048 ? 0 : false
-  }
+    opsBeforeYield: 2048
+  })
 
   runReady(): void {
     while (this.ready.length > 0) {
@@ -149,11 +139,40 @@ class SimulatedScheduler implements Scheduler.Scheduler {
   }
 }
 
+/**
+ * A seeded generator of doubles in [0, 1): PCG-XSH-RR 32 as Effect 3's `Random.make(seed)` runs
+ * it (its seeding, its 53-bit doubles from two outputs), so a seed gives the same draws as it
+ * always has, on either Effect line (Effect 4 seeds a generator of another kind).
+ */
+const seeded = (seed: number): () => number => {
+  const mask = (1n << 64n) - 1n
+  let state = 0n
+  const output = (): number => {
+    const old = state
+    state = (old * 0x5851f42d4c957f2dn + 0x14057b7ef767814fn) & mask
+    const xorshifted = Number((((old >> 18n) ^ old) >> 27n) & 0xffffffffn)
+    const rotation = Number(old >> 59n)
+    return ((xorshifted >>> rotation) | (xorshifted << (-rotation & 31))) >>> 0
+  }
+  output()
+  state = (state + BigInt(hashNumber(seed) >>> 0)) & mask
+  output()
+  return () => ((output() & 0x03ffffff) * 134217728 + (output() & 0x07ffffff)) / 9007199254740992
+}
+
+/** Effect 3's hash of a number, which `Random.make` seeds its generator with. */
+const hashNumber = (n: number): number => {
+  if (n !== n || n === Infinity) return 0
+  let h = n | 0
+  if (h !== n) h ^= n * 0xffffffff
+  while (n > 0xffffffff) h ^= n /= 0xffffffff
+  return (h & 0xbfffffff) | ((h >>> 1) & 0x40000000)
+}
+
 /** The clock of the running simulation, for models that schedule events without a fiber. */
-export class CurrentClock extends Context.Tag("@resilient-ai/storm/Simulation/CurrentClock")<
-  CurrentClock,
-  SimulatedClock
->() {}
+export class CurrentClock extends EffectLine.Service<CurrentClock, SimulatedClock>()(
+  "@resilient-ai/storm/Simulation/CurrentClock"
+) {}
 
 /** What a simulation run produced. */
 export interface Outcome<A> {
@@ -167,8 +186,8 @@ export interface Outcome<A> {
 }
 
 /**
- * Runs `program` in simulated time with `Random.make(seed)`, synchronously. Time stops at
- * `horizonMillis` at the latest: fibers still sleeping then are abandoned with the run. A
+ * Runs `program` in simulated time with its `Random` seeded with `seed`, synchronously. Time stops
+ * at `horizonMillis` at the latest: fibers still sleeping then are abandoned with the run. A
  * program that fails or dies throws here, with the cause.
  */
 export const run = <A, E>(
@@ -179,34 +198,34 @@ export const run = <A, E>(
   const clock = new SimulatedClock()
   const scheduler = new SimulatedScheduler()
   const fiber = Effect.runFork(
-    program.pipe(
-      Effect.provideService(CurrentClock, clock),
-      Effect.withClock(clock),
-      Effect.withRandom(Random.make(options.seed)),
-      // A storm's hundreds of thousands of attempt log lines would cost more than the storm.
-      Logger.withMinimumLogLevel(LogLevel.None)
+    // A storm's hundreds of thousands of attempt log lines would cost more than the storm.
+    EffectLine.withoutLogs(
+      EffectLine.withRandomFrom(
+        EffectLine.withClock(Effect.provideService(program, CurrentClock, clock), clock.service),
+        seeded(options.seed)
+      )
     ),
-    { scheduler }
+    { scheduler: scheduler.scheduler }
   )
   const horizon = options.horizonMillis ?? Number.POSITIVE_INFINITY
   let events = 0
   for (;;) {
     scheduler.runReady()
-    const exit = fiber.unsafePoll()
-    if (exit !== null) {
+    const exit = EffectLine.pollFiber(fiber)
+    if (exit !== undefined) {
       if (Exit.isFailure(exit)) {
-        throw new Error(`simulation failed at ${clock.unsafeCurrentTimeMillis()} ms`, { cause: exit.cause })
+        throw new Error(`simulation failed at ${clock.currentMillis()} ms`, { cause: exit.cause })
       }
       return {
         value: exit.value,
-        simulatedMillis: clock.unsafeCurrentTimeMillis(),
+        simulatedMillis: clock.currentMillis(),
         events,
         wallMillis: performance.now() - started
       }
     }
     if (!clock.advance(horizon)) {
       throw new Error(
-        `simulation stalled at ${clock.unsafeCurrentTimeMillis()} ms: nothing left to run before the horizon`
+        `simulation stalled at ${clock.currentMillis()} ms: nothing left to run before the horizon`
       )
     }
     events++

@@ -10,8 +10,7 @@
  * scenario says so, ours also probes the provider's health and records its diagnosis over time.
  */
 import { ConcurrencyGate, Health, type RateLimiter } from "@resilient-ai/policy"
-import { type Coordinations, Diagnoses, Failures, FastPath } from "@resilient-ai/policy/internal"
-import * as Cause from "effect/Cause"
+import { type Coordinations, Diagnoses, EffectLine, Either, Failures, FastPath } from "@resilient-ai/policy/internal"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -162,32 +161,32 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
     let probes: Array<ProbeRecord> | undefined
     if (probe !== undefined) {
       probes = []
-      yield* Effect.forkDaemon(probing(probe, provider, gate, state, contender.name, probes))
+      yield* EffectLine.forkDaemon(probing(probe, provider, gate, state, contender.name, probes))
     }
     let nextCall = 0
     const start = (service?: Service) =>
       Effect.suspend(() => {
         const id = nextCall++
-        const startedAt = clock.unsafeCurrentTimeMillis()
+        const startedAt = clock.currentMillis()
         const tokens = service?.tokens(id)
         let attempts = 0
         let lastSentAt: number | undefined
         const attempt = Effect.suspend(() => {
           attempts++
-          lastSentAt = clock.unsafeCurrentTimeMillis()
+          lastSentAt = clock.currentMillis()
           return provider.request(id, tokens)
         })
         const call = tokens === undefined || service === undefined
           ? undefined
           : { tokens: tokens.prompt + tokens.maxTokens, lane: service.lane }
         const deadline = service?.deadlineMillis ?? scenario.workload.deadlineMillis
-        return Effect.forkDaemon(
+        return EffectLine.forkDaemon(
           Effect.exit(caller(attempt, deadline, call)).pipe(
             Effect.map((exit) => {
               const ok = Exit.isSuccess(exit)
               calls.push({
                 startedAt,
-                endedAt: clock.unsafeCurrentTimeMillis(),
+                endedAt: clock.currentMillis(),
                 ok,
                 attempts,
                 ...(service === undefined ? {} : {
@@ -206,14 +205,19 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
       const snapshot = Effect.runSync(gate.snapshot)
       limit.push(snapshot.limit)
       health.push(snapshot.health)
-      if (clock.unsafeCurrentTimeMillis() < scenario.horizonMillis) clock.schedule(1000, sample)
+      if (clock.currentMillis() < scenario.horizonMillis) clock.schedule(1000, sample)
     }
     clock.schedule(999, sample)
     const { burst, ratePerSecond, services, untilMillis } = scenario.workload
     if (burst !== undefined) {
       // Every call of a burst starts at the same instant: forking takes no simulated time.
-      yield* Effect.forkDaemon(
-        Effect.zipRight(Effect.sleep(burst.atMillis), Effect.repeatN(start(), burst.calls - 1))
+      yield* EffectLine.forkDaemon(
+        Effect.andThen(
+          Effect.sleep(burst.atMillis),
+          Effect.gen(function*() {
+            for (let call = 0; call < burst.calls; call++) yield* start()
+          })
+        )
       )
     }
     /** The service of an arrival at `now`, drawn in proportion to the services' rates. */
@@ -227,8 +231,8 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
         return among[among.length - 1]
       })
     // Open-loop arrivals: exponential gaps at the current rate, drawn from the seeded Random.
-    while (clock.unsafeCurrentTimeMillis() < untilMillis) {
-      const now = clock.unsafeCurrentTimeMillis()
+    while (clock.currentMillis() < untilMillis) {
+      const now = clock.currentMillis()
       const rate = ratePerSecond(now)
       if (rate <= 0) {
         yield* Effect.sleep(Math.min(100, untilMillis - now))
@@ -239,7 +243,7 @@ export const run = (scenario: Scenario, contender: StormPolicies.Contender, seed
       yield* Effect.sleep(gap)
       yield* start(services === undefined ? undefined : yield* serviceAt(services, now, rate))
     }
-    yield* Effect.sleep(Math.max(0, scenario.horizonMillis - clock.unsafeCurrentTimeMillis()))
+    yield* Effect.sleep(Math.max(0, scenario.horizonMillis - clock.currentMillis()))
     return { provider, calls, limit, health, probes }
   })
   const outcome = Simulation.run(program, { seed, horizonMillis: scenario.horizonMillis + 1 })
@@ -287,7 +291,7 @@ const probing = (
 ): Effect.Effect<void> =>
   Effect.gen(function*() {
     // A scenario's settings are the simulator's own: one the diagnosis refuses is a defect.
-    const settings = yield* Effect.orDie(Diagnoses.settings(probe.diagnosis))
+    const settings = yield* Effect.orDie(Either.toEffect(Diagnoses.settings(probe.diagnosis)))
     const diagnoser = new Diagnoses.Diagnoser(settings)
     const callsAlone = new Diagnoses.Diagnoser(settings)
     const once = Effect.gen(function*() {
@@ -324,8 +328,8 @@ const probing = (
 /** Why a call failed: the stop reason of a resilient call, else the failure's tag, else the failure itself. */
 const failureOf = (exit: Exit.Exit<unknown, unknown>): string | undefined => {
   if (Exit.isSuccess(exit)) return undefined
-  const failure = Cause.failureOption(exit.cause)
-  if (Option.isNone(failure)) return Cause.isInterruptedOnly(exit.cause) ? "interrupted" : "defect"
+  const failure = EffectLine.failureOf(exit.cause)
+  if (Option.isNone(failure)) return EffectLine.isInterruptedOnly(exit.cause) ? "interrupted" : "defect"
   const error = failure.value
   if (Failures.isCallFailed(error)) return error.reason
   const tag = typeof error === "object" && error !== null ? (error as { readonly _tag?: unknown })._tag : undefined

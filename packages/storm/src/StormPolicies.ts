@@ -12,14 +12,20 @@
 import { Target } from "@resilient-ai/client"
 import { Targets } from "@resilient-ai/client/internal"
 import { Backoff, Classifier, ConcurrencyGate, Failure, RateLimiter, RetryBudget } from "@resilient-ai/policy"
-import { type Attempts, Backoffs, Coordinations, Engine, FastPath, Policies } from "@resilient-ai/policy/internal"
+import {
+  type Attempts,
+  Backoffs,
+  Coordinations,
+  EffectLine,
+  Engine,
+  FastPath,
+  Policies
+} from "@resilient-ai/policy/internal"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Random from "effect/Random"
 import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
-import * as ScheduleDecision from "effect/ScheduleDecision"
-import * as ScheduleInterval from "effect/ScheduleInterval"
 
 /** What a scenario tells a policy about the world it runs in. */
 export interface Setting {
@@ -62,6 +68,17 @@ export interface Contender {
   readonly make: (setting: Setting) => Effect.Effect<Caller>
 }
 
+/**
+ * `call`, given up (interrupted, and failed with `"deadline"`) once `deadlineMillis` have passed: the
+ * caller's own deadline. Its timer is set before the call starts, so it fires before the call's own
+ * deadline in the same instant on either Effect line. With a timeout around the call, Effect 4 runs
+ * the call first and sets the timer after (Effect 3 starts both as tasks): a call still waiting in
+ * the gate's queue at its deadline then failed there, a deadline skip in the metrics the health
+ * diagnosis reads, where on Effect 3 its caller had given up.
+ */
+const givingUpAt = <A, E>(deadlineMillis: number, call: Effect.Effect<A, E>): Effect.Effect<A, E | "deadline"> =>
+  Effect.raceFirst(Effect.andThen(Effect.sleep(deadlineMillis), Effect.fail("deadline" as const)), call)
+
 const unboundedGate = (name: string) => ConcurrencyGate.make({ target: name, limit: Number.POSITIVE_INFINITY })
 
 /** A reference policy: the caller's deadline interrupts it; it knows nothing of the deadline itself. */
@@ -97,20 +114,17 @@ const reference = (
         { readsHints: false }
       )
       return (attempt, deadlineMillis) =>
-        Engine.run(() => attempt, policy, services, { replaySafe: true }).pipe(
-          Effect.timeoutFail({ duration: Duration.millis(deadlineMillis), onTimeout: () => "deadline" as const })
-        )
+        givingUpAt(deadlineMillis, Engine.run(() => attempt, policy, services, { replaySafe: true }))
     }))
 })
 
 /** Exponential without jitter: `base · 2^n`, capped. */
 const exponential = (baseMillis: number, capMillis: number): Schedule.Schedule<Duration.Duration> =>
-  Schedule.makeWithState(0, (now, _input: unknown, retry: number) => {
-    const delay = Backoffs.ceilingMillis(baseMillis, capMillis, retry)
-    return Effect.succeed([retry + 1, Duration.millis(delay), continueAfter(now, delay)] as const)
-  })
-
-const continueAfter = (now: number, delay: number) => ScheduleDecision.continueWith(ScheduleInterval.after(now + delay))
+  EffectLine.scheduleOf(
+    0,
+    (_now, _input: unknown, retry: number) =>
+      Effect.succeed([retry + 1, Backoffs.ceilingMillis(baseMillis, capMillis, retry)] as const)
+  )
 
 /** A failure carrying the provider's "do not retry" (`x-should-retry: false`): gRPC's pushback. */
 const pushedBack = (failure: Failure.Failure): boolean => "shouldRetry" in failure && failure.shouldRetry === false
@@ -230,11 +244,11 @@ export const finagleBudget = (
   minRetriesPerSecond: number,
   percentCanRetry: number
 ): Effect.Effect<RetryBudget.Service> =>
-  Effect.map(Effect.clock, (clock) => {
+  Effect.map(EffectLine.currentClock, (clock) => {
     const deposit = percentCanRetry === 0 ? 0 : 1000
     const withdrawal = percentCanRetry === 0 ? 1 : Math.trunc(1000 / percentCanRetry)
     const reserve = minRetriesPerSecond * Math.trunc(ttlMillis / 1000) * withdrawal
-    const bucket = leakyBucket(ttlMillis, reserve, () => clock.unsafeCurrentTimeMillis())
+    const bucket = leakyBucket(ttlMillis, reserve, () => EffectLine.nowMillis(clock))
     const budget: FastPath.With<RetryBudget.Service, FastPath.Budget> = {
       [FastPath.key]: {
         recordCall: Effect.sync(() => bucket.put(deposit))
@@ -340,11 +354,10 @@ export const references: ReadonlyArray<Contender> = [
 
 /** Between half and all of `min(cap, base · 2^n)`. */
 function equalJitter(baseMillis: number, capMillis: number): Schedule.Schedule<Duration.Duration> {
-  return Schedule.makeWithState(0, (now, _input: unknown, retry: number) =>
+  return EffectLine.scheduleOf(0, (_now, _input: unknown, retry: number) =>
     Effect.map(Random.next, (fraction) => {
       const ceiling = Backoffs.ceilingMillis(baseMillis, capMillis, retry)
-      const delay = Math.round(ceiling / 2 + (fraction * ceiling) / 2)
-      return [retry + 1, Duration.millis(delay), continueAfter(now, delay)] as const
+      return [retry + 1, Math.round(ceiling / 2 + (fraction * ceiling) / 2)] as const
     }))
 }
 
@@ -396,13 +409,14 @@ const ours = (
       const services = Coordinations.targetServices({ budget, gate, limiter })
       setting.watchTarget?.(services)
       return (attempt, deadlineMillis, call) =>
-        Engine.run(() => attempt, policy, services, {
-          replaySafe: true,
-          timeout: Duration.millis(deadlineMillis),
-          tokens: call?.tokens,
-          lane: pacing?.lanes === true ? call?.lane : "interactive"
-        }).pipe(
-          Effect.timeoutFail({ duration: Duration.millis(deadlineMillis), onTimeout: () => "deadline" as const })
+        givingUpAt(
+          deadlineMillis,
+          Engine.run(() => attempt, policy, services, {
+            replaySafe: true,
+            timeout: Duration.millis(deadlineMillis),
+            tokens: call?.tokens,
+            lane: pacing?.lanes === true ? call?.lane : "interactive"
+          })
         )
     }))
 })
@@ -496,15 +510,15 @@ export const oursPacedLearned: Contender = ours(
  * whether or not the attempt waiting for it still runs.
  */
 const spacing = (perSecond: number) =>
-  Effect.map(Effect.clock, (clock) => {
+  Effect.map(EffectLine.currentClock, (clock) => {
     const gap = 1000 / perSecond
     let next = Number.NEGATIVE_INFINITY
     return <A, E>(attempt: Effect.Effect<A, E>): Effect.Effect<A, E> =>
       Effect.suspend(() => {
-        const now = clock.unsafeCurrentTimeMillis()
+        const now = EffectLine.nowMillis(clock)
         const slot = Math.max(now, next)
         next = slot + gap
-        return slot > now ? Effect.zipRight(Effect.sleep(Duration.millis(slot - now)), attempt) : attempt
+        return slot > now ? Effect.andThen(Effect.sleep(Duration.millis(slot - now)), attempt) : attempt
       })
   })
 

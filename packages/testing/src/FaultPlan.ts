@@ -5,12 +5,21 @@
  * a capacity limit, and a default. It is a `Schema` so the CLI can load the same plan from a JSON
  * file that a test writes inline, and a mistyped plan fails with a message instead of misbehaving.
  */
+import {
+  between,
+  decoder,
+  jsonDecoder,
+  literals,
+  nonNegative,
+  type ParseError,
+  StringRecord,
+  union
+} from "#testing-line"
 import type * as Effect from "effect/Effect"
-import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { fixtureNames } from "./Fixtures.js"
 
-const Millis = Schema.Number.pipe(Schema.nonNegative())
+const Millis = Schema.Number.pipe(nonNegative)
 
 /** A normal success after `delayMs` (default: the plan's `latencyMs`, else 0). */
 export const Ok = Schema.TaggedStruct("Ok", {
@@ -26,15 +35,15 @@ export const Ok = Schema.TaggedStruct("Ok", {
  * `retry-after-ms`, `shouldRetry` `x-should-retry`; `headers` are added as given.
  */
 export const Status = Schema.TaggedStruct("Status", {
-  status: Schema.Int.pipe(Schema.between(400, 599)),
-  style: Schema.optional(Schema.Literal("openai", "mistral")),
+  status: Schema.Int.pipe(between(400, 599)),
+  style: Schema.optional(literals(["openai", "mistral"])),
   code: Schema.optional(Schema.String),
   type: Schema.optional(Schema.String),
   message: Schema.optional(Schema.String),
   retryAfter: Schema.optional(Schema.String),
   retryAfterMs: Schema.optional(Schema.String),
   shouldRetry: Schema.optional(Schema.Boolean),
-  headers: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String }))
+  headers: Schema.optional(StringRecord)
 })
 
 /** Read the request, send nothing for `ms`, then answer as `Ok`. `ms` of 1e9 or more: never answer. */
@@ -47,7 +56,7 @@ export const StallHeaders = Schema.TaggedStruct("StallHeaders", { ms: Millis })
  */
 export const StallBody = Schema.TaggedStruct("StallBody", {
   ms: Millis,
-  afterChunks: Schema.optional(Schema.Int.pipe(Schema.nonNegative()))
+  afterChunks: Schema.optional(Schema.Int.pipe(nonNegative))
 })
 
 /** Read the whole request, then reset the connection before any response byte. */
@@ -67,12 +76,12 @@ export const SchemaBreak = Schema.TaggedStruct("SchemaBreak", {})
 
 /** A proxy's HTML error page, `text/html`, status 502 unless given. */
 export const HtmlError = Schema.TaggedStruct("HtmlError", {
-  status: Schema.optional(Schema.Int.pipe(Schema.between(400, 599)))
+  status: Schema.optional(Schema.Int.pipe(between(400, 599)))
 })
 
 /** A recorded provider response, one for every row of the classification table, served verbatim. */
 export const Fixture = Schema.TaggedStruct("Fixture", {
-  name: Schema.Literal(...fixtureNames)
+  name: literals(fixtureNames)
 })
 
 /**
@@ -81,7 +90,7 @@ export const Fixture = Schema.TaggedStruct("Fixture", {
  * not ask for a stream gets `ResetBody`.
  */
 export const StreamBreak = Schema.TaggedStruct("StreamBreak", {
-  afterChunks: Schema.Int.pipe(Schema.nonNegative())
+  afterChunks: Schema.Int.pipe(nonNegative)
 })
 
 /**
@@ -96,8 +105,8 @@ export const StreamBreak = Schema.TaggedStruct("StreamBreak", {
  * provider's typed error, where a break leaves it a reset connection and no word on what happened.
  */
 export const StreamError = Schema.TaggedStruct("StreamError", {
-  afterChunks: Schema.Int.pipe(Schema.nonNegative()),
-  status: Schema.optional(Schema.Int.pipe(Schema.between(400, 599))),
+  afterChunks: Schema.Int.pipe(nonNegative),
+  status: Schema.optional(Schema.Int.pipe(between(400, 599))),
   type: Schema.optional(Schema.String),
   code: Schema.optional(Schema.String),
   message: Schema.optional(Schema.String)
@@ -111,11 +120,11 @@ export const StreamError = Schema.TaggedStruct("StreamError", {
  * empty 200, a 200 whose body is an error object, invalid UTF-8, a body over a size limit.
  */
 export const Raw = Schema.TaggedStruct("Raw", {
-  status: Schema.optional(Schema.Int.pipe(Schema.between(200, 599))),
-  headers: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
+  status: Schema.optional(Schema.Int.pipe(between(200, 599))),
+  headers: Schema.optional(StringRecord),
   body: Schema.optional(Schema.String),
   bodyBase64: Schema.optional(Schema.String),
-  repeat: Schema.optional(Schema.Int.pipe(Schema.between(1, 100_000_000))),
+  repeat: Schema.optional(Schema.Int.pipe(between(1, 100_000_000))),
   /** Send the body chunked, one write per repeat, with no `content-length`: its size shows only as it arrives. */
   chunked: Schema.optional(Schema.Boolean)
 })
@@ -124,7 +133,7 @@ export const Raw = Schema.TaggedStruct("Raw", {
 export const Close = Schema.TaggedStruct("Close", {})
 
 /** One thing the server can do to a request. */
-export const Fault = Schema.Union(
+export const Fault = union([
   Ok,
   Status,
   StallHeaders,
@@ -139,7 +148,7 @@ export const Fault = Schema.Union(
   StreamError,
   Raw,
   Close
-)
+])
 
 /** One thing the server can do to a request. */
 export type Fault = typeof Fault.Type
@@ -152,7 +161,7 @@ export const Window = Schema.Struct({
   fromMs: Millis,
   toMs: Millis,
   fault: Fault,
-  share: Schema.optional(Schema.Number.pipe(Schema.between(0, 1)))
+  share: Schema.optional(Schema.Number.pipe(between(0, 1)))
 })
 
 /** A fault applied by time. */
@@ -164,8 +173,8 @@ export type Window = typeof Window.Type
  * for the status) on `/v1/messages`.
  */
 export const Capacity = Schema.Struct({
-  concurrent: Schema.Int.pipe(Schema.nonNegative()),
-  status: Schema.optional(Schema.Literal(503, 429)),
+  concurrent: Schema.Int.pipe(nonNegative),
+  status: Schema.optional(literals([503, 429])),
   retryAfter: Schema.optional(Schema.String)
 })
 
@@ -195,10 +204,7 @@ export type Plan = typeof Plan.Type
 const strict = { onExcessProperty: "error", errors: "all" } as const
 
 /** Decodes a plan from an unknown value, such as parsed JSON. Unknown keys are errors. */
-export const decode: (u: unknown) => Effect.Effect<Plan, ParseResult.ParseError> = Schema.decodeUnknown(Plan, strict)
+export const decode: (u: unknown) => Effect.Effect<Plan, ParseError> = decoder(Plan, strict)
 
 /** Decodes a plan from JSON text, as the CLI reads it from a file. Unknown keys are errors. */
-export const decodeJson: (text: string) => Effect.Effect<Plan, ParseResult.ParseError> = Schema.decodeUnknown(
-  Schema.parseJson(Plan),
-  strict
-)
+export const decodeJson: (text: string) => Effect.Effect<Plan, ParseError> = jsonDecoder(Plan, strict)

@@ -20,6 +20,7 @@
  * HTTP: a reset must be a TCP reset, a stall must hold a real socket. For the same reason time is
  * real (timers, not `TestClock`); every timer and socket is released with the scope.
  */
+import { callback } from "#testing-line"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
@@ -170,7 +171,7 @@ class Server {
     this.engine.setPlan(plan, this.now())
   }
 
-  readonly close: Effect.Effect<void> = Effect.async<void>((resume) => {
+  readonly close: Effect.Effect<void> = callback<void>((resume) => {
     this.closing = true
     for (const timer of this.timers) clearTimeout(timer)
     this.timers.clear()
@@ -512,7 +513,7 @@ export class ListenError extends Data.TaggedError("ListenError")<{
 }
 
 const listen = (plan: FaultPlan.Plan, port: number): Effect.Effect<Server, ListenError> =>
-  Effect.async<Server, ListenError>((resume) => {
+  callback<Server, ListenError>((resume) => {
     const server = new Server(plan)
     const failed = (cause: Error) => resume(Effect.fail(new ListenError({ port, cause })))
     server.http.once("error", failed)

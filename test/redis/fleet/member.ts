@@ -8,11 +8,13 @@
  *   the process.
  * - `hold`: takes `permits` permits of a Redis gate, says so, and holds them until it is killed.
  */
+import { logfmtTo, replaceDefaultLogger } from "#test-line"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { ModelClient, Target } from "@resilient-ai/client"
+import { EffectLine, Meters } from "@resilient-ai/policy/internal"
 import { RedisConnection, RedisCoordination } from "@resilient-ai/redis"
 import { RedisGate } from "@resilient-ai/redis/internal"
-import { type Duration, Effect, Layer, Logger, Metric, MetricState, Redacted } from "effect"
+import { Effect, Layer, Redacted } from "effect"
 import { canary } from "../../canary.js"
 
 export type Task =
@@ -26,7 +28,7 @@ export type Task =
     readonly calls: number | "until stdin ends"
     readonly concurrency: number
     /** The connection's command timeout; the connection's own default (50 ms) when absent. */
-    readonly commandTimeout?: Duration.DurationInput | undefined
+    readonly commandTimeout?: EffectLine.DurationInput | undefined
     /** The fleet size the member assumes until Redis tells it (`_FLEET_SIZE`); 1 when absent. */
     readonly fleetSize?: number | undefined
     /** The target's limits per minute (`_REQUESTS_PER_MINUTE`, `_TOKENS_PER_MINUTE`); none when absent. */
@@ -68,17 +70,21 @@ const say = (line: object) => Effect.sync(() => process.stdout.write(`${JSON.str
 const connection = (
   redisUrl: string,
   keyPrefix: string,
-  commandTimeout?: Duration.DurationInput,
+  commandTimeout?: EffectLine.DurationInput,
   fleetSize?: number
 ) => RedisConnection.layer({ url: Redacted.make(redisUrl), keyPrefix, commandTimeout, fleetSize })
 
-/** The fleet test's target: every process calls the same name with the same key, so they share. */
+/** The fleet's target and model: every process calls the same name with the same key, so they share. */
+const fleetName = "fleet-llm"
+const fleetModel = "fleet-model"
+
+/** The fleet test's target. */
 const fleetTarget = (faultUrl: string, rateLimit: Extract<Task, { _tag: "calls" }>["rateLimit"]) =>
   Target.managed({
     ...rateLimit,
-    name: "fleet-llm",
+    name: fleetName,
     baseUrl: faultUrl,
-    model: "fleet-model",
+    model: fleetModel,
     apiKey: Redacted.make(canary),
     maxAttempts: 3,
     baseDelay: "1 millis",
@@ -89,15 +95,11 @@ const fleetTarget = (faultUrl: string, rateLimit: Extract<Task, { _tag: "calls" 
     budget: { ratio: 0.1, minPerSecond: 0.5, shareWhenRetriesFail: 1 }
   })
 
-/** The seconds attempts waited for the key's pace, by the toolkit's histogram, whatever its tags. */
-const pacedSeconds = Effect.map(Metric.snapshot, (pairs) =>
-  pairs.reduce(
-    (sum, { metricKey, metricState }) =>
-      metricKey.name === "resilient_ai_paced_wait_seconds" && MetricState.isHistogramState(metricState)
-        ? sum + metricState.sum
-        : sum,
-    0
-  ))
+/**
+ * The seconds attempts waited for the key's pace, by the toolkit's histogram of the fleet's target
+ * (`resilient_ai_paced_wait_seconds`; the member tags no metrics of its own).
+ */
+const pacedSeconds = Effect.sync(() => EffectLine.histogramState(Meters.forTarget(fleetName, fleetModel).pacedWait).sum)
 
 const calls = (task: Extract<Task, { _tag: "calls" }>) => {
   const coordination = task.coordination === "redis"
@@ -130,8 +132,8 @@ const calls = (task: Extract<Task, { _tag: "calls" }>) => {
             onSuccess: () => void succeeded++,
             onFailure: (failure) => void (failed[failure.reason] = (failed[failure.reason] ?? 0) + 1)
           }),
-          Effect.tap(() => void (callMillis += performance.now() - started)),
-          Effect.zipRight(worker)
+          Effect.tap(() => Effect.sync(() => void (callMillis += performance.now() - started))),
+          Effect.andThen(worker)
         )
     })
     yield* Effect.all(Array.from({ length: task.concurrency }, () => worker), {
@@ -139,10 +141,7 @@ const calls = (task: Extract<Task, { _tag: "calls" }>) => {
       discard: true
     })
     const fallbacksOf = (operation: string) =>
-      Effect.map(
-        Metric.value(RedisConnection.fallbacks.pipe(Metric.tagged("operation", operation))),
-        (state) => state.count
-      )
+      Effect.sync(() => EffectLine.counted(EffectLine.tagged(RedisConnection.fallbacks, { operation })))
     yield* say(
       {
         _tag: "done",
@@ -175,10 +174,7 @@ const hold = (task: Extract<Task, { _tag: "hold" }>) =>
 const program = task._tag === "calls" ? calls(task) : hold(task)
 
 // Log lines go to stderr, which the test scans for the key; stdout carries only the reports.
-const logger = Logger.replace(
-  Logger.defaultLogger,
-  Logger.map(Logger.logfmtLogger, (line) => void process.stderr.write(`${line}\n`))
-)
+const logger = replaceDefaultLogger(logfmtTo((line) => void process.stderr.write(`${line}\n`)))
 Effect.runPromiseExit(program.pipe(Effect.provide(logger))).then((exit) => {
   if (exit._tag === "Failure") {
     process.stderr.write(`member failed: ${String(exit.cause)}\n`)

@@ -1,4 +1,5 @@
 /** Starts fleet members (`member.ts`) as separate OS processes, running a bundle of the sources (`bundleSetup.ts`). */
+import { line } from "#test-line"
 import { Effect } from "effect"
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process"
 import { bundled, root } from "../../built.js"
@@ -28,7 +29,8 @@ export const startMember = (task: Task) =>
     Effect.sync((): Member => {
       const child: ChildProcessWithoutNullStreams = spawn(
         process.execPath,
-        [bundled(new URL("./member.ts", import.meta.url)), JSON.stringify(task)],
+        // The member bundled for this line: on Effect 4, from the packages' Effect 4 side.
+        [bundled(new URL("./member.ts", import.meta.url), line), JSON.stringify(task)],
         { cwd: root, env: process.env }
       )
       let stdout = ""

@@ -1,7 +1,8 @@
 /** A fleet run: members as OS processes calling one target through a fault server, on one Redis. */
 import { assert } from "@effect/vitest"
+import type { EffectLine } from "@resilient-ai/policy/internal"
 import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
-import { type Duration, Effect } from "effect"
+import { Effect } from "effect"
 import { freshPrefix } from "../support.js"
 import type { CallsReport } from "./member.js"
 import { lineOf, startMember } from "./process.js"
@@ -16,7 +17,7 @@ export interface FleetRun {
   readonly plan: FaultPlan.Plan
   /** Calls each member makes; with `during`, each goes on making calls until `during` ends. */
   readonly calls: number
-  readonly commandTimeout?: Duration.DurationInput | undefined
+  readonly commandTimeout?: EffectLine.DurationInput | undefined
   /** What the members assume the fleet's size is until Redis tells them (`_FLEET_SIZE`). */
   readonly fleetSize?: number | undefined
   /** The target's limits per minute, and each call's `max_tokens`; each member says `hello <its index>`. */

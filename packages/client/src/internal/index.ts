@@ -5,6 +5,7 @@
  *
  * @internal
  */
+export * as ClientLine from "#client-line"
 export { isUp } from "./probe.js"
 export * as ProviderError from "./providerError.js"
 export * as Requests from "./requests.js"

@@ -14,27 +14,6 @@
 import { Failure } from "@resilient-ai/policy"
 import { Failures, RetryHint } from "@resilient-ai/policy/internal"
 import * as Option from "effect/Option"
-import * as Schema from "effect/Schema"
-
-const Code = Schema.Union(Schema.String, Schema.Number)
-
-const Fields = {
-  message: Schema.optional(Schema.Unknown),
-  type: Schema.optional(Schema.NullOr(Schema.String)),
-  code: Schema.optional(Schema.NullOr(Code)),
-  param: Schema.optional(Schema.Unknown)
-}
-
-/** OpenAI's shape. */
-const OpenAiError = Schema.Struct({ error: Schema.Struct(Fields) }).annotations({ identifier: "OpenAiError" })
-
-/** Mistral's shape. */
-const MistralError = Schema.Struct({ object: Schema.Literal("error"), ...Fields }).annotations({
-  identifier: "MistralError"
-})
-
-/** Either shape. */
-const ProviderError = Schema.Union(OpenAiError, MistralError)
 
 /** What an error body said, whichever shape it had. */
 export interface Details {
@@ -43,18 +22,33 @@ export interface Details {
   readonly message?: string | undefined
 }
 
-const decodeError = Schema.decodeUnknownOption(ProviderError)
+/** The fields both shapes share: `message` and `param` may be anything, `type` and `code` have their types or are null. */
+interface Fields {
+  readonly message?: unknown
+  readonly type?: string | null | undefined
+  readonly code?: string | number | null | undefined
+}
+
+/** `candidate` as the error's fields, when it is an object whose `type` and `code` have their types. */
+const fieldsOf = (candidate: unknown): Fields | undefined => {
+  if (typeof candidate !== "object" || candidate === null) return undefined
+  const { code, type } = candidate as { readonly code?: unknown; readonly type?: unknown }
+  const typeFits = type === undefined || type === null || typeof type === "string"
+  const codeFits = code === undefined || code === null || typeof code === "string" || typeof code === "number"
+  return typeFits && codeFits ? candidate as Fields : undefined
+}
 
 const text = (message: unknown): string | undefined => {
   if (message === undefined || message === null) return undefined
   return typeof message === "string" ? message : JSON.stringify(message)
 }
 
-/** Reads an error body (already parsed JSON); anything else gives no details. */
+/** Reads an error body (already parsed JSON) in OpenAI's shape, else Mistral's; anything else gives no details. */
 export const details = (body: unknown): Details => {
-  const decoded = decodeError(body)
-  if (Option.isNone(decoded)) return {}
-  const fields = "error" in decoded.value ? decoded.value.error : decoded.value
+  if (typeof body !== "object" || body === null) return {}
+  const shaped = body as { readonly error?: unknown; readonly object?: unknown }
+  const fields = fieldsOf(shaped.error) ?? (shaped.object === "error" ? fieldsOf(body) : undefined)
+  if (fields === undefined) return {}
   return {
     code: fields.code === undefined || fields.code === null ? undefined : String(fields.code),
     type: fields.type ?? undefined,

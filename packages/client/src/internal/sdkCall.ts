@@ -4,10 +4,9 @@
  * the failure an error response is, and the notice of an SDK that retries by itself.
  */
 import { Failure, type Settings } from "@resilient-ai/policy"
-import { Attempts, Engine, Limiters, Retries } from "@resilient-ai/policy/internal"
+import { Attempts, EffectLine, Engine, Limiters, Retries } from "@resilient-ai/policy/internal"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import * as Metric from "effect/Metric"
 import * as Stream from "effect/Stream"
 import type * as Target from "../Target.js"
 import { concat } from "./bytes.js"
@@ -337,10 +336,10 @@ const firstChunk = (
 }
 
 /** Requests an SDK sent as its own retry, by target: a second retrying layer above this one. */
-export const sdkRetries = Metric.counter("resilient_ai_sdk_retries_total", {
-  description: "requests an SDK sent as its own retry, above the resilient layer",
-  incremental: true
-})
+export const sdkRetries = EffectLine.counter(
+  "resilient_ai_sdk_retries_total",
+  "requests an SDK sent as its own retry, above the resilient layer"
+)
 
 /**
  * A fingerprint of a call's body (32-bit FNV-1a over its bytes or UTF-16 units, and its length): a
@@ -394,7 +393,7 @@ const noticeSdkRetry = (adapter: Adapter, arrival: Arrival): Effect.Effect<void>
     if (failedAt !== undefined) adapter.failedBodies.delete(body)
     if (!(count > 0) && !keySentBefore && !bodyFailedBefore) return Effect.void
     const target = adapter.target.name
-    sdkRetries.pipe(Metric.tagged("target", target)).unsafeUpdate(1, [])
+    EffectLine.update(EffectLine.tagged(sdkRetries, { target }), 1, EffectLine.noMetricScope)
     if (adapter.warned.done) return Effect.void
     adapter.warned.done = true
     return Effect.logWarning(
@@ -434,7 +433,7 @@ export const resilientCall = <A, R>(
   call: Call<A, R>
 ): Effect.Effect<A, Failure.CallFailed<Failure.Failure>, R> => {
   const body = fingerprint(call.body)
-  return Effect.zipRight(
+  return Effect.andThen(
     noticeSdkRetry(adapter, { retryCount: call.retryCount, sdkKey: call.sdkKey, body }),
     Engine.run(call.attempt, adapter.policyFor(call.model), adapter.state, {
       requestId: call.requestId,

@@ -3,9 +3,8 @@
  * gate behaves when full, and its classifier (for the client's wiring, the storm and the tests).
  */
 import { Classifier, type Resilient } from "@resilient-ai/policy"
-import { type Classifiers, Policies } from "@resilient-ai/policy/internal"
+import { type Classifiers, Either, Policies } from "@resilient-ai/policy/internal"
 import * as Duration from "effect/Duration"
-import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import type * as Target from "../Target.js"
 

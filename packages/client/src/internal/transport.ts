@@ -5,21 +5,24 @@
  * value or the failure. A `ModelClient`'s calls are sent through it; the SDK adapters and the health
  * probe use its parts.
  */
-import * as HttpClient from "@effect/platform/HttpClient"
-import type * as HttpClientError from "@effect/platform/HttpClientError"
-import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
-import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
+import {
+  causeOfClientError,
+  decoder,
+  failWhenIdle,
+  HttpClient,
+  HttpClientRequest,
+  type HttpClientResponse,
+  openFirst,
+  type ResponseSchema,
+  type SchemaIssue,
+  withJsonBody
+} from "#client-line"
 import { Failure, Resilient } from "@resilient-ai/policy"
-import { Attempts, Limiters, Meters } from "@resilient-ai/policy/internal"
-import * as Chunk from "effect/Chunk"
+import { Attempts, EffectLine, Limiters, Meters } from "@resilient-ai/policy/internal"
 import * as Clock from "effect/Clock"
-import * as Duration from "effect/Duration"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
-import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
 import type * as Redacted from "effect/Redacted"
-import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { concat } from "./bytes.js"
@@ -132,9 +135,9 @@ const fromBodyError = (error: unknown): Failure.Failure =>
   new Failure.ConnectionReset({ afterSend: true, detail: detailOf(causeOf(error)) })
 
 /** The field-level detail of a schema mismatch. */
-export const contractViolation = (error: ParseResult.ParseError): Failure.ContractViolation =>
+export const contractViolation = (issues: ReadonlyArray<SchemaIssue>): Failure.ContractViolation =>
   new Failure.ContractViolation({
-    issues: ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) => ({
+    issues: issues.map((issue) => ({
       path: issue.path.map((key, index) =>
         typeof key === "number" ? `[${key}]` : index === 0 ? String(key) : `.${String(key)}`
       )
@@ -174,23 +177,27 @@ const readBody = (
   if (Number.isFinite(declared) && declared > maxBytes) {
     // A body left unread holds its connection, mid-response, until garbage collection: start reading
     // and stop at the first chunk, which ends the stream and with it the request and its connection.
-    return Effect.zipRight(
+    return Effect.andThen(
       Effect.ignore(Stream.runDrain(Stream.take(response.stream, 1))),
       Effect.fail(new Failure.ResponseTooLarge({ status: response.status, limitBytes: maxBytes }))
     )
   }
-  return response.stream.pipe(
-    Stream.mapError(fromBodyError),
-    Stream.runFoldEffect({ parts: [] as Array<Uint8Array>, size: 0 }, (read, part) => {
-      const size = read.size + part.byteLength
-      if (size > maxBytes) {
-        return Effect.fail(new Failure.ResponseTooLarge({ status: response.status, limitBytes: maxBytes }))
-      }
-      read.parts.push(part)
-      return Effect.succeed({ parts: read.parts, size })
-    }),
-    Effect.map(({ parts, size }) => concat(parts, size))
-  )
+  return Effect.suspend(() => {
+    const parts: Array<Uint8Array> = []
+    let size = 0
+    return response.stream.pipe(
+      Stream.mapError(fromBodyError),
+      Stream.runForEach((part) => {
+        size += part.byteLength
+        if (size > maxBytes) {
+          return Effect.fail(new Failure.ResponseTooLarge({ status: response.status, limitBytes: maxBytes }))
+        }
+        parts.push(part)
+        return Effect.void
+      }),
+      Effect.map(() => concat(parts, size))
+    )
+  })
 }
 
 const parseJson = (text: string): unknown => {
@@ -209,11 +216,11 @@ const errorResponse = (
   model: string
 ): Effect.Effect<never, Failure.Failure> =>
   Effect.flatMap(
-    Effect.either(readBody(response, endpoint.maxResponseBytes)),
+    Effect.orElseSucceed(readBody(response, endpoint.maxResponseBytes), () => undefined),
     (body) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) => {
         // An error body is evidence, not a contract: decoded leniently, a stray byte keeps its code.
-        const text = body._tag === "Right" ? textDecoder.decode(body.right) : ""
+        const text = body === undefined ? "" : textDecoder.decode(body)
         const parsed = parseJson(text)
         return Effect.fail(ProviderError.toFailure({
           status: response.status,
@@ -232,10 +239,10 @@ const recordUsage = (endpoint: Endpoint, model: string, usage: Usage, report: At
   if (usage === undefined || usage === null) return
   report.usage = usage.prompt_tokens + (usage.completion_tokens ?? 0)
   const metrics = Meters.forTarget(endpoint.target, model)
-  metrics.tokens("prompt").unsafeUpdate(usage.prompt_tokens, [])
+  EffectLine.update(metrics.tokens("prompt"), usage.prompt_tokens, EffectLine.noMetricScope)
   report.annotate("promptTokens", usage.prompt_tokens)
   if (usage.completion_tokens !== undefined) {
-    metrics.tokens("completion").unsafeUpdate(usage.completion_tokens, [])
+    EffectLine.update(metrics.tokens("completion"), usage.completion_tokens, EffectLine.noMetricScope)
     report.annotate("completionTokens", usage.completion_tokens)
   }
   GenAi.describeUsage(report, usage.prompt_tokens, usage.completion_tokens)
@@ -296,9 +303,9 @@ const preparedAccepting = (accept: string): Prepared =>
     }))
 
 /** One decoder per schema: a schema is a module constant, a call is made for every request. */
-const decoderOf: <A, I>(schema: Schema.Schema<A, I>) => (u: unknown) => Effect.Effect<A, ParseResult.ParseError> = memo(
+const decoderOf: <A>(schema: ResponseSchema<A>) => (u: unknown) => Effect.Effect<A, ReadonlyArray<SchemaIssue>> = memo(
   new WeakMap(),
-  (schema: Schema.Schema<any, any>) => Schema.decodeUnknown(schema, { errors: "all" })
+  (schema: ResponseSchema<any>) => decoder(schema)
 )
 
 /** One logical call, which every attempt of it sends again: where, what, and how a value is decoded. */
@@ -307,15 +314,15 @@ interface Call<A> {
   readonly path: string
   readonly body: Record<string, unknown>
   readonly model: string
-  readonly decode: (u: unknown) => Effect.Effect<A, ParseResult.ParseError>
+  readonly decode: (u: unknown) => Effect.Effect<A, ReadonlyArray<SchemaIssue>>
   readonly usageOf: (value: A) => Usage
 }
 
-const callOf = <A, I>(
+const callOf = <A>(
   endpoint: Endpoint,
   path: string,
   body: Record<string, unknown>,
-  schema: Schema.Schema<A, I>,
+  schema: ResponseSchema<A>,
   usageOf: (value: A) => Usage
 ): Call<A> => ({ endpoint, path, body, model: String(body.model), decode: decoderOf(schema), usageOf })
 
@@ -335,9 +342,10 @@ const decodeValue = <A>(
   if (parsed === notJsonMarker) return Effect.fail(notJson())
   return call.decode(parsed).pipe(
     Effect.mapError(contractViolation),
-    Effect.tap((value) => {
+    Effect.map((value) => {
       if (first) GenAi.describeAnswer(report, value)
       recordUsage(call.endpoint, call.model, call.usageOf(value), report)
+      return value
     })
   )
 }
@@ -370,12 +378,12 @@ const send = <A, B, R, RR>(
     Effect.flatMap(sender, (client) => {
       const report = new Attempts.Report()
       context?.reached("headers", report)
-      built ??= HttpClientRequest.bodyUnsafeJson(prepared(endpoint)(call.path), call.body)
+      built ??= withJsonBody(prepared(endpoint)(call.path), call.body)
       const request = context === undefined
         ? built
         : HttpClientRequest.setHeader(built, endpoint.idempotencyHeader, context.requestId)
       return client.execute(request).pipe(
-        Effect.mapError((error: HttpClientError.HttpClientError) => fromRequestError(error.cause ?? error, endpoint)),
+        Effect.mapError((error) => fromRequestError(causeOfClientError(error), endpoint)),
         Effect.flatMap((response) => {
           context?.reached("body", report)
           // The platform's headers are a record of lower-case names: looked up, not searched.
@@ -399,7 +407,7 @@ const send = <A, B, R, RR>(
  * it still carries the call's request id as its idempotency key.
  */
 const plainly = <B, R>(attempt: Attempt<B, R>): Effect.Effect<B, Failure.Failure, R> =>
-  Effect.flatMap(FiberRef.get(Resilient.CurrentAttempt), (view) =>
+  Effect.flatMap(EffectLine.getRef(Resilient.CurrentAttempt), (view) =>
     Effect.mapBoth(
       attempt(view === undefined ? undefined : { ...view, reached: () => {} }),
       { onFailure: (reported) => reported.failure, onSuccess: (answered) => answered.value }
@@ -428,32 +436,32 @@ const readJson = <A>(
  * One JSON request: a success is the body decoded with `schema`; a body that is not JSON or breaks
  * the schema is a terminal failure carrying the detail, never repaired.
  */
-export const postJson = <A, I>(
+export const postJson = <A>(
   endpoint: Endpoint,
   path: string,
   body: Record<string, unknown>,
-  schema: Schema.Schema<A, I>,
+  schema: ResponseSchema<A>,
   usageOf: (value: A) => Usage
 ): Effect.Effect<A, Failure.Failure, HttpClient.HttpClient> =>
   plainly(send(senderInContext, callOf(endpoint, path, body, schema, usageOf), jsonRequests, readJson))
 
 /** `postJson` with the HTTP client given rather than read from the context. */
-export const postJsonWith = <A, I>(
+export const postJsonWith = <A>(
   client: HttpClient.HttpClient,
   endpoint: Endpoint,
   path: string,
   body: Record<string, unknown>,
-  schema: Schema.Schema<A, I>,
+  schema: ResponseSchema<A>,
   usageOf: (value: A) => Usage
 ): Effect.Effect<A, Failure.Failure> => plainly(jsonAttempt(client, endpoint, path, body, schema, usageOf))
 
 /** An attempt of a JSON request, for the engine: given its context, it hands back its report with its value or failure. */
-export const jsonAttempt = <A, I>(
+export const jsonAttempt = <A>(
   client: HttpClient.HttpClient,
   endpoint: Endpoint,
   path: string,
   body: Record<string, unknown>,
-  schema: Schema.Schema<A, I>,
+  schema: ResponseSchema<A>,
   usageOf: (value: A) => Usage
 ): Attempt<A, never> => send(senderGiven(client), callOf(endpoint, path, body, schema, usageOf), jsonRequests, readJson)
 
@@ -488,13 +496,6 @@ export interface ServerSentEvent {
   readonly data: string
 }
 
-interface PendingEvent {
-  readonly event: string | undefined
-  readonly data: ReadonlyArray<string>
-}
-
-const noEvent: PendingEvent = { event: undefined, data: [] }
-
 /** The value of a field line, without the one space that may follow the colon. */
 const fieldValue = (line: string, name: string): string =>
   line.slice(line.startsWith(`${name}: `) ? name.length + 2 : name.length + 1)
@@ -504,27 +505,28 @@ export const serverSentEvents = <E, R>(
   bytes: Stream.Stream<Uint8Array, E, R>,
   status = 200
 ): Stream.Stream<ServerSentEvent, E | Failure.NotJson, R> =>
-  utf8Text(bytes, status).pipe(
-    Stream.splitLines,
-    Stream.mapAccum(noEvent, (pending, line): readonly [PendingEvent, Option.Option<ServerSentEvent>] => {
-      if (line === "") {
-        return [
-          noEvent,
-          pending.data.length === 0
-            ? Option.none()
-            : Option.some({ event: pending.event ?? "message", data: pending.data.join("\n") })
-        ]
-      }
-      if (line.startsWith("data:")) {
-        return [{ ...pending, data: [...pending.data, fieldValue(line, "data")] }, Option.none()]
-      }
-      if (line.startsWith("event:")) {
-        return [{ ...pending, event: fieldValue(line, "event") }, Option.none()]
-      }
-      return [pending, Option.none()]
-    }),
-    Stream.filterMap((event) => event)
-  )
+  Stream.suspend(() => {
+    // The event being read: its lines come one at a time, and a blank line ends it.
+    let pendingEvent: string | undefined
+    let pendingData: Array<string> = []
+    return utf8Text(bytes, status).pipe(
+      Stream.splitLines,
+      Stream.map((line): ServerSentEvent | undefined => {
+        if (line === "") {
+          const complete = pendingData.length === 0
+            ? undefined
+            : { event: pendingEvent ?? "message", data: pendingData.join("\n") }
+          pendingEvent = undefined
+          pendingData = []
+          return complete
+        }
+        if (line.startsWith("data:")) pendingData.push(fieldValue(line, "data"))
+        else if (line.startsWith("event:")) pendingEvent = fieldValue(line, "event")
+        return undefined
+      }),
+      Stream.filter((event): event is ServerSentEvent => event !== undefined)
+    )
+  })
 
 /** A stream that has delivered its first chunk: the chunk, and the rest to read. */
 export interface Opened<A> {
@@ -547,7 +549,7 @@ const eventStreamRequests = preparedAccepting("text/event-stream")
  * A success that is a stream of server-sent events, each a value, read up to its first chunk. The
  * rest is pulled from the same read, in the caller's `Scope`.
  */
-const readEventStream = (idleTimeout: Duration.Duration) =>
+const readEventStream = (idleAfter: Duration.Duration) =>
 <A>(
   call: Call<A>,
   response: HttpClientResponse.HttpClientResponse,
@@ -596,36 +598,20 @@ const readEventStream = (idleTimeout: Duration.Duration) =>
           said.usage === undefined && said.attributes === undefined ? value : new Attempts.Answered(value, said)
       )
     }),
-    Stream.timeoutFail(() => new Failure.ReadTimeout({ timeout: idleTimeout, phase: "body" }), idleTimeout)
+    (events) => failWhenIdle(events, idleAfter, () => new Failure.ReadTimeout({ timeout: idleAfter, phase: "body" }))
   )
   // Split by hand rather than with `Stream.peel`, which runs the stream on a fiber of its own and
   // hands every chunk across to the reader: about twice the CPU per stream, and a read ahead.
-  return Effect.flatMap(Stream.toPull(chunks), (next) => {
-    const firstChunk = (): Effect.Effect<OpenedReporting<A>, Failure.Failure> =>
-      Effect.matchEffect(next, {
-        onFailure: Option.match({
-          onNone: () =>
-            Effect.fail(
-              new Failure.ContractViolation({
-                issues: [{ path: "", message: "the stream ended before its first chunk" }]
-              })
-            ),
-          onSome: Effect.fail
-        }),
-        onSuccess: (chunk) => {
-          if (Chunk.isEmpty(chunk)) return firstChunk()
-          const [first, ...buffered] = Chunk.toReadonlyArray(chunk)
-          return Effect.succeed({
-            // The first chunk reports in the attempt's report: it is never wrapped.
-            first: first as A,
-            rest: Stream.concat(Stream.fromIterable(buffered), Stream.repeatEffectChunkOption(next)).pipe(
-              Stream.mapError((failure) => scrubFailure(failure, endpoint.apiKey))
-            )
-          })
-        }
-      })
-    return firstChunk()
-  })
+  return Effect.flatMap(openFirst(chunks), (opened) =>
+    opened === undefined
+      ? Effect.fail(
+        new Failure.ContractViolation({ issues: [{ path: "", message: "the stream ended before its first chunk" }] })
+      )
+      : Effect.succeed({
+        // The first chunk reports in the attempt's report: it is never wrapped.
+        first: opened.first as A,
+        rest: Stream.mapError(opened.rest, (failure) => scrubFailure(failure, endpoint.apiKey))
+      }))
 }
 
 /**
@@ -635,11 +621,11 @@ const readEventStream = (idleTimeout: Duration.Duration) =>
  * chunk arrives for `idleTimeout`. An error event in place of a chunk is the failure of the error
  * response it stands for (`ProviderError.fromErrorEvent`): first, it is retried or not as that is.
  */
-export const postStream = <A, I>(
+export const postStream = <A>(
   endpoint: Endpoint,
   path: string,
   body: Record<string, unknown>,
-  schema: Schema.Schema<A, I>,
+  schema: ResponseSchema<A>,
   usageOf: (value: A) => Usage,
   idleTimeout: Duration.Duration
 ): Effect.Effect<Opened<A>, Failure.Failure, HttpClient.HttpClient | Scope.Scope> =>
@@ -652,11 +638,11 @@ export const postStream = <A, I>(
  * An attempt of a streaming request, for the engine: its report comes back with the first chunk,
  * and a later chunk that says something (the usage, at the end) with its own.
  */
-export const streamAttempt = <A, I>(
+export const streamAttempt = <A>(
   endpoint: Endpoint,
   path: string,
   body: Record<string, unknown>,
-  schema: Schema.Schema<A, I>,
+  schema: ResponseSchema<A>,
   usageOf: (value: A) => Usage,
   idleTimeout: Duration.Duration
 ): Attempt<OpenedReporting<A>, HttpClient.HttpClient | Scope.Scope> =>

@@ -2,7 +2,7 @@
  * What every caller of a target holds, made one way for `ModelClient`, the SDK adapters and
  * `HealthProbe`: the target's state, its transport settings, and a policy per model.
  */
-import * as HttpClient from "@effect/platform/HttpClient"
+import { tracerPropagation } from "#client-line"
 import { Coordination, type Resilient, type Settings } from "@resilient-ai/policy"
 import { Coordinations } from "@resilient-ai/policy/internal"
 import * as Effect from "effect/Effect"
@@ -47,7 +47,7 @@ export const wire = (target: Target.Target): Effect.Effect<Wiring, Settings.Inva
           // wrapping the HTTP client instead would copy the fiber's refs twice on every request.
           state: target.propagateTrace
             ? made
-            : { ...made, attemptRefs: [[HttpClient.currentTracerPropagation, false] as const] },
+            : { ...made, attemptRefs: [[tracerPropagation, false] as const] },
           endpoint: {
             target: target.name,
             baseUrl: target.baseUrl,

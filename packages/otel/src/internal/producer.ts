@@ -7,7 +7,7 @@
  * histogram of seconds should say `s`. Here a name ending in `_seconds` gets `s`, the default `1`
  * becomes no unit, and any other unit stays.
  */
-import * as EffectMetrics from "@effect/opentelemetry/Metrics"
+import { makeProducer } from "#otel-line"
 import type * as Resource from "@effect/opentelemetry/Resource"
 import type { CollectionResult, MetricData, MetricProducer } from "@opentelemetry/sdk-metrics"
 import * as Effect from "effect/Effect"
@@ -22,7 +22,7 @@ const withUnit = (metric: MetricData): MetricData => {
 
 /** Effect's metrics, every collection a snapshot of the global registry, with the units above. */
 export const make: Effect.Effect<MetricProducer, never, Resource.Resource> = Effect.map(
-  EffectMetrics.makeProducer,
+  makeProducer,
   (effectProducer): MetricProducer => ({
     collect: (options) =>
       effectProducer.collect(options).then((result): CollectionResult => ({

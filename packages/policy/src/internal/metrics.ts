@@ -12,7 +12,7 @@ import {
   histogram,
   tagged
 } from "#effect-line"
-import { globalValue } from "effect/GlobalValue"
+import { processWide } from "./processWide.js"
 
 /** Attempts started, first attempts included. */
 const attempts = counter("resilient_ai_attempts_total", "attempts sent to the provider, first attempts included")
@@ -105,7 +105,7 @@ export interface TargetMetrics {
   readonly tokens: (kind: string) => Counter
 }
 
-const cache = globalValue("@resilient-ai/policy/Metrics/cache", () => new Map<string, TargetMetrics>())
+const cache = processWide("@resilient-ai/policy/Metrics/cache", () => new Map<string, TargetMetrics>())
 
 /** The metrics of one target and model. */
 export const forTarget = (target: string, model?: string | undefined): TargetMetrics => {
@@ -180,7 +180,7 @@ export interface HealthMetrics {
   readonly probeDuration: Histogram
 }
 
-const healthCache = globalValue("@resilient-ai/policy/Metrics/healthCache", () => new Map<string, HealthMetrics>())
+const healthCache = processWide("@resilient-ai/policy/Metrics/healthCache", () => new Map<string, HealthMetrics>())
 
 /** The health metrics of `target`, tagged `target`. */
 export const healthOf = (target: string): HealthMetrics => {

@@ -13,7 +13,7 @@
  * `RedisConnection`).
  */
 import { RetryBudget, Settings } from "@resilient-ai/policy"
-import { Budgets, type Coordinations, FastPath } from "@resilient-ai/policy/internal"
+import { Budgets, type Coordinations, EffectLine, Either, FastPath } from "@resilient-ai/policy/internal"
 import * as Effect from "effect/Effect"
 import type { Redis } from "ioredis"
 import { RedisConnection } from "../RedisConnection.js"
@@ -117,7 +117,7 @@ export const make = (
   options: Options
 ): Effect.Effect<RetryBudget.Service, Settings.InvalidSettings, RedisConnection> =>
   Effect.flatMap(
-    Effect.suspend(() => Budgets.settings(options)),
+    Effect.suspend(() => Either.toEffect(Budgets.settings(options))),
     (settings) =>
       settings.buckets > maxBuckets
         ? Effect.fail(
@@ -139,7 +139,8 @@ const makeChecked = (
   const windowTtl = Math.ceil(2 * settings.windowMillis)
   return Effect.gen(function*() {
     const connection = yield* RedisConnection
-    const clock = yield* Effect.clock
+    const clock = yield* EffectLine.currentClock
+    const now = () => EffectLine.nowMillis(clock)
     const client = connection.client as Scripted
     register(client, "resilientAiBudget", 1, script)
     const members = keyFor(connection.keyPrefix, "members", options.target, options.keyFingerprint)
@@ -153,9 +154,9 @@ const makeChecked = (
     const run = (voidAfter: number, operation: "acquire" | "success" | "snapshot" | "refund", bucket = 0) => {
       const reporting = unreported
       unreported = 0
-      const now = clock.unsafeCurrentTimeMillis()
+      const at = now()
       // Whether retries pay is learned from this process's own: the fleet's allowance shrinks by it.
-      const payoff = local.payoff(now)
+      const payoff = local.payoff(at)
       return client.resilientAiBudget(
         members,
         key,
@@ -168,7 +169,7 @@ const makeChecked = (
         settings.ratio * payoff,
         floor * payoff,
         windowTtl,
-        now,
+        at,
         bucket,
         reporting
       ).then(
@@ -189,8 +190,8 @@ const makeChecked = (
     }
     const refund = (bucket: number) => connection.tell(() => run(never, "refund", bucket))
     const recordSuccess = (attempts: number) =>
-      Effect.zipRight(
-        Effect.sync(() => local.recordSuccess(clock.unsafeCurrentTimeMillis(), attempts)),
+      Effect.andThen(
+        Effect.sync(() => local.recordSuccess(now(), attempts)),
         connection.decide("budget", (voidAfter) => run(voidAfter, "success").then(answered), Effect.void)
       )
     const tryAcquire = connection.decide<Answer | undefined>(
@@ -202,13 +203,13 @@ const makeChecked = (
         if (answer !== undefined && answer[0] === 1) Effect.runFork(refund(answer[4]))
       }
     ).pipe(Effect.map((answer) => {
-      const now = clock.unsafeCurrentTimeMillis()
+      const at = now()
       if (answer === undefined) {
-        const granted = local.tryAcquire(now, 1 / fleet)
+        const granted = local.tryAcquire(at, 1 / fleet)
         if (granted) unreported++
         return granted
       }
-      if (answer[0] === 1) local.recordRetry(now)
+      if (answer[0] === 1) local.recordRetry(at)
       return answer[0] === 1
     }))
     const service: FastPath.With<RetryBudget.Service, FastPath.Budget> = {
@@ -217,8 +218,7 @@ const makeChecked = (
       [FastPath.key]: {
         // Whether retries pay is this process's to learn, from its own: no need to hear of each failure otherwise.
         recordFailure: settings.shareWhenRetriesFail < 1
-          ? (_: unknown, attempt: number) =>
-            Effect.sync(() => local.recordFailure(clock.unsafeCurrentTimeMillis(), attempt))
+          ? (_: unknown, attempt: number) => Effect.sync(() => local.recordFailure(now(), attempt))
           : undefined
       },
       snapshot: connection.decide(
@@ -228,11 +228,11 @@ const makeChecked = (
             answer === null ? null : {
               successes: answer[1],
               retries: answer[2],
-              paid: local.snapshot(clock.unsafeCurrentTimeMillis()).paid,
-              allowance: Budgets.allowance(settings, answer[1], 1, local.payoff(clock.unsafeCurrentTimeMillis()))
+              paid: local.snapshot(now()).paid,
+              allowance: Budgets.allowance(settings, answer[1], 1, local.payoff(now()))
             }
           ),
-        Effect.sync(() => local.snapshot(clock.unsafeCurrentTimeMillis()))
+        Effect.sync(() => local.snapshot(now()))
       )
     }
     return service

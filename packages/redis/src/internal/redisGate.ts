@@ -16,7 +16,7 @@
  * in time, an in-process gate with the same settings decides (see `RedisConnection`).
  */
 import { ConcurrencyGate, Failure, Settings } from "@resilient-ai/policy"
-import { Checked, type Coordinations, Either, FastPath, Gates } from "@resilient-ai/policy/internal"
+import { Checked, type Coordinations, EffectLine, Either, FastPath, Gates } from "@resilient-ai/policy/internal"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Random from "effect/Random"
@@ -165,9 +165,9 @@ export interface Options extends Coordinations.ForKey<ConcurrencyGate.Options> {
    * The longest a lease lives when the caller has no deadline: a permit held by a process that
    * died comes back to the fleet after this. Default 2 minutes.
    */
-  readonly leaseTime?: Duration.DurationInput | undefined
+  readonly leaseTime?: EffectLine.DurationInput | undefined
   /** How often a caller waiting for a permit in `"queue"` mode asks again (with jitter). Default 100 ms. */
-  readonly pollInterval?: Duration.DurationInput | undefined
+  readonly pollInterval?: EffectLine.DurationInput | undefined
 }
 
 /** A permit this process holds: a lease on Redis, or one taken from the in-process gate while Redis could not decide. */
@@ -223,7 +223,8 @@ const makeChecked = (
     const connection = yield* RedisConnection
     let fleet = connection.fleetSize
     const fallback = yield* Effect.orDie(Gates.makeShared(options, () => 1 / fleet))
-    const clock = yield* Effect.clock
+    const clock = yield* EffectLine.currentClock
+    const now = () => EffectLine.nowMillis(clock)
     const client = connection.client as Scripted
     let recoveryHeld = false
     register(client, "resilientAiGate", 2, script)
@@ -254,7 +255,7 @@ const makeChecked = (
         settings.degradeAfter,
         outcome,
         healthTtl,
-        clock.unsafeCurrentTimeMillis(),
+        now(),
         settings.adaptive ? 1 : 0,
         settings.minLimit,
         settings.backoffRatio,
@@ -273,10 +274,11 @@ const makeChecked = (
     // the one that matters least goes: from the in-process gate first, then the lease that ends
     // soonest, so the callers still running keep the longest leases.
     const heldBy = new Map<number, Array<Permit>>()
-    const hold = (fiber: number, permit: Permit) => {
+    const hold = (fiber: number, permit: Permit): Permit => {
       const permits = heldBy.get(fiber)
       if (permits === undefined) heldBy.set(fiber, [permit])
       else permits.push(permit)
+      return permit
     }
     const leastNeeded = (a: Permit, b: Permit) =>
       a._tag === "in-process" || (b._tag === "lease" && a.expiresAt < b.expiresAt)
@@ -296,19 +298,30 @@ const makeChecked = (
       if (permits.length === 0) heldBy.delete(chosen.holder)
       return permit
     }
+    /** Gives back `permit`, which `fiber` took and its caller never had: its outcome is neutral. */
+    const giveUp = (fiber: number, permit: Permit): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        const permits = heldBy.get(fiber)
+        const index = permits === undefined ? -1 : permits.indexOf(permit)
+        if (permits === undefined || index < 0) return Effect.void
+        permits.splice(index, 1)
+        if (permits.length === 0) heldBy.delete(fiber)
+        return permit._tag === "lease" ? giveBack(permit.lease, "neutral") : fallback.release("neutral")
+      })
 
     // Callers of this process polling for a permit; bounded by `maxWaiting`.
     let waiting = 0
 
-    // Asks Redis once for a lease: the answer, or undefined when this process must decide alone.
-    // The caller keeps this uninterruptible (it is bounded by the command timeout), so a permit
-    // Redis granted is always recorded and released by someone.
-    const ask = (fiber: number, deadline: number): Effect.Effect<Answer | undefined> => {
+    // Asks Redis once for a lease: the lease granted (held by `fiber` from now on), the answer that
+    // refused it, or undefined when this process must decide alone. The caller keeps this
+    // uninterruptible (it is bounded by the command timeout), so a permit Redis granted is always
+    // recorded and released by someone.
+    const ask = (fiber: number, deadline: number): Effect.Effect<Permit | Answer | undefined> => {
       const lease = `${connection.member}:${++leases}`
-      const now = clock.unsafeCurrentTimeMillis()
+      const askedAt = now()
       // A lease outlives the caller's deadline by a little, and never the lease time.
-      const ttl = Math.max(1_000, Math.min(leaseMillis, deadline - now + 1_000))
-      return Effect.tap(
+      const ttl = Math.max(1_000, Math.min(leaseMillis, deadline - askedAt + 1_000))
+      return Effect.flatMap(
         connection.decide<Answer | undefined>(
           "gate",
           (voidAfter) => call(voidAfter, "acquire", lease, ttl, "neutral"),
@@ -323,10 +336,11 @@ const makeChecked = (
             // Decided in process: the script may still have run, its answer lost (a node that went
             // down after running it, a void retry of it answering instead): give its lease back
             // however late, a no-op when it took none, without the caller waiting for it.
-            return Effect.sync(() => void Effect.runFork(giveBack(lease, "neutral")))
+            return Effect.sync((): undefined => void Effect.runFork(giveBack(lease, "neutral")))
           }
-          if (answer[0] === 1) hold(fiber, { _tag: "lease", lease, expiresAt: now + ttl })
-          return Effect.void
+          return Effect.succeed(
+            answer[0] === 1 ? hold(fiber, { _tag: "lease", lease, expiresAt: askedAt + ttl }) : answer
+          )
         }
       )
     }
@@ -334,21 +348,21 @@ const makeChecked = (
     const shed = (limit: number, inFlight: number) => new Failure.Shed({ target: settings.target, limit, inFlight })
 
     const acquire = (deadline: number): Effect.Effect<void, Failure.Shed | Failure.DeadlineExceeded> =>
-      Effect.withFiberRuntime((current) =>
+      EffectLine.withFiber((current) =>
         Effect.uninterruptibleMask((restore) => {
-          const fiber = current.id().id
+          const fiber = EffectLine.fiberIdOf(current)
           let isWaiting = false
-          const loop: Effect.Effect<void, Failure.Shed | Failure.DeadlineExceeded> = Effect.flatMap(
+          const loop: Effect.Effect<Permit, Failure.Shed | Failure.DeadlineExceeded> = Effect.flatMap(
             Effect.suspend(() => ask(fiber, deadline)),
-            (answer) => {
-              if (answer === undefined) {
+            (asked) => {
+              if (asked === undefined) {
                 return Effect.map(restore(fallback.acquire(deadline)), () => hold(fiber, { _tag: "in-process" }))
               }
-              const [granted, limit, inFlight] = answer
-              if (granted === 1) return Effect.void
+              if (!Array.isArray(asked)) return Effect.succeed(asked)
+              const [, limit, inFlight] = asked
               if (settings.mode === "shed") return Effect.fail(shed(limit, inFlight))
-              const now = clock.unsafeCurrentTimeMillis()
-              if (now >= deadline) return Effect.fail(new Failure.DeadlineExceeded({ deadline, phase: "queue" }))
+              const at = now()
+              if (at >= deadline) return Effect.fail(new Failure.DeadlineExceeded({ deadline, phase: "queue" }))
               if (!isWaiting) {
                 if (waiting >= settings.maxWaiting) return Effect.fail(shed(limit, inFlight))
                 isWaiting = true
@@ -357,14 +371,19 @@ const makeChecked = (
               // Another process's release cannot wake this one: ask again shortly, with jitter so a
               // fleet of waiters does not ask in step.
               const pause = Effect.flatMap(
-                Random.nextRange(0.5, 1.5),
-                (jitter) => Effect.sleep(Duration.millis(Math.ceil(Math.min(pollMillis * jitter, deadline - now))))
+                Random.next,
+                (draw) => Effect.sleep(Duration.millis(Math.ceil(Math.min(pollMillis * (0.5 + draw), deadline - at))))
               )
-              return Effect.zipRight(restore(pause), loop)
+              return Effect.andThen(restore(pause), loop)
             }
           )
+          // The permit is handed over on an interruption point of the caller's, the wait's last
+          // step: an interruption that came while Redis or the in-process gate granted it gives it
+          // back, rather than leave a permit (on Redis, a lease until it expires) that nobody holds.
+          const handOver = (permit: Permit) =>
+            Effect.onInterrupt(restore(EffectLine.thenInterruptible(Effect.void)), () => giveUp(fiber, permit))
           return Effect.ensuring(
-            loop,
+            Effect.flatMap(loop, handOver),
             Effect.sync(() => {
               if (isWaiting) waiting--
             })
@@ -382,8 +401,8 @@ const makeChecked = (
     const service: FastPath.With<ConcurrencyGate.Service, FastPath.Gate> = {
       acquire,
       release: (outcome) =>
-        Effect.withFiberRuntime((current) => {
-          const permit = take(current.id().id)
+        EffectLine.withFiber((current) => {
+          const permit = take(EffectLine.fiberIdOf(current))
           if (permit === undefined) return Effect.void
           return permit._tag === "lease" ? giveBack(permit.lease, outcome) : fallback.release(outcome)
         }),
@@ -405,7 +424,7 @@ const makeChecked = (
       ),
       [FastPath.key]: {
         holdRecovery: (held) =>
-          Effect.zipRight(
+          Effect.andThen(
             Effect.sync(() => {
               recoveryHeld = held
             }),

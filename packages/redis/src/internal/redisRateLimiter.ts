@@ -13,7 +13,7 @@
  * Redis. When Redis cannot answer in time, this process paces alone within its share (see `make`).
  */
 import { type Failure, RateLimiter, type Settings } from "@resilient-ai/policy"
-import { type Coordinations, FastPath, Limiters } from "@resilient-ai/policy/internal"
+import { type Coordinations, EffectLine, Either, FastPath, Limiters } from "@resilient-ai/policy/internal"
 import * as Effect from "effect/Effect"
 import type { Redis } from "ioredis"
 import { RedisConnection } from "../RedisConnection.js"
@@ -142,7 +142,10 @@ const finite = (limit: number, none: number) => Number.isFinite(limit) ? limit :
 export const make = (
   options: Options
 ): Effect.Effect<RateLimiter.Service, Settings.InvalidSettings, RedisConnection> =>
-  Effect.flatMap(Effect.suspend(() => Limiters.settings(options)), (settings) => makeChecked(options, settings))
+  Effect.flatMap(
+    Effect.suspend(() => Either.toEffect(Limiters.settings(options))),
+    (settings) => makeChecked(options, settings)
+  )
 
 const makeChecked = (
   options: Options,
@@ -150,8 +153,8 @@ const makeChecked = (
 ): Effect.Effect<RateLimiter.Service, never, RedisConnection> =>
   Effect.gen(function*() {
     const connection = yield* RedisConnection
-    const clock = yield* Effect.clock
-    const now = () => clock.unsafeCurrentTimeMillis()
+    const clock = yield* EffectLine.currentClock
+    const now = () => EffectLine.nowMillis(clock)
     let fleet = connection.fleetSize
     const fallback = yield* Effect.orDie(Limiters.makeShared(options, () => 1 / fleet))
     // The limits in force (the settings', lowered by the provider's): a pacer's, whose pace is unused.
@@ -212,11 +215,19 @@ const makeChecked = (
     /** Moves the fleet's pace by `requests` and `tokens` (negative: given back), however late it arrives. */
     const adjust = (requests: number, tokens: number) =>
       connection.tell(() => call(never, "adjust", { tokens, lane: "interactive", deadline: 0 }, requests))
-    const onRedis = (tokens: number): RateLimiter.Reservation => ({
-      tokens,
-      settle: (used) => used === tokens ? Effect.void : adjust(0, used - tokens),
-      giveBack: adjust(-1, -tokens)
-    })
+    const onRedis = (tokens: number): RateLimiter.Reservation => {
+      // Given back once, however many of the waits that hold it an interruption ends.
+      let givenBack = false
+      return {
+        tokens,
+        settle: (used) => used === tokens ? Effect.void : adjust(0, used - tokens),
+        giveBack: Effect.suspend(() => {
+          if (givenBack) return Effect.void
+          givenBack = true
+          return adjust(-1, -tokens)
+        })
+      }
+    }
 
     /** Redis's decision for `demand`, or `undefined` when this process must decide alone. */
     const ask = (demand: RateLimiter.Demand) =>
@@ -244,7 +255,8 @@ const makeChecked = (
     /**
      * Decides `demand` on Redis (or alone). Asking is bounded by the command timeout and not
      * interrupted, so a place Redis granted is always someone's to give back; only the wait for
-     * its turn is.
+     * its turn is. The place is handed over on an interruption point of the caller's, the wait's
+     * last step: an interruption that came while Redis granted it, or as its turn did, gives it back.
      */
     const decideNow = (demand: RateLimiter.Demand) =>
       Effect.uninterruptibleMask((restore) =>
@@ -252,10 +264,20 @@ const makeChecked = (
           ask(demand),
           (decision): Effect.Effect<RateLimiter.Reservation | "wait", Failure.RateLimitedLocally> => {
             if (decision === undefined) {
-              return Effect.tap(restore(fallback.admit(demand)), () => keep(unreported, [now(), demand.tokens]))
+              return Effect.tap(
+                restore(fallback.admit(demand)),
+                () => Effect.sync(() => keep(unreported, [now(), demand.tokens]))
+              )
             }
-            if (decision._tag === "wait") batchTurn = decision.at
-            return restore(Limiters.takeTurn(settings.target, decision, now(), () => onRedis(demand.tokens)))
+            if (decision._tag !== "reserved") {
+              if (decision._tag === "wait") batchTurn = decision.at
+              return restore(Limiters.takeTurn(settings.target, decision, now(), () => onRedis(demand.tokens)))
+            }
+            const place = onRedis(demand.tokens)
+            return Effect.onInterrupt(
+              restore(EffectLine.thenInterruptible(Limiters.takeTurn(settings.target, decision, now(), () => place))),
+              () => place.giveBack
+            )
           }
         )
       )
@@ -265,7 +287,7 @@ const makeChecked = (
       admit: (demand) => Effect.suspend(() => limits.pacing ? admit(demand) : Effect.succeed(Limiters.free)),
       // Only the answer that needs no Redis: a key with no limit known.
       [FastPath.key]: { admitNow: () => limits.pacing ? undefined : Limiters.free },
-      learn: (learned) => Effect.zipRight(Effect.sync(() => limits.learn(learned)), fallback.learn(learned)),
+      learn: (learned) => Effect.andThen(Effect.sync(() => limits.learn(learned)), fallback.learn(learned)),
       snapshot: Effect.suspend(() => {
         if (!limits.pacing) return fallback.snapshot
         return connection.decide(

@@ -4,8 +4,7 @@
  * runs them at full size; the tests run some at a size, or with contenders, of their own.
  */
 import type { Health } from "@resilient-ai/policy"
-import { Diagnoses, Meters } from "@resilient-ai/policy/internal"
-import * as Either from "effect/Either"
+import { Diagnoses, Either, Meters } from "@resilient-ai/policy/internal"
 import * as Contention from "../Contention.js"
 import * as Storm from "../Storm.js"
 import * as StormPolicies from "../StormPolicies.js"

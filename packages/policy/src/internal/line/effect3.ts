@@ -9,7 +9,7 @@ import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
-import * as ConfigError from "effect/ConfigError"
+import * as ConfigErrors from "effect/ConfigError"
 import * as Context from "effect/Context"
 import * as DefaultServices from "effect/DefaultServices"
 import * as Deferred from "effect/Deferred"
@@ -25,18 +25,22 @@ import * as FiberRef from "effect/FiberRef"
 import * as FiberRefs from "effect/FiberRefs"
 import { globalValue } from "effect/GlobalValue"
 import * as HashMap from "effect/HashMap"
+import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
 import * as LogLevels from "effect/LogLevel"
 import * as Metric from "effect/Metric"
 import * as MetricBoundaries from "effect/MetricBoundaries"
 import * as MetricLabel from "effect/MetricLabel"
 import type * as MetricState from "effect/MetricState"
 import * as Option from "effect/Option"
+import * as Random from "effect/Random"
 import * as Runtime from "effect/Runtime"
 import type * as RuntimeFlags from "effect/RuntimeFlags"
 import * as Schedule from "effect/Schedule"
 import * as ScheduleDecision from "effect/ScheduleDecision"
 import * as ScheduleInterval from "effect/ScheduleInterval"
 import * as ScheduleIntervals from "effect/ScheduleIntervals"
+import type * as Scheduler from "effect/Scheduler"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Tracer from "effect/Tracer"
@@ -411,7 +415,7 @@ export const configFromVariables = <A>(
     Config.all(names.map((name) => Config.map(Config.option(Config.string(name)), Option.getOrUndefined))).pipe(
       Config.nested(prefix)
     ),
-    (values) => Eithers.mapLeft(decide(values), (message) => ConfigError.InvalidData([], message))
+    (values) => Eithers.mapLeft(decide(values), (message) => ConfigErrors.InvalidData([], message))
   )
 
 /** A duration from anything Effect reads as one (a `Duration`, milliseconds, `"2 seconds"`), or `undefined`. */
@@ -443,3 +447,111 @@ export const defectOf = (cause: Cause.Cause<unknown>): Option.Option<unknown> =>
 export const thenInterruptible = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => self
 
 export type { SpanTracing, Step, StepDelay, Stepper } from "./shared.js"
+
+/** Why a `Config` could not be read. */
+export type ConfigError = ConfigErrors.ConfigError
+
+/** A layer of the service `effect` makes, whose resources live as long as the layer: `Layer.scoped`. */
+export const layerScoped: <I, S, E, R>(
+  tag: Context.Tag<I, S>,
+  effect: Effect.Effect<NoInfer<S>, E, R>
+) => Layer.Layer<I, E, Exclude<R, Scope.Scope>> = Layer.scoped
+
+/** A layer of no service that runs `effect` when built, its resources living as long as the layer. */
+export const layerScopedDiscard = <A, E, R>(
+  effect: Effect.Effect<A, E, R>
+): Layer.Layer<never, E, Exclude<R, Scope.Scope>> => Layer.scopedDiscard(effect)
+
+/** `self`, or the stream `f` makes of its failure. */
+export const catchAllStream = <A, E, R, A2, E2, R2>(
+  self: Stream.Stream<A, E, R>,
+  f: (failure: E) => Stream.Stream<A2, E2, R2>
+): Stream.Stream<A | A2, E2, R | R2> => Stream.catchAll(self, f)
+
+/**
+ * Runs effects from promise code with the services of the fiber that made the runner (an
+ * abort of `signal` interrupts the effect).
+ */
+export const promiseExitRunner = <R = never>(): Effect.Effect<ReturnType<typeof Runtime.runPromiseExit<R>>, never, R> =>
+  Effect.map(Effect.runtime<R>(), (runtime) => Runtime.runPromiseExit(runtime))
+
+/**
+ * A clock whose time is `source.millis()` and whose sleeps are `source.sleep`'s, as the line's
+ * `Clock` service: a simulated clock (the storm's), which jumps from event to event.
+ */
+export const makeClock = (source: {
+  readonly millis: () => number
+  readonly sleep: (millis: number) => Effect.Effect<void>
+}): Clock.Clock => {
+  const nanos = () => BigInt(Math.round(source.millis() * 1_000_000))
+  return {
+    [Clock.ClockTypeId]: Clock.ClockTypeId,
+    unsafeCurrentTimeMillis: source.millis,
+    currentTimeMillis: Effect.sync(source.millis),
+    unsafeCurrentTimeNanos: nanos,
+    currentTimeNanos: Effect.sync(nanos),
+    sleep: (duration) => source.sleep(Duration.toMillis(duration))
+  }
+}
+
+/** Runs `self` with `clock` as its clock. */
+export const withClock = <A, E, R>(self: Effect.Effect<A, E, R>, clock: Clock.Clock): Effect.Effect<A, E, R> =>
+  Effect.withClock(self, clock)
+
+/**
+ * Runs `self` drawing its random numbers from `next` (doubles in [0, 1)): a generator of the
+ * caller's own, the same on both lines, where each line's seeded `Random` draws differently. Each
+ * draw is made from `next` as Effect 3's `Random.make` makes it from its generator.
+ */
+export const withRandomFrom = <A, E, R>(self: Effect.Effect<A, E, R>, next: () => number): Effect.Effect<A, E, R> => {
+  const below = (max: number) => Math.round(next() * Number.MAX_SAFE_INTEGER) % max
+  const random: Random.Random = {
+    [Random.RandomTypeId]: Random.RandomTypeId,
+    next: Effect.sync(next),
+    nextBoolean: Effect.sync(() => next() > 0.5),
+    nextInt: Effect.sync(() => below(Number.MAX_SAFE_INTEGER)),
+    nextRange: (min, max) => Effect.sync(() => (max - min) * next() + min),
+    nextIntBetween: (min, max) => Effect.sync(() => below(max - min) + min),
+    shuffle: (elements) =>
+      Effect.sync(() => {
+        const buffer = Array.from(elements)
+        for (let n = buffer.length; n >= 2; n--) {
+          const other = below(n)
+          ;[buffer[n - 1], buffer[other]] = [buffer[other]!, buffer[n - 1]!]
+        }
+        return Chunk.fromIterable(buffer)
+      })
+  }
+  return Effect.withRandom(self, random)
+}
+
+/** Runs `self` writing no log lines: their cost is saved too, not only their output. */
+export const withoutLogs = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Logger.withMinimumLogLevel(self, LogLevels.None)
+
+/**
+ * A scheduler for a program whose caller runs its fibers by hand (the storm's simulated time):
+ * every task a fiber makes goes to `schedule`, and the caller runs them; `flush` runs those waiting,
+ * where Effect asks for it. A fiber gives the others a turn after `opsBeforeYield` operations.
+ */
+export const schedulerOf = (options: {
+  readonly schedule: (task: () => void) => void
+  readonly flush: () => void
+  readonly opsBeforeYield: number
+}): Scheduler.Scheduler => ({
+  scheduleTask: (task) => options.schedule(task),
+  shouldYield: (fiber) => fiber.currentOpCount > options.opsBeforeYield ? 0 : false
+})
+
+/** What `gauge` reads now, under its own tags. */
+export const gaugeValue = (gauge: Gauge): number => gauge.unsafeValue([]).value
+
+/** The fiber's number, unique among the process's fibers: what a fiber holds is kept under it. */
+export const fiberIdOf = (fiber: FiberView): number => fiber.id().id
+
+/**
+ * `self`'s outcome dropped, a failure of any kind (a defect too) logged at debug level: for a
+ * clean-up whose failure changes nothing for the caller. `Effect.ignoreLogged` on Effect 3.
+ */
+export const ignoreLogged = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<void, never, R> =>
+  Effect.ignoreLogged(self)

@@ -14,13 +14,16 @@ import * as Effect from "effect/Effect"
 import * as Effectable from "effect/Effectable"
 import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
 import * as LogLevels from "effect/LogLevel"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Pull from "effect/Pull"
+import * as Random from "effect/Random"
 import * as References from "effect/References"
 import * as Results from "effect/Result"
 import * as Schedule from "effect/Schedule"
+import type * as Scheduler from "effect/Scheduler"
 import * as Scope from "effect/Scope"
 import * as Semaphores from "effect/Semaphore"
 import * as Stream from "effect/Stream"
@@ -430,3 +433,109 @@ export const thenInterruptible = <A, E, R>(self: Effect.Effect<A, E, R>): Effect
   Effect.tap(self, () => Effect.yieldNow)
 
 export type { SpanTracing, Step, StepDelay, Stepper } from "./shared.js"
+
+/** Why a `Config` could not be read. */
+export type ConfigError = Config.ConfigError
+
+/** A layer of the service `effect` makes, whose resources live as long as the layer: `Layer.effect` on Effect 4. */
+export const layerScoped = <I, S, E, R>(
+  tag: Context.Key<I, S>,
+  effect: Effect.Effect<NoInfer<S>, E, R>
+): Layer.Layer<I, E, Exclude<R, Scope.Scope>> => Layer.effect(tag, effect)
+
+/** A layer of no service that runs `effect` when built, its resources living as long as the layer. */
+export const layerScopedDiscard = <A, E, R>(
+  effect: Effect.Effect<A, E, R>
+): Layer.Layer<never, E, Exclude<R, Scope.Scope>> => Layer.effectDiscard(effect)
+
+/** `self`, or the stream `f` makes of its failure. */
+export const catchAllStream = <A, E, R, A2, E2, R2>(
+  self: Stream.Stream<A, E, R>,
+  f: (failure: E) => Stream.Stream<A2, E2, R2>
+): Stream.Stream<A | A2, E2, R | R2> => Stream.catch(self, f)
+
+/**
+ * Runs effects from promise code with the services of the fiber that made the runner (an
+ * abort of `signal` interrupts the effect).
+ */
+export const promiseExitRunner = <R = never>(): Effect.Effect<
+  ReturnType<typeof Effect.runPromiseExitWith<R>>,
+  never,
+  R
+> => Effect.map(Effect.context<R>(), (context) => Effect.runPromiseExitWith(context))
+
+/**
+ * A clock whose time is `source.millis()` and whose sleeps are `source.sleep`'s, as the line's
+ * `Clock` service: a simulated clock (the storm's), which jumps from event to event. Its monotonic
+ * time is its time.
+ */
+export const makeClock = (source: {
+  readonly millis: () => number
+  readonly sleep: (millis: number) => Effect.Effect<void>
+}): Clock.Clock => {
+  const nanos = () => BigInt(Math.round(source.millis() * 1_000_000))
+  return {
+    currentTimeMillisUnsafe: source.millis,
+    currentTimeMillis: Effect.sync(source.millis),
+    currentTimeNanosUnsafe: nanos,
+    currentTimeNanos: Effect.sync(nanos),
+    monotonicTimeNanosUnsafe: nanos,
+    monotonicTimeNanos: Effect.sync(nanos),
+    sleep: (duration) => source.sleep(Duration.toMillis(duration))
+  }
+}
+
+/** Runs `self` with `clock` as its clock. */
+export const withClock = <A, E, R>(self: Effect.Effect<A, E, R>, clock: Clock.Clock): Effect.Effect<A, E, R> =>
+  Effect.provideService(self, Clock.Clock, clock)
+
+/**
+ * Runs `self` drawing its random numbers from `next` (doubles in [0, 1)): a generator of the
+ * caller's own, the same on both lines, where each line's seeded `Random` draws differently. An
+ * integer is drawn from `next` as Effect 3's `Random.make` draws one from its generator.
+ */
+export const withRandomFrom = <A, E, R>(self: Effect.Effect<A, E, R>, next: () => number): Effect.Effect<A, E, R> =>
+  Effect.provideService(self, Random.Random, {
+    nextDoubleUnsafe: next,
+    nextIntUnsafe: () => Math.round(next() * Number.MAX_SAFE_INTEGER) % Number.MAX_SAFE_INTEGER
+  })
+
+/** Runs `self` writing no log lines: their cost is saved too, not only their output. */
+export const withoutLogs = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.provideService(self, References.MinimumLogLevel, "None")
+
+/**
+ * A scheduler for a program whose caller runs its fibers by hand (the storm's simulated time):
+ * every task a fiber makes goes to `schedule`, and the caller runs them; `flush` runs those waiting,
+ * where Effect asks for it. A fiber gives the others a turn after `opsBeforeYield` operations. Every
+ * fiber shares the one dispatcher, so tasks run in the order they came, whatever their priority, as
+ * on Effect 3.
+ */
+export const schedulerOf = (options: {
+  readonly schedule: (task: () => void) => void
+  readonly flush: () => void
+  readonly opsBeforeYield: number
+}): Scheduler.Scheduler => {
+  const dispatcher: Scheduler.SchedulerDispatcher = {
+    scheduleTask: (task) => options.schedule(task),
+    flush: options.flush
+  }
+  return {
+    executionMode: "sync",
+    shouldYield: (fiber) => fiber.currentOpCount > options.opsBeforeYield,
+    makeDispatcher: () => dispatcher
+  }
+}
+
+/** What `gauge` reads now, under its own attributes. */
+export const gaugeValue = (gauge: Gauge): number => gauge.valueUnsafe(Context.empty()).value
+
+/** The fiber's number, unique among the process's fibers: what a fiber holds is kept under it. */
+export const fiberIdOf = (fiber: FiberView): number => fiber.id
+
+/**
+ * `self`'s outcome dropped, a failure of any kind (a defect too) logged at debug level: for a
+ * clean-up whose failure changes nothing for the caller. `Effect.ignoreCause` on Effect 4.
+ */
+export const ignoreLogged = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<void, never, R> =>
+  Effect.ignoreCause(self, { log: "Debug" })
