@@ -5,9 +5,12 @@
  * resumes on the next turn of the event loop, as every HTTP attempt does; an attempt that completes
  * without suspending takes a fast path no real call takes, so it is measured as a lower bound only.
  *
- * Run with `pnpm bench`. The library is measured as built by `tsc` (dist), as users run it.
+ * Run with `pnpm bench`, which runs it once per Effect line (`lines.ts`), each bundled from the
+ * sources with that line's Effect, so each line's stack is compared with that line's own
+ * `Effect.timeout` + `Effect.retry`, and both with cockatiel, in one run.
  */
 import { Deadline, Resilient } from "@resilient-ai/policy"
+import { EffectLine } from "@resilient-ai/policy/internal"
 import { ExponentialBackoff, handleAll, retry, timeout, TimeoutStrategy, wrap } from "cockatiel"
 import { Effect, Schedule } from "effect"
 import pRetry from "p-retry"
@@ -50,7 +53,7 @@ const pacedPolicy = await Effect.runPromise(
 )
 const instant = Effect.succeed(1)
 /** An attempt that suspends once, resuming on the next turn of the event loop, as every HTTP attempt does. */
-const suspends = Effect.async<number>((resume) => {
+const suspends = EffectLine.callback<number>((resume) => {
   setImmediate(() => resume(Effect.succeed(1)))
 })
 
@@ -89,7 +92,11 @@ const cases = [...casesFor("suspends", nextTurn, suspends), ...casesFor("instant
 console.log(
   `${calls} calls of an attempt that succeeds; median of ${rounds} rounds, the cases taking turns within each`
 )
-console.log(`round so a busy moment of the machine touches them all; Node ${process.version}`)
+console.log(
+  `round so a busy moment of the machine touches them all; Node ${process.version}, ${
+    process.env.BENCH_LINE ?? "Effect 3"
+  }`
+)
 console.log(
   `"suspends": the attempt resumes on the next turn of the event loop, as every HTTP attempt does (the headline);`
 )

@@ -7,8 +7,8 @@
  */
 import * as esbuild from "esbuild"
 import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
-import { createRequire } from "node:module"
 import * as Path from "node:path"
+import { bundleOptionsFor } from "../scripts/bundleLine.js"
 import { bundleEntries, bundlesDir, type Line, root } from "./built.js"
 
 interface Meta {
@@ -28,46 +28,6 @@ const fresh = (metaFile: string, entries: ReadonlyArray<string>): boolean => {
     })
 }
 
-/** The Effect 4 install, beside lines/effect4/vitest.config.ts. */
-const effect4Dir = Path.join(root, "lines", "effect4")
-
-/**
- * On Effect 4, what lines/effect4/vitest.config.ts resolves from the Effect 4 install, wherever
- * the importing file lives, esbuild resolves from there too. A module that install does not have
- * resolves as before, from the root's, as it does under that config.
- */
-const fromEffect4: esbuild.Plugin = {
-  name: "resilient-ai:effect4-line",
-  setup(build) {
-    build.onResolve({ filter: /^(effect|@effect\/(platform-node|opentelemetry))(\/.*)?$/ }, async (args) => {
-      if (args.pluginData === effect4Dir) return undefined
-      const found = await build.resolve(args.path, { kind: args.kind, resolveDir: effect4Dir, pluginData: effect4Dir })
-      return found.errors.length === 0 ? found : undefined
-    })
-  }
-}
-
-/**
- * `@effect/platform-node` 4.1's `Undici.js` is `export * from "undici"`, a CommonJS module: in a
- * bundle split into chunks, esbuild leaves the names of such a re-export off the namespace that
- * `import("./Undici.js")` resolves to (`_.Agent is not a constructor` in a fleet member). The
- * module is written out here with undici's names, read from undici itself.
- */
-const undiciByName: esbuild.Plugin = {
-  name: "resilient-ai:undici-by-name",
-  setup(build) {
-    build.onLoad({ filter: /@effect[/\\]platform-node[/\\]dist[/\\]Undici\.js$/ }, (args) => {
-      const undici = createRequire(args.path)("undici") as Record<string, unknown>
-      const names = Object.keys(undici).filter((name) => name !== "default" && /^[A-Za-z_$][\w$]*$/.test(name))
-      return {
-        contents: `import undici from "undici"\nexport default undici\nexport const { ${names.join(", ")} } = undici\n`,
-        loader: "js",
-        resolveDir: Path.dirname(args.path)
-      }
-    })
-  }
-}
-
 /** Bundles `line`'s entries into its folder, unless they are fresh. */
 export const bundle = async (line: Line): Promise<void> => {
   const entries = bundleEntries(line)
@@ -85,15 +45,8 @@ export const bundle = async (line: Line): Promise<void> => {
     platform: "node",
     format: "esm",
     target: "node20",
-    // On Effect 4, the seam's Effect 4 side (`#effect-line`, `#client-line`).
-    conditions: line === "effect4" ? ["@resilient-ai/effect4", "@resilient-ai/source"] : ["@resilient-ai/source"],
-    plugins: line === "effect4" ? [fromEffect4, undiciByName] : [],
+    ...bundleOptionsFor(line),
     outExtension: { ".js": ".mjs" },
-    // The CommonJS dependencies (ioredis) `require` Node's modules, which an ES module has no `require` for.
-    banner: {
-      js:
-        `import { createRequire as __createRequire } from "node:module"; const require = __createRequire(import.meta.url);`
-    },
     metafile: true,
     logLevel: "warning"
   })

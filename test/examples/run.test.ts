@@ -1,3 +1,4 @@
+import { line } from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
 import { execFile } from "node:child_process"
 import { type AddressInfo, createServer } from "node:net"
@@ -9,9 +10,9 @@ import { bundled, root } from "../built.js"
 // one: only a hung example waits this long.
 const limitMillis = 180_000
 
-/** Runs an example from its sources, as its header says, bundled (`test/bundleSetup.ts`). */
+/** Runs an example from its sources, as its header says, bundled for the line under test (`test/bundleSetup.ts`). */
 const run = (file: string, env: Record<string, string> = {}) =>
-  promisify(execFile)(process.execPath, [bundled(file)], {
+  promisify(execFile)(process.execPath, [bundled(file, line)], {
     cwd: root,
     env: { ...process.env, ...env },
     timeout: limitMillis

@@ -9,6 +9,7 @@ import { Agent } from "@effect/platform-node/Undici"
 import type * as HttpClient from "@effect/platform/HttpClient"
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
+import * as ConfigError from "effect/ConfigError"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
 import type * as Either from "effect/Either"
@@ -225,3 +226,18 @@ export const replaceDefaultLogger = (logger: Logger.Logger<unknown, void>): Laye
 /** A logger that hands each line, in logfmt, to `write`. */
 export const logfmtTo = (write: (line: string) => void): Logger.Logger<unknown, void> =>
   Logger.map(Logger.logfmtLogger, write)
+
+/** The name the line's HTTP client gives the span of a request by `method`. */
+export const httpClientSpanName = (method: string): string => `http.client ${method}`
+
+/** The attribute the line's `@effect/opentelemetry` sets on a span that ended by interruption. */
+export const interruptedSpanAttribute = "status.interrupted"
+
+/** A layer that adds `logger` beside the loggers in place. */
+export const addLogger = (logger: Logger.Logger<unknown, void>): Layer.Layer<never> => Logger.add(logger)
+
+/** Whether `u` is a `ConfigError`. */
+export const isConfigError = (u: unknown): boolean => ConfigError.isConfigError(u)
+
+/** Whether an environment variable set to "" reads as unset: not on Effect 3, where it is an empty value. */
+export const emptyVariableIsUnset = false

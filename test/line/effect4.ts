@@ -5,6 +5,7 @@
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
+import * as Config from "effect/Config"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
@@ -275,3 +276,19 @@ export const replaceDefaultLogger = (logger: Logger.Logger<unknown, void>): Laye
 /** A logger that hands each line, in logfmt, to `write`. */
 export const logfmtTo = (write: (line: string) => void): Logger.Logger<unknown, void> =>
   Logger.map(Logger.formatLogFmt, write)
+
+/** The name the line's HTTP client gives the span of a request by `method`: the method alone on Effect 4. */
+export const httpClientSpanName = (method: string): string => method
+
+/** The attribute the line's `@effect/opentelemetry` sets on a span that ended by interruption. */
+export const interruptedSpanAttribute = "effect.fiber.interrupted"
+
+/** A layer that adds `logger` beside the loggers in place. */
+export const addLogger = (logger: Logger.Logger<unknown, void>): Layer.Layer<never> =>
+  Logger.layer([logger], { mergeWithExisting: true })
+
+/** Whether `u` is a `ConfigError`. */
+export const isConfigError = (u: unknown): boolean => u instanceof Config.ConfigError
+
+/** Whether an environment variable set to "" reads as unset: on Effect 4, whose environment provider reads it so. */
+export const emptyVariableIsUnset = true

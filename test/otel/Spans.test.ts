@@ -4,7 +4,7 @@
  * attempt a span under it with its retry attributes, the HTTP client's span under the attempt's.
  * Every span that starts ends, whether the call succeeds, stops or is interrupted.
  */
-import { collect, drawing, recordingSleeps, TestClock } from "#test-line"
+import { collect, drawing, httpClientSpanName, interruptedSpanAttribute, recordingSleeps, TestClock } from "#test-line"
 import { NodeHttpClient } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { SpanKind, SpanStatusCode } from "@opentelemetry/api"
@@ -173,8 +173,8 @@ describe("spans of a resilient call", () => {
       // The HTTP client's own span is the attempt's child.
       assert.deepStrictEqual(
         attempts.map((attempt) => childrenOf(spans, attempt).map((span) => [span.name, span.kind])),
-        [[["http.client POST", SpanKind.CLIENT]], [["http.client POST", SpanKind.CLIENT]], [[
-          "http.client POST",
+        [[[httpClientSpanName("POST"), SpanKind.CLIENT]], [[httpClientSpanName("POST"), SpanKind.CLIENT]], [[
+          httpClientSpanName("POST"),
           SpanKind.CLIENT
         ]]]
       )
@@ -241,10 +241,10 @@ describe("spans of a resilient call", () => {
         const spans = exporter.getFinishedSpans()
         const call = only(spans, "chat test-model")
         const [attempt] = attemptsOf(spans, call)
-        const http = only(spans, "http.client POST")
+        const http = only(spans, httpClientSpanName("POST"))
         assert.strictEqual(http.parentSpanContext?.spanId, idOf(attempt!))
         for (const span of [call, attempt!, http]) {
-          assert.strictEqual(span.attributes["status.interrupted"], true, span.name)
+          assert.strictEqual(span.attributes[interruptedSpanAttribute], true, span.name)
           assert.notStrictEqual(span.status.code, SpanStatusCode.ERROR, span.name)
         }
         assert.strictEqual(call.attributes["resilient_ai.attempts"], 1)
@@ -263,7 +263,7 @@ describe("spans of a resilient call", () => {
         assert.strictEqual(open.open.size, 0, "every span ended")
         const spans = exporter.getFinishedSpans()
         const call = only(spans, "chat test-model")
-        assert.strictEqual(call.attributes["status.interrupted"], true)
+        assert.strictEqual(call.attributes[interruptedSpanAttribute], true)
         assert.deepStrictEqual(
           attemptsOf(spans, call).map((span) => [span.attributes["resilient_ai.verdict"], span.status.code]),
           [["retryable", SpanStatusCode.ERROR]]
@@ -349,7 +349,7 @@ describe("spans of a resilient call", () => {
       const { client, server } = yield* serverAndClient({}, (url) => managedAt(url, { propagateTrace: true }))
       yield* client.chat(hello)
       const spans = exporter.getFinishedSpans()
-      const http = only(spans, "http.client POST")
+      const http = only(spans, httpClientSpanName("POST"))
       const [attempt] = attemptsOf(spans, only(spans, "chat test-model"))
       assert.strictEqual(http.parentSpanContext?.spanId, idOf(attempt!))
       const [arrival] = yield* server.arrivals
@@ -435,7 +435,7 @@ describe("spans of a resilient call", () => {
         const attempts = attemptsOf(spans, call)
         assert.deepStrictEqual(
           attempts.map((attempt) => childrenOf(spans, attempt).map((span) => span.name)),
-          [["http.client POST"], ["http.client POST"]]
+          [[httpClientSpanName("POST")], [httpClientSpanName("POST")]]
         )
         assert.isTrue((yield* server.arrivals).every((arrival) => arrival.headers["traceparent"] === undefined))
       }).pipe(Effect.provide(quiet), Effect.provide(layer))

@@ -1,4 +1,13 @@
-import { drawing, isInterrupted, pollFiber, printLogfmtInto, seeded, TestClock, withMinimumLogLevel } from "#test-line"
+import {
+  drawing,
+  isInterrupted,
+  line,
+  pollFiber,
+  printLogfmtInto,
+  seeded,
+  TestClock,
+  withMinimumLogLevel
+} from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
 import { Classifier, ConcurrencyGate, Deadline, Failure, Metrics, Resilient, RetryBudget } from "@resilient-ai/policy"
 import {
@@ -83,7 +92,7 @@ describe("Resilient.retry on the real clock (its attempt timeout is a timer of t
     "no timer outlives an attempt that ended in time, or a gate waiter granted before its deadline",
     () =>
       Effect.gen(function*() {
-        const fixture = bundled(new URL("fixtures/timersEnd.ts", import.meta.url))
+        const fixture = bundled(new URL("fixtures/timersEnd.ts", import.meta.url), line)
         const ran = yield* Effect.tryPromise({
           try: () =>
             promisify(execFile)(process.execPath, [fixture], {

@@ -3,12 +3,13 @@
  * message, a serialised failure or a configuration error — even when the provider (or a proxy in
  * front of it) echoes the key back in its answer.
  */
+import { addLogger, logScanner, withEnvironment, withMinimumLogLevel } from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
 import { ModelClient, Target } from "@resilient-ai/client"
 import { RedisConnection } from "@resilient-ai/redis"
 import type { FaultPlan } from "@resilient-ai/testing"
 import { FaultServer } from "@resilient-ai/testing"
-import { Cause, ConfigProvider, Effect, Exit, Layer, Logger, LogLevel, Stream } from "effect"
+import { Cause, Effect, Exit, Layer, Stream } from "effect"
 import { inspect } from "node:util"
 import { canary, providerEchoesKey } from "../canary.js"
 import { hello, HttpLive, managedAt } from "../client/support.js"
@@ -67,14 +68,12 @@ describe("the canary API key", () => {
     it.scopedLive(`is in no failure, message or log line after ${name}`, () =>
       Effect.gen(function*() {
         const lines: Array<string> = []
-        const collecting = Logger.make((options) => {
-          lines.push(Logger.logfmtLogger.log(options), Logger.jsonLogger.log(options))
-        })
         const server = yield* FaultServer.make({ otherwise: fault })
         const client = yield* ModelClient.make(managedAt(server.url, { maxAttempts: 2 }))
         const chat = yield* Effect.flip(client.chat(hello)).pipe(
-          Effect.provide(Logger.add(collecting)),
-          Logger.withMinimumLogLevel(LogLevel.Debug)
+          // Every line as the logfmt and JSON loggers would write it, its annotations, spans and cause.
+          Effect.provide(addLogger(logScanner((_where, text) => lines.push(text)))),
+          withMinimumLogLevel("Debug")
         )
         const texts = [
           ...renderings(chat),
@@ -118,7 +117,7 @@ describe("the canary API key", () => {
           Layer.build(ModelClient.layerConfig(Target.managedConfig("MISTRAL"))).pipe(
             Effect.scoped,
             Effect.provide(HttpLive),
-            Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(environment)), { pathDelim: "_" }))
+            withEnvironment(environment)
           )
         )
         assert.isTrue(Exit.isFailure(exit))
@@ -128,7 +127,7 @@ describe("the canary API key", () => {
         const exit = yield* Effect.exit(
           Layer.build(RedisConnection.layerConfig()).pipe(
             Effect.scoped,
-            Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["REDIS_URL", url]]), { pathDelim: "_" }))
+            withEnvironment({ REDIS_URL: url })
           )
         )
         assert.isTrue(Exit.isFailure(exit), url)

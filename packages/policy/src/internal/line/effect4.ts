@@ -392,8 +392,13 @@ export const configFromVariables = <A>(
       })
   )
 
-/** A duration from anything Effect reads as one (a `Duration`, milliseconds, `"2 seconds"`), or `undefined`. */
+/**
+ * A duration from anything Effect reads as one (a `Duration`, milliseconds, `"2 seconds"`), or
+ * `undefined`. The texts `"Infinity"` and `"-Infinity"`, which Effect 4 reads and Effect 3 does
+ * not, are not durations here either: a setting's text means the same on both lines.
+ */
 export const durationFrom = (input: unknown): Duration.Duration | undefined => {
+  if (input === "Infinity" || input === "-Infinity") return undefined
   try {
     return Duration.fromInputUnsafe(input as Duration.Input)
   } catch {
