@@ -31,11 +31,17 @@ import { mkdir, writeFile } from "node:fs/promises"
 import { Session } from "node:inspector/promises"
 import { createRequire } from "node:module"
 import { availableParallelism, loadavg } from "node:os"
+import * as Path from "node:path"
 import { join, relative } from "node:path"
 import { fileURLToPath } from "node:url"
 import OpenAI from "openai"
 import { VERSION as openaiVersion } from "openai/version"
 import type { ServerMessage } from "./e2e-server.js"
+
+/** This folder, where the server's source is: lines.ts runs a bundle of this file from elsewhere and says so. */
+const benchDir = process.env["BENCH_DIR"] ?? fileURLToPath(new URL(".", import.meta.url))
+/** tsx's loader, for the server's TypeScript. */
+const tsxLoader = process.env["BENCH_TSX"] ?? import.meta.resolve("tsx")
 
 const gc = (globalThis as { gc?: () => void }).gc
 if (gc === undefined) throw new Error("run with --expose-gc")
@@ -87,8 +93,8 @@ interface Server {
 /** Starts `e2e-server.ts` in a child process; it exits when this process's IPC channel closes. */
 const startServer = (): Promise<Server> =>
   new Promise((resolve, reject) => {
-    const child = fork(fileURLToPath(new URL("./e2e-server.ts", import.meta.url)), [], {
-      execArgv: ["--import", import.meta.resolve("tsx")],
+    const child = fork(Path.join(benchDir, "e2e-server.ts"), [], {
+      execArgv: ["--import", tsxLoader],
       stdio: ["ignore", "inherit", "inherit", "ipc"]
     })
     let stopping = false
@@ -351,13 +357,17 @@ const row = (cells: ReadonlyArray<string>, widths: ReadonlyArray<number>) =>
   cells.map((cell, index) => cell.padEnd(widths[index] ?? 0)).join("  ").trimEnd()
 
 const program = async () => {
-  const clientEntry = fileURLToPath(import.meta.resolve("@resilient-ai/client"))
-  if (!clientEntry.endsWith("/dist/index.js")) {
+  // Run by lines.ts, bundled from the sources for one Effect line; on its own, the built code (dist).
+  const bundledFor = process.env["BENCH_LINE"]
+  const clientEntry = bundledFor === undefined ? fileURLToPath(import.meta.resolve("@resilient-ai/client")) : ""
+  if (bundledFor === undefined && !clientEntry.endsWith("/dist/index.js")) {
     throw new Error(`@resilient-ai/client resolved to ${clientEntry}: the bench measures the built code (dist)`)
   }
   // The undici that `NodeHttpClient` uses. Loading it also installs its `Agent` as the global dispatcher
   // when no fetch has run yet, so Node's `fetch` (the openai SDK's too) then sends through that pool.
-  const requireUndici = createRequire(fileURLToPath(import.meta.resolve("@effect/platform-node")))
+  const requireUndici = createRequire(
+    process.env["BENCH_PLATFORM_NODE"] ?? fileURLToPath(import.meta.resolve("@effect/platform-node"))
+  )
   const undiciVersion = (requireUndici("undici/package.json") as { version: string }).version
   const undici = requireUndici("undici") as { Agent: abstract new() => unknown; getGlobalDispatcher: () => unknown }
   const fetchPool = undici.getGlobalDispatcher() instanceof undici.Agent
@@ -372,8 +382,10 @@ const program = async () => {
   console.log(`e2e bench: the same chat call from each client against a local server in another process`)
   console.log(`Node ${process.version}, ${availableParallelism()} cores, load average ${load1} ${load5} ${load15}`)
   console.log(
-    `resilient-ai from ${
-      relative(process.cwd(), clientEntry)
+    `resilient-ai ${
+      bundledFor === undefined
+        ? `from ${relative(process.cwd(), clientEntry)}`
+        : `bundled from its sources for ${bundledFor}`
     } on undici ${undiciVersion}; openai ${openaiVersion} and fetch on Node's fetch (undici ${process.versions.undici}) over ${fetchPool}`
   )
   console.log(

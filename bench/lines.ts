@@ -2,10 +2,11 @@
  * Runs a bench once per Effect line (docs/effect-lines.md), one after the other on this Node: each
  * bundled from the sources with that line's Effect (scripts/bundleLine.ts, as the tests' processes
  * are), so the two lines' figures come from the same build and the same machine's minute.
- * `tsx lines.ts overhead.ts [effect3|effect4]`.
+ * `tsx lines.ts overhead.ts [effect3|effect4]` (or `e2e.ts`, whose Effect 4 run needs Node 22).
  */
 import * as esbuild from "esbuild"
 import { spawnSync } from "node:child_process"
+import { realpathSync } from "node:fs"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { bundleOptionsFor, type Line } from "../scripts/bundleLine.js"
@@ -30,9 +31,29 @@ for (const line of lines) {
     ...bundleOptionsFor(line)
   })
   process.stdout.write(`\n=== ${names[line]} (${line}) ===\n`)
+  if (line === "effect4" && entry === "e2e.ts" && Number(process.versions.node.split(".")[0]) < 22) {
+    // undici 8, under Effect 4's platform, needs Node 22.
+    process.stdout.write(`Node ${process.versions.node}: the Effect 4 line's HTTP client needs Node 22 or later\n`)
+    continue
+  }
   const ran = spawnSync(process.execPath, [...process.execArgv, outfile], {
     stdio: "inherit",
-    env: { ...process.env, BENCH_LINE: names[line] }
+    env: {
+      ...process.env,
+      BENCH_LINE: names[line],
+      // What a bundle run from build/ cannot find from there: this folder, tsx's loader, the line's platform.
+      BENCH_DIR: here,
+      BENCH_TSX: import.meta.resolve("tsx"),
+      // Its real path: the undici beside it is the one it uses (pnpm links the package from its store).
+      BENCH_PLATFORM_NODE: realpathSync(
+        Path.join(
+          line === "effect4" ? Path.join(root, "lines", "effect4") : here,
+          "node_modules",
+          "@effect",
+          "platform-node"
+        )
+      ) + "/package.json"
+    }
   })
   if (ran.status !== 0) process.exit(ran.status ?? 1)
 }

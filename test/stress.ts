@@ -7,6 +7,7 @@
  *   pnpm test:stress                      5 runs
  *   pnpm test:stress -- --runs 2          or RESILIENT_AI_STRESS_RUNS=2
  *   pnpm test:stress -- --hogs 4          busy processes (default: one per core)
+ *   pnpm test:stress -- --line effect4    the Effect 4 line's suite (Node 22 or later; default effect3)
  *   pnpm test:stress -- test/testing      anything else goes to `vitest run`
  *
  * It prints a line per run (PASS or FAIL, how long it took, the peak load average) and, for a
@@ -28,7 +29,10 @@ import { startHog } from "./cpuHog.js"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 
-const usage = "usage: pnpm test:stress [-- [--runs N] [--hogs N] [vitest arguments]]"
+const usage = "usage: pnpm test:stress [-- [--runs N] [--hogs N] [--line effect3|effect4] [vitest arguments]]"
+
+/** Which Effect line's suite runs (docs/effect-lines.md). */
+type Line = "effect3" | "effect4"
 
 const count = (name: string, text: string | undefined): number => {
   const n = Number(text)
@@ -42,19 +46,27 @@ const count = (name: string, text: string | undefined): number => {
 const options = (argv: ReadonlyArray<string>) => {
   let runs = count("RESILIENT_AI_STRESS_RUNS", process.env["RESILIENT_AI_STRESS_RUNS"] ?? "5")
   let hogs = Os.availableParallelism()
+  let line: Line = "effect3"
   const vitest: Array<string> = []
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!
     const [name, inline] = arg.split("=", 2)
     if (name === "--runs") runs = count("--runs", inline ?? argv[++i])
     else if (name === "--hogs") hogs = count("--hogs", inline ?? argv[++i])
-    else if (arg === "--help" || arg === "-h") {
+    else if (name === "--line") {
+      const chosen = inline ?? argv[++i]
+      if (chosen !== "effect3" && chosen !== "effect4") {
+        console.error(`--line must be effect3 or effect4, not ${JSON.stringify(chosen)}\n${usage}`)
+        process.exit(2)
+      }
+      line = chosen
+    } else if (arg === "--help" || arg === "-h") {
       console.log(usage)
       process.exit(0)
     } // pnpm passes on the `--` that separates its own arguments from the script's.
     else if (arg !== "--") vitest.push(arg)
   }
-  return { runs, hogs, vitest }
+  return { runs, hogs, line, vitest }
 }
 
 const hogs = new Set<ChildProcess>()
@@ -116,12 +128,26 @@ const failures = (file: string): ReadonlyArray<string> => {
   }
 }
 
-/** The suite once: tsc, then vitest with the stress reporter beside its usual output. */
-const suite = async (vitestArgs: ReadonlyArray<string>, failuresFile: string): Promise<ReadonlyArray<string>> => {
-  if ((await run("tsc", ["-b"])) !== 0) return ["tsc -b failed (see above)"]
+/**
+ * The suite once: tsc, then vitest with the stress reporter beside its usual output; on Effect 4,
+ * the line's build and its own vitest with its config.
+ */
+const suite = async (
+  line: Line,
+  vitestArgs: ReadonlyArray<string>,
+  failuresFile: string
+): Promise<ReadonlyArray<string>> => {
+  const tscArgs = line === "effect4" ? ["-b", "lines/effect4"] : ["-b"]
+  if ((await run("tsc", tscArgs)) !== 0) return [`tsc ${tscArgs.join(" ")} failed (see above)`]
   if (interrupted !== undefined) return []
   const reporter = Path.join(root, "test", "stress-reporter.ts")
-  const code = await run("vitest", ["run", "--reporter=default", `--reporter=${reporter}`, ...vitestArgs], {
+  const [vitest, config] = line === "effect4"
+    ? [Path.join(root, "lines", "effect4", "node_modules", ".bin", "vitest"), [
+      "--config",
+      "lines/effect4/vitest.config.ts"
+    ]]
+    : ["vitest", []]
+  const code = await run(vitest, ["run", ...config, "--reporter=default", `--reporter=${reporter}`, ...vitestArgs], {
     RESILIENT_AI_STRESS_FAILURES: failuresFile
   })
   if (code === 0 || interrupted !== undefined) return []
@@ -130,11 +156,17 @@ const suite = async (vitestArgs: ReadonlyArray<string>, failuresFile: string): P
 }
 
 const main = async (): Promise<number> => {
-  const { hogs, runs, vitest } = options(process.argv.slice(2))
+  const { hogs, line, runs, vitest } = options(process.argv.slice(2))
+  if (line === "effect4" && Number(process.versions.node.split(".")[0]) < 22) {
+    console.error(`Node ${process.versions.node}: the Effect 4 line's suite needs Node 22 or later (vitest 5)`)
+    return 2
+  }
   const reports = mkdtempSync(Path.join(Os.tmpdir(), "resilient-ai-stress-"))
   const cores = Os.availableParallelism()
   startHogs(hogs)
-  console.log(`stress: ${runs} run(s) of tsc -b && vitest run, ${hogs} busy process(es) on ${cores} core(s)`)
+  console.log(
+    `stress: ${runs} run(s) of the ${line} line's tsc -b && vitest run, ${hogs} busy process(es) on ${cores} core(s)`
+  )
   const summary: Array<string> = []
   try {
     for (let i = 1; i <= runs; i++) {
@@ -142,7 +174,9 @@ const main = async (): Promise<number> => {
       // The 1-minute load average lags, so the run's peak says more than its value at the end.
       let peak = Os.loadavg()[0]!
       const sampler = setInterval(() => peak = Math.max(peak, Os.loadavg()[0]!), 2_000)
-      const failed = await suite(vitest, Path.join(reports, `failures-${i}.json`)).finally(() => clearInterval(sampler))
+      const failed = await suite(line, vitest, Path.join(reports, `failures-${i}.json`)).finally(() =>
+        clearInterval(sampler)
+      )
       if (interrupted !== undefined) {
         console.log(`\nstress: interrupted (${interrupted}) during run ${i}/${runs}`)
         return 128 + Os.constants.signals[interrupted]
