@@ -136,11 +136,19 @@ const ours = new Map(names.map((name) => {
   const manifest = readManifest(Path.join(packagesDir, name))
   return [manifest.name, manifest.version] as const
 }))
+/**
+ * Packages not yet built for Effect 4 (docs/effect-lines.md): the command, an application that
+ * carries its own `effect` (a dependency, not a peer), so a project on Effect 4 runs the Effect 3
+ * line's (`npx @resilient-ai/cli@effect3`) without a conflict.
+ */
+const notOnEffect4Yet: ReadonlySet<string> = new Set(["cli"])
+
 for (const line of lines) {
   const out = Path.join(root, "build", "packs", line)
   rmSync(out, { recursive: true, force: true })
   mkdirSync(out, { recursive: true })
   for (const name of names) {
+    if (line === "effect4" && notOnEffect4Yet.has(name)) continue
     if (!existsSync(Path.join(packagesDir, name, line === "effect4" ? "dist-effect4" : "dist"))) {
       throw new Error(`packages/${name} has no ${line} build: run \`tsc -b\` and \`tsc -b lines/effect4\` first`)
     }
