@@ -34,6 +34,8 @@ export const suiteConfig = (line: Line) => ({
       { find: /^#testing-line$/, replacement: `${packagesDir}testing/src/internal/line/${line}.ts` },
       // The otel package's seam (`@effect/opentelemetry`'s modules, 0.x on Effect 3, 4.x on Effect 4), on this line.
       { find: /^#otel-line$/, replacement: `${packagesDir}otel/src/internal/line/${line}.ts` },
+      // The command's seam (its command-line library, Node services, log levels, console), on this line.
+      { find: /^#cli-line$/, replacement: `${packagesDir}cli/src/internal/line/${line}.ts` },
       // The tests' side of the seam, on this line.
       { find: /^#test-line$/, replacement: fileURLToPath(new URL(`./test/line/${line}.ts`, import.meta.url)) }
     ]

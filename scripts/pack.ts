@@ -44,6 +44,11 @@ const effect4Versions: Dependencies = (JSON.parse(
 
 const readManifest = (dir: string): Manifest => JSON.parse(readFileSync(Path.join(dir, "package.json"), "utf8"))
 
+/** The Node versions Effect 4's `@effect/platform-node` runs on (22.19 and later for 4.1). */
+const platformNodeEngines = readManifest(
+  Path.join(root, "lines", "effect4", "node_modules", "@effect", "platform-node")
+).engines
+
 /** The version a package of ours has on `line`. */
 const versionOn = (version: string, line: Line): string => {
   if (line === "effect3") return version
@@ -124,6 +129,10 @@ const pack = (name: string, line: Line, ours: ReadonlyMap<string, string>, out: 
       peerDependencies: dependenciesOn(manifest.peerDependencies, line, ours, "caret")
     })
   }
+  // What runs on Effect 4's Node platform (the command) needs the Node that platform needs.
+  if (line === "effect4" && written.dependencies?.["@effect/platform-node"] !== undefined) {
+    written.engines = platformNodeEngines
+  }
   writeFileSync(Path.join(staging, "package.json"), `${JSON.stringify(written, null, 2)}\n`)
   const file = execFileSync("npm", ["pack", "--silent", "--pack-destination", out], { cwd: staging, encoding: "utf8" })
     .trim().split("\n").pop()!
@@ -136,19 +145,11 @@ const ours = new Map(names.map((name) => {
   const manifest = readManifest(Path.join(packagesDir, name))
   return [manifest.name, manifest.version] as const
 }))
-/**
- * Packages not yet built for Effect 4 (docs/effect-lines.md): the command, an application that
- * carries its own `effect` (a dependency, not a peer), so a project on Effect 4 runs the Effect 3
- * line's (`npx @resilient-ai/cli@effect3`) without a conflict.
- */
-const notOnEffect4Yet: ReadonlySet<string> = new Set(["cli"])
-
 for (const line of lines) {
   const out = Path.join(root, "build", "packs", line)
   rmSync(out, { recursive: true, force: true })
   mkdirSync(out, { recursive: true })
   for (const name of names) {
-    if (line === "effect4" && notOnEffect4Yet.has(name)) continue
     if (!existsSync(Path.join(packagesDir, name, line === "effect4" ? "dist-effect4" : "dist"))) {
       throw new Error(`packages/${name} has no ${line} build: run \`tsc -b\` and \`tsc -b lines/effect4\` first`)
     }

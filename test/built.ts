@@ -81,11 +81,11 @@ export const bundleEntries = (line: Line): ReadonlyArray<string> => [
   "test/redis/fleet/member.ts",
   "test/policy/fixtures/timersEnd.ts",
   "test/storm/simulator.ts",
-  // The CLI and the examples on Effect 4: once they have come over (docs/effect-lines.md).
-  ...(line === "effect4" ? [] : [
-    "packages/cli/src/main.ts",
-    ...readdirSync(Path.join(root, "examples")).filter((name) => name.endsWith(".ts")).map((name) => `examples/${name}`)
-  ])
+  "packages/cli/src/main.ts",
+  // The examples on Effect 4: once they have come over (docs/effect-lines.md).
+  ...(line === "effect4"
+    ? []
+    : readdirSync(Path.join(root, "examples")).filter((name) => name.endsWith(".ts")).map((name) => `examples/${name}`))
 ]
 
 /** The bundle for `line` of a TypeScript file that `bundleEntries` names, to run with `node`. */

@@ -47,7 +47,8 @@ export default defineConfig({
       "test/testing/**/*.test.ts",
       "test/storm/**/*.test.ts",
       "test/redis/**/*.test.ts",
-      "test/otel/**/*.test.ts"
+      "test/otel/**/*.test.ts",
+      "test/cli/**/*.test.ts"
     ],
     // @effect/ai 0.37 is built on Effect 3's platform and has no release for Effect 4 yet: the Effect 4
     // adapter is tested under an HttpClient used as @effect/ai uses one (test/client/ResilientHttpClient.test.ts).

@@ -1,9 +1,11 @@
+import { isInterrupted } from "#test-line"
 import { assert, describe, it } from "@effect/vitest"
 import { Demo, Load, Summary } from "@resilient-ai/cli/internal"
 import { ModelClient } from "@resilient-ai/client"
 import { Metrics } from "@resilient-ai/policy"
+import { EffectLine } from "@resilient-ai/policy/internal"
 import { FaultServer } from "@resilient-ai/testing"
-import { Deferred, type Duration, Effect, Exit, Fiber } from "effect"
+import { Deferred, Effect, Fiber } from "effect"
 import { performance } from "node:perf_hooks"
 import { eventually, HttpLive, managedAt, selfHostedAt } from "./support.js"
 
@@ -82,7 +84,7 @@ const scripted = {
 const peakInFlight = (server: FaultServer.Service) =>
   Effect.gen(function*() {
     let peak = 0
-    yield* Effect.forkScoped(Effect.forever(Effect.zipRight(
+    yield* Effect.forkScoped(Effect.forever(Effect.andThen(
       Effect.tap(server.inFlight, (n) => Effect.sync(() => (peak = Math.max(peak, n)))),
       Effect.sleep("2 millis")
     )))
@@ -200,7 +202,7 @@ describe("Load.run against the fault server", () => {
       // Another caller holds the pool's only permit, its answer stalled for a minute.
       const server = yield* FaultServer.make({ steps: [{ _tag: "Ok", delayMs: 60_000 }] })
       const client = yield* ModelClient.make(selfHostedAt(server.url, { concurrency: 1 }))
-      const holder = yield* Effect.fork(client.chat(Load.prompt))
+      const holder = yield* EffectLine.fork(client.chat(Load.prompt))
       yield* eventually(Effect.map(server.inFlight, (n) => n === 1), 15_000, "the other caller's request arrived")
       const summary = yield* Load.run(client, { requests: 2, concurrency: 1 })
       yield* Fiber.interrupt(holder)
@@ -224,7 +226,7 @@ describe("Load.run against the fault server", () => {
       const partial = yield* Deferred.make<Load.Summary>()
       const heapBefore = process.memoryUsage().heapUsed
       // Load.maxRequests: a list of its calls would take 80 MB of heap (8 bytes an entry).
-      const load = yield* Effect.fork(
+      const load = yield* EffectLine.fork(
         Load.run(client, {
           requests: 10_000_000,
           concurrency: 2,
@@ -238,8 +240,9 @@ describe("Load.run against the fault server", () => {
       )
       const heapGrowth = process.memoryUsage().heapUsed - heapBefore
       assert.isBelow(heapGrowth, 32 * 1024 * 1024, `the heap grew by ${heapGrowth} bytes`)
-      const exit = yield* Fiber.interrupt(load)
-      assert.isTrue(Exit.isInterrupted(exit), "the load ends interrupted: the interruption is not swallowed")
+      yield* Fiber.interrupt(load)
+      const exit = yield* Fiber.await(load)
+      assert.isTrue(isInterrupted(exit), "the load ends interrupted: the interruption is not swallowed")
       assert.isTrue(yield* Deferred.isDone(partial), "onInterrupt was told what the load did")
       const summary = yield* Deferred.await(partial)
       assert.isTrue(summary.interrupted)
@@ -308,7 +311,7 @@ describe("Load.run against the fault server", () => {
         [{ requests: 1, concurrency: 0 }, "concurrency"],
         [{ requests: 1, concurrency: 1, ratePerSecond: 0 }, "ratePerSecond"],
         [{ requests: 1, concurrency: 1, ratePerSecond: Number.POSITIVE_INFINITY }, "ratePerSecond"],
-        [{ requests: 1, concurrency: 1, deadline: "soon" as Duration.DurationInput }, "deadline"]
+        [{ requests: 1, concurrency: 1, deadline: "soon" as EffectLine.DurationInput }, "deadline"]
       ]
       for (const [options, setting] of cases) {
         const error = yield* refused(options)
@@ -321,7 +324,7 @@ describe("Load.run against the fault server", () => {
         requests: 0,
         concurrency: 0,
         ratePerSecond: -1,
-        deadline: "soon" as Duration.DurationInput
+        deadline: "soon" as EffectLine.DurationInput
       })
       assert.strictEqual(
         all.message,

@@ -1,4 +1,5 @@
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { EffectLine } from "@resilient-ai/policy/internal"
 import { FaultServer } from "@resilient-ai/testing"
 import { Effect } from "effect"
 import { execFile } from "node:child_process"
@@ -252,7 +253,9 @@ describe.concurrent("resilient-ai load", () => {
           exposition,
           `\nresilient_ai_attempts_per_success_bucket{target="self-hosted",model="test-model",le="1"} 3\n`
         )
-        assert.include(exposition, `target_info{service_name="resilient-ai",`)
+        // Its labels in the order the line's @effect/opentelemetry writes them (test/otel/Prometheus.test.ts).
+        const targetInfo = exposition.split("\n").find((line) => line.startsWith("target_info{"))
+        assert.include(targetInfo, `service_name="resilient-ai"`, exposition)
         // The toolkit's metrics only: not the command's own Effect runtime metrics.
         assert.notInclude(exposition, "effect_fiber")
         running.signal("SIGINT")
@@ -274,13 +277,11 @@ describe.concurrent("resilient-ai load", () => {
         const baseline = performance.now() - started
         assert.strictEqual(version.code, 0)
         const bound = 5 * baseline + 5_000
-        const ran = yield* runBin(["load", "--wizard"]).pipe(
-          Effect.timeoutFail({
-            duration: bound,
-            onTimeout: () =>
-              new Error(`--wizard still waiting after ${Math.round(bound)} ms (--version took ${Math.round(baseline)})`)
-          })
-        )
+        const ran = yield* EffectLine.timeoutFail(runBin(["load", "--wizard"]), {
+          duration: bound,
+          onTimeout: () =>
+            new Error(`--wizard still waiting after ${Math.round(bound)} ms (--version took ${Math.round(baseline)})`)
+        })
         assert.strictEqual(ran.code, 2, ran.stderr)
         assert.include(ran.stderr, "resilient-ai: --wizard asks its questions on a terminal, and stdin is not one")
       }),
@@ -318,7 +319,7 @@ describe.concurrent("resilient-ai help", () => {
         } = process.env
         const env = { ...inherited, TERM: "xterm-256color" }
         const onTerminal = (extra: Record<string, string>) =>
-          Effect.async<string>((resume) => {
+          EffectLine.callback<string>((resume) => {
             const child = execFile(
               script,
               ["-qec", `'${process.execPath}' '${bin}' load --help`, "/dev/null"],
@@ -383,8 +384,10 @@ describe.concurrent("resilient-ai faults", () => {
         ], { concurrency: "unbounded" })
         for (const ran of [badPlan, notJson, missing, port]) assert.strictEqual(ran.code, 2, ran.stderr)
         assert.include(badPlan.stderr, `--plan ${typo} is not a fault plan`)
-        assert.match(badPlan.stderr, /window: is unexpected/)
-        assert.match(badPlan.stderr, /steps\[0\]\.status: Expected a number between 400 and 599, actual 700/)
+        // The places and the rules; the words are each line's Schema's (Effect 3: "is unexpected", "Expected a
+        // number between 400 and 599, actual 700"; Effect 4: "Expected no excess property", "Expected a value …").
+        assert.match(badPlan.stderr, /\n {2}window: .*(unexpected|excess)/)
+        assert.match(badPlan.stderr, /\n {2}steps\[0\]\.status: .*between 400 and 599/)
         assert.include(notJson.stderr, `--plan ${broken} is not a fault plan`)
         assert.include(
           missing.stderr,

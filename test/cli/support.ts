@@ -2,11 +2,11 @@
  * Helpers shared by the CLI tests: targets pointed at a fault server, the command line run in this
  * process, and the built bin run as a child process.
  */
+import { line, printingInto } from "#test-line"
 import { Cli } from "@resilient-ai/cli"
-import { Console, Effect } from "effect"
+import { Effect } from "effect"
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
-import { format } from "node:util"
 import { bundled, root } from "../built.js"
 import { whenPrinted } from "../childOutput.js"
 
@@ -14,16 +14,23 @@ export { apiKey, eventually, HttpLive, managedAt, selfHostedAt } from "../client
 
 export { requireBuild, root } from "../built.js"
 
-/** The bin, as a user runs it: it runs the build in `packages/cli/dist`. */
-export const builtBin = fileURLToPath(new URL("../../packages/cli/bin/resilient-ai.js", import.meta.url))
+/**
+ * The command the tests run: the bin's entry bundled with the sources it loads, for the line the
+ * tests run on, one file for Node to read. The same code as the build; a run costs about 1
+ * CPU-second instead of 2.5 (loading the build's few hundred modules one by one), which over the
+ * bin's tests was a tenth of the suite. `builtBin` runs in the demo's test, so the bin as published
+ * is run too.
+ */
+export const bin = bundled("packages/cli/src/main.ts", line)
 
 /**
- * The command the tests run: the bin's entry bundled with the sources it loads, one file for Node
- * to read. The same code as the build; a run costs about 1 CPU-second instead of 2.5 (loading the
- * build's few hundred modules one by one), which over the bin's tests was a tenth of the suite.
- * `builtBin` runs in the demo's test, so the bin as published is run too.
+ * The bin, as a user runs it: it runs the build in `packages/cli/dist`, Effect 3's. The Effect 4
+ * build (`dist-effect4`) runs only from the package packed for Effect 4 (its `effect` resolves from
+ * here to Effect 3's), so on Effect 4 this is the bundle.
  */
-export const bin = bundled("packages/cli/src/main.ts")
+export const builtBin = line === "effect3"
+  ? fileURLToPath(new URL("../../packages/cli/bin/resilient-ai.js", import.meta.url))
+  : bin
 
 /** How a run of the bin ended. */
 export interface Ran {
@@ -108,16 +115,6 @@ export const runCli = (args: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const stdout: Array<string> = []
     const stderr: Array<string> = []
-    const console = yield* Effect.console
-    const capturing: Console.Console = {
-      ...console,
-      log: (...line) => Effect.sync(() => void stdout.push(format(...line))),
-      error: (...line) => Effect.sync(() => void stderr.push(format(...line))),
-      unsafe: Object.assign(Object.create(console.unsafe), {
-        log: (...line: Array<unknown>) => void stdout.push(format(...line)),
-        error: (...line: Array<unknown>) => void stderr.push(format(...line))
-      })
-    }
-    const exit = yield* Effect.exit(Effect.withConsole(Cli.run(["node", "resilient-ai", ...args]), capturing))
+    const exit = yield* Effect.exit(printingInto(stdout, stderr)(Cli.run(["node", "resilient-ai", ...args])))
     return { code: Cli.exitCode(exit), stdout: stdout.join("\n"), stderr: stderr.join("\n") } satisfies Exited
   })

@@ -41,12 +41,29 @@ const projectOf = (line: Line): Record<string, string> => {
 const peerTrouble = (output: string): ReadonlyArray<string> =>
   output.split("\n").filter((line) => /peer|ERESOLVE|conflicting|overriding/i.test(line))
 
+/** Longest a step may take: a registry that stops answering fails the check rather than hang CI. */
+const stepTimeoutMillis = 10 * 60_000
+
 const run = (command: string, args: ReadonlyArray<string>, cwd: string): string => {
-  const result = spawnSync(command, args, { cwd, encoding: "utf8", env: { ...process.env, CI: "true" } })
+  const result = spawnSync(command, args, {
+    cwd,
+    encoding: "utf8",
+    env: { ...process.env, CI: "true" },
+    timeout: stepTimeoutMillis
+  })
   const output = `${result.stdout}${result.stderr}`
+  if (result.error !== undefined) {
+    throw new Error(`${command} ${args.join(" ")} in ${cwd}: ${result.error.message}\n${output}`)
+  }
   if (result.status !== 0) throw new Error(`${command} ${args.join(" ")} failed in ${cwd}:\n${output}`)
   return output
 }
+
+/**
+ * npm's own patience is five minutes a request, twice over: a stalled connection to the registry
+ * (seen once on CI's machine) is given up on after 30 s and tried again, up to five times.
+ */
+const npmNetwork = ["--fetch-timeout=30000", "--fetch-retries=5", "--fetch-retry-maxtimeout=20000"]
 
 const check = (line: Line): void => {
   const packs = Path.join(root, "build", "packs", line)
@@ -73,7 +90,7 @@ const check = (line: Line): void => {
         2
       )
     )
-    const installed = run("npm", ["install", "--no-audit", "--no-fund", "--loglevel=warn"], project)
+    const installed = run("npm", ["install", "--no-audit", "--no-fund", "--loglevel=warn", ...npmNetwork], project)
     const trouble = peerTrouble(installed)
     if (trouble.length > 0) throw new Error(`npm warned about peer dependencies on ${line}:\n${trouble.join("\n")}`)
 
@@ -101,7 +118,11 @@ const check = (line: Line): void => {
         include: ["moves.test.ts", "line.ts"]
       })
     )
-    run("npm", ["install", "--no-audit", "--no-fund", "--loglevel=error", "--no-save", "@types/node@22"], project)
+    run(
+      "npm",
+      ["install", "--no-audit", "--no-fund", "--loglevel=error", ...npmNetwork, "--no-save", "@types/node@22"],
+      project
+    )
     run("npx", ["tsc", "-p", "."], project)
     process.stdout.write(run("npx", ["vitest", "run"], project))
     process.stdout.write(

@@ -34,6 +34,7 @@ import * as Supervisor from "effect/Supervisor"
 import * as TestClocks from "effect/TestClock"
 
 import { prng as seededDoubles } from "@resilient-ai/testing/internal"
+import { format } from "node:util"
 
 export * as TestClock from "effect/TestClock"
 
@@ -241,3 +242,17 @@ export const isConfigError = (u: unknown): boolean => ConfigError.isConfigError(
 
 /** Whether an environment variable set to "" reads as unset: not on Effect 3, where it is an empty value. */
 export const emptyVariableIsUnset = false
+
+/** Runs `self` with what it prints on the console (`log`, `error`) added to `stdout` and `stderr`, as Node formats it. */
+export const printingInto =
+  (stdout: Array<string>, stderr: Array<string>) => <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.flatMap(Effect.console, (console) =>
+      Effect.withConsole(self, {
+        ...console,
+        log: (...line) => Effect.sync(() => void stdout.push(format(...line))),
+        error: (...line) => Effect.sync(() => void stderr.push(format(...line))),
+        unsafe: Object.assign(Object.create(console.unsafe), {
+          log: (...line: Array<unknown>) => void stdout.push(format(...line)),
+          error: (...line: Array<unknown>) => void stderr.push(format(...line))
+        })
+      }))

@@ -7,6 +7,7 @@ import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import * as ConfigProvider from "effect/ConfigProvider"
+import * as Console from "effect/Console"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -23,6 +24,7 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 
 import { prng as seededDoubles } from "@resilient-ai/testing/internal"
+import { format } from "node:util"
 
 export * as TestClock from "effect/testing/TestClock"
 
@@ -292,3 +294,17 @@ export const isConfigError = (u: unknown): boolean => u instanceof Config.Config
 
 /** Whether an environment variable set to "" reads as unset: on Effect 4, whose environment provider reads it so. */
 export const emptyVariableIsUnset = true
+
+/** Runs `self` with what it prints on the console (`log`, `error`) added to `stdout` and `stderr`, as Node formats it. */
+export const printingInto =
+  (stdout: Array<string>, stderr: Array<string>) => <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Console.consoleWith((console) =>
+      Effect.provideService(
+        self,
+        Console.Console,
+        Object.assign(Object.create(console), {
+          log: (...line: Array<unknown>) => void stdout.push(format(...line)),
+          error: (...line: Array<unknown>) => void stderr.push(format(...line))
+        })
+      )
+    )

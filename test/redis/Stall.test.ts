@@ -147,9 +147,12 @@ describe.skipIf(redisServerBinary === "")("a Redis stall under running fleet mem
       const gate = yield* RedisGate.make({ target: "llm", limit: 16, mode: "queue" }).pipe(
         Effect.provideService(RedisConnection.RedisConnection, connection)
       )
-      const leases = Effect.promise(() => connection.client.keys(`${keyPrefix}:*:gate:leases`)).pipe(
+      // Read by an observer of its own: the member's connection may still be coming back from the
+      // stall (its offline queue is off, so a command sent meanwhile is refused, not a lease count).
+      const observer = yield* memberConnection(redis, keyPrefix, "2 seconds")
+      const leases = Effect.promise(() => observer.client.keys(`${keyPrefix}:*:gate:leases`)).pipe(
         Effect.flatMap(([key]) =>
-          key === undefined ? Effect.succeed(0) : Effect.promise(() => connection.client.zcard(key))
+          key === undefined ? Effect.succeed(0) : Effect.promise(() => observer.client.zcard(key))
         )
       )
       const deadline = (yield* Clock.currentTimeMillis) + 60_000

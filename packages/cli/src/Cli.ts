@@ -1,5 +1,7 @@
 /**
- * The `resilient-ai` command and its subcommands, on `@effect/cli`.
+ * The `resilient-ai` command and its subcommands, on the line's command-line library (`@effect/cli`
+ * on Effect 3, `effect/cli` on Effect 4): each is described once, as data (`internal/flags.ts`),
+ * and the seam makes the line's command of it.
  *
  * - `load` drives an OpenAI-compatible endpoint through a managed or self-hosted target and
  *   reports what the failure path cost, as a table or one JSON object; with `--metrics-port` it
@@ -17,38 +19,42 @@
  *
  * From code: `run` runs a command line as the bin does, and `exitCode` is the code it exits with.
  */
-import * as Command from "@effect/cli/Command"
-import * as Options from "@effect/cli/Options"
-import * as ValidationError from "@effect/cli/ValidationError"
-import * as NodeContext from "@effect/platform-node/NodeContext"
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import type * as PlatformError from "@effect/platform/Error"
-import * as FileSystem from "@effect/platform/FileSystem"
-import type * as HttpClient from "@effect/platform/HttpClient"
+import {
+  commandLine,
+  FileSystem,
+  isUsageError,
+  layer,
+  type LogLevel,
+  logLevelNamed,
+  type PlanError,
+  planIssues,
+  type PlatformError,
+  systemReason,
+  variable,
+  withDebugLines,
+  withMinimumLogLevel,
+  withoutColour
+} from "#cli-line"
 import { ModelClient, Target } from "@resilient-ai/client"
+import type { ClientLine } from "@resilient-ai/client/internal"
 import { Prometheus, Telemetry } from "@resilient-ai/otel"
+import { EffectLine, Either } from "@resilient-ai/policy/internal"
 import { StormReport } from "@resilient-ai/storm"
 import { FaultPlan, FaultServer } from "@resilient-ai/testing"
 import * as Cause from "effect/Cause"
-import * as Config from "effect/Config"
 import * as Console from "effect/Console"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
-import * as FiberRef from "effect/FiberRef"
-import * as Layer from "effect/Layer"
-import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
 import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import { constants } from "node:os"
 import * as Demo from "./Demo.js"
-import { colours, uncoloured } from "./internal/colour.js"
+import { colours } from "./internal/colour.js"
 import * as Flags from "./internal/flags.js"
+import { logLevelNames } from "./internal/line/shared.js"
 import * as Progress from "./internal/progress.js"
 import { refusal } from "./internal/wording.js"
 import * as Load from "./Load.js"
@@ -89,8 +95,9 @@ const maxRate = 100_000
  */
 const maxClients = 10_000
 
-const verbose = Options.boolean("verbose").pipe(
-  Options.withDescription("Show the policy's log line for every attempt, on stderr (as --log-level debug).")
+const verbose = Flags.switchFlag(
+  "verbose",
+  "Show the policy's log line for every attempt, on stderr (as --log-level debug)."
 )
 
 /**
@@ -99,12 +106,7 @@ const verbose = Options.boolean("verbose").pipe(
  * would bury it.
  */
 const logging = (shown: boolean) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  shown
-    ? Effect.flatMap(
-      FiberRef.get(FiberRef.currentMinimumLogLevel),
-      (level) => Logger.withMinimumLogLevel(effect, LogLevel.lessThan(level, LogLevel.Debug) ? level : LogLevel.Debug)
-    )
-    : effect
+  shown ? withDebugLines(effect) : effect
 
 /** Runs `use` with a progress bar on stderr (drawn only on a terminal), erased when it ends. */
 const withProgress = <A, E, R>(
@@ -113,11 +115,9 @@ const withProgress = <A, E, R>(
   use: (update: Progress.Update) => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R> => Effect.scoped(Effect.flatMap(Progress.make(label, total), use))
 
-const readApiKey: Effect.Effect<Redacted.Redacted | undefined, CliError> = Config.option(
-  Config.redacted(apiKeyVariable)
-).pipe(
-  Effect.map(Option.filter((key) => Redacted.value(key).trim() !== "")),
-  Effect.map(Option.getOrUndefined),
+/** The API key, if one is set: a blank value is none. */
+const readApiKey: Effect.Effect<Redacted.Redacted | undefined, CliError> = variable(apiKeyVariable).pipe(
+  Effect.map((key) => key === undefined || key.trim() === "" ? undefined : Redacted.make(key)),
   Effect.mapError((error) => new CliError({ message: `${apiKeyVariable}: ${error.message}` }))
 )
 
@@ -192,18 +192,12 @@ const runLoad = (
  * command's own Effect runtime metrics would be noise) until the scope closes, and says where on
  * stderr; a port it cannot listen on is a usage mistake.
  */
-const metricsEndpoint = (port: Option.Option<number>): Effect.Effect<void, CliError, Scope.Scope> =>
-  Option.match(port, {
-    onNone: () => Effect.void,
-    onSome: (port) =>
-      Prometheus.serve({ port, names: /^resilient_ai_/ }).pipe(
-        Effect.provide(Telemetry.layer({ serviceName: "resilient-ai", serviceVersion: version })),
-        Effect.mapError((error) =>
-          new CliError({ message: `--metrics-port ${port}: cannot listen (${error.reason})` })
-        ),
-        Effect.flatMap((server) => Console.error(`metrics for Prometheus on ${server.url} while the load runs`))
-      )
-  })
+const metricsEndpoint = (port: number | undefined): Effect.Effect<void, CliError, Scope.Scope> =>
+  port === undefined ? Effect.void : Prometheus.serve({ port, names: /^resilient_ai_/ }).pipe(
+    Effect.provide(Telemetry.layer({ serviceName: "resilient-ai", serviceVersion: version })),
+    Effect.mapError((error) => new CliError({ message: `--metrics-port ${port}: cannot listen (${error.reason})` })),
+    Effect.flatMap((server) => Console.error(`metrics for Prometheus on ${server.url} while the load runs`))
+  )
 
 // Valid settings, to try one setting given on the command line against the target's own rules.
 const template = { name: "template", baseUrl: "http://127.0.0.1/v1", model: "model" }
@@ -212,64 +206,79 @@ const template = { name: "template", baseUrl: "http://127.0.0.1/v1", model: "mod
  * `--flag` for a text setting of the target, refused by the target's own rules (`Target.decode`),
  * named after the flag: `--base-url must not hold credentials (…)`. A refused URL is shown masked.
  */
-const targetSetting = (setting: "baseUrl" | "model", flag: string, pseudoName: string): Options.Options<string> =>
-  Flags.checked(flag, pseudoName, (text) =>
-    Either.mapLeft(
-      Target.decode(
-        "self-hosted",
-        { ...template, [setting]: text },
-        (path) => path[0] === setting ? `--${flag}` : path.join(".")
-      ),
-      (invalid) => invalid.problems[0]!
-    ).pipe(Either.map(() => text)))
+const targetSetting = (
+  setting: "baseUrl" | "model",
+  flag: string,
+  metavar: string,
+  description: string
+): Flags.Value<"Required", string> => {
+  const read: Flags.Read<string> = (text) => {
+    const decoded = Target.decode(
+      "self-hosted",
+      { ...template, [setting]: text },
+      (path) => path[0] === setting ? `--${flag}` : path.join(".")
+    )
+    return Either.map(Either.mapLeft(decoded, (invalid) => invalid.problems[0]!), () => text)
+  }
+  return Flags.checked(flag, metavar, read, description)
+}
 
-const load = Command.make(
-  "load",
-  {
-    baseUrl: targetSetting("baseUrl", "base-url", "url").pipe(
-      Options.withDescription("The API's base URL, up to and including the version: https://api.mistral.ai/v1.")
+const load = Flags.command({
+  name: "load",
+  description: "Drive an OpenAI-compatible endpoint with N chat calls and report the failure path. Exits 1 when no " +
+    "call succeeded (saying why), 130 on Ctrl-C (after printing the calls so far).",
+  flags: {
+    baseUrl: targetSetting(
+      "baseUrl",
+      "base-url",
+      "url",
+      "The API's base URL, up to and including the version: https://api.mistral.ai/v1."
     ),
-    model: targetSetting("model", "model", "name").pipe(Options.withDescription("The model every call asks for.")),
-    requests: Flags.whole("requests", 1, Load.maxRequests).pipe(
-      Options.withDescription(`How many chat calls to make: ${Flags.range(1, Load.maxRequests)}.`)
+    model: targetSetting("model", "model", "name", "The model every call asks for."),
+    requests: Flags.whole(
+      "requests",
+      1,
+      Load.maxRequests,
+      `How many chat calls to make: ${Flags.range(1, Load.maxRequests)}.`
     ),
-    concurrency: Flags.whole("concurrency", 1, maxConcurrency).pipe(
-      Options.withDescription(
-        `How many calls may be in flight at once, up to what the target's gate admits ` +
-          `(${Target.managedDefaults.concurrency} managed, ${Target.selfHostedDefaults.concurrency} self-hosted): ` +
-          "more is capped there, and the report says so."
-      )
+    concurrency: Flags.whole(
+      "concurrency",
+      1,
+      maxConcurrency,
+      `How many calls may be in flight at once, up to what the target's gate admits ` +
+        `(${Target.managedDefaults.concurrency} managed, ${Target.selfHostedDefaults.concurrency} self-hosted): ` +
+        "more is capped there, and the report says so."
     ),
-    target: Flags.choice("target", ["managed", "self-hosted"]).pipe(
-      Options.withDescription(
-        "The capacity behind the endpoint: managed (elastic API, modest retry budget, queues) or " +
-          "self-hosted (fixed pool, almost no retries, sheds). The API key is read from " + apiKeyVariable + "."
-      )
+    target: Flags.choice(
+      "target",
+      ["managed", "self-hosted"],
+      "The capacity behind the endpoint: managed (elastic API, modest retry budget, queues) or " +
+        "self-hosted (fixed pool, almost no retries, sheds). The API key is read from " + apiKeyVariable + "."
     ),
-    deadlineMs: Flags.whole("deadline-ms", 1, maxDeadlineMs).pipe(
-      Options.withDescription(
-        `Each call's deadline, in milliseconds (up to ${Flags.count(maxDeadlineMs)}, a day), from the moment it starts.`
-      ),
-      Options.optional
-    ),
-    rate: Flags.whole("rate", 1, maxRate).pipe(
-      Options.withDescription(
-        `Calls started per second (up to ${Flags.count(maxRate)}), as users arrive; without it a call starts ` +
-          "when one ends."
-      ),
-      Options.optional
-    ),
-    json: Options.boolean("json").pipe(Options.withDescription("Print the summary as one JSON object.")),
-    metricsPort: Flags.whole("metrics-port", 0, 65535).pipe(
-      Options.withDescription(
-        "Serve the policy's metrics for Prometheus on http://HOST:PORT/metrics, on every interface, while the load " +
-          "runs (0 to 65535; 0 picks a free port). Where is said on stderr."
-      ),
-      Options.optional
-    ),
+    deadlineMs: Flags.optional(Flags.whole(
+      "deadline-ms",
+      1,
+      maxDeadlineMs,
+      `Each call's deadline, in milliseconds (up to ${Flags.count(maxDeadlineMs)}, a day), from the moment it starts.`
+    )),
+    rate: Flags.optional(Flags.whole(
+      "rate",
+      1,
+      maxRate,
+      `Calls started per second (up to ${Flags.count(maxRate)}), as users arrive; without it a call starts ` +
+        "when one ends."
+    )),
+    json: Flags.switchFlag("json", "Print the summary as one JSON object."),
+    metricsPort: Flags.optional(Flags.whole(
+      "metrics-port",
+      0,
+      65535,
+      "Serve the policy's metrics for Prometheus on http://HOST:PORT/metrics, on every interface, while the load " +
+        "runs (0 to 65535; 0 picks a free port). Where is said on stderr."
+    )),
     verbose
   },
-  (args) =>
+  run: (args) =>
     Effect.gen(function*() {
       const apiKey = yield* readApiKey
       const target = yield* makeTarget(args.target, args.baseUrl, args.model, apiKey)
@@ -278,16 +287,11 @@ const load = Command.make(
       yield* runLoad(client, {
         requests: args.requests,
         concurrency: args.concurrency,
-        deadline: Option.getOrUndefined(Option.map(args.deadlineMs, Duration.millis)),
-        ratePerSecond: Option.getOrUndefined(args.rate)
+        deadline: args.deadlineMs === undefined ? undefined : Duration.millis(args.deadlineMs),
+        ratePerSecond: args.rate
       }, args.json ? Summary.json : Summary.table)
     }).pipe(Effect.scoped, logging(args.verbose))
-).pipe(
-  Command.withDescription(
-    "Drive an OpenAI-compatible endpoint with N chat calls and report the failure path. Exits 1 when no call " +
-      "succeeded (saying why), 130 on Ctrl-C (after printing the calls so far)."
-  )
-)
+})
 
 /** The instructions `faults` prints once the server listens. */
 const faultsInstructions = (url: string, planPath: string): string =>
@@ -311,26 +315,25 @@ const pathText = (path: ReadonlyArray<PropertyKey>): string =>
 
 /**
  * One line per problem, with where it is (`steps[0].status: Expected a number between 400 and
- * 599, actual 700`). The schema's own description of a whole plan is pages long, so a file that
- * is not an object at all is told the keys instead, and "Expected undefined" (the other side of
- * every optional field) is left out.
+ * 599, actual 700`, in the words of the line's Schema; the same places on both lines). The
+ * schema's own description of a whole plan is pages long, so a file that is not an object at all
+ * is told the keys instead.
  */
-const planProblems = (error: ParseResult.ParseError): string => {
+const planProblems = (error: PlanError): string => {
   const keys = Object.keys(FaultPlan.Plan.fields).join(", ")
-  const lines = ParseResult.ArrayFormatter.formatErrorSync(error)
-    .filter((issue) => !issue.message.startsWith("Expected undefined,"))
-    .map((issue) => {
-      if (issue.path.length === 0 && issue._tag === "Type") return `  expected a JSON object with some of: ${keys}`
-      const where = issue.path.length === 0 ? "" : `${pathText(issue.path)}: `
-      return `  ${where}${issue.message}`
-    })
+  const lines = planIssues(error).map((issue) => {
+    if (issue.wrongType) return `  expected a JSON object with some of: ${keys}`
+    const where = issue.path.length === 0 ? "" : `${pathText(issue.path)}: `
+    return `  ${where}${issue.message}`
+  })
   return [...new Set(lines)].join("\n")
 }
 
 /** Why a plan file could not be read, in a few words. */
-const unreadable = (error: PlatformError.PlatformError): string => {
-  if (error._tag === "SystemError" && error.reason === "NotFound") return "no such file"
-  if (error._tag === "SystemError" && error.reason === "PermissionDenied") return "permission denied"
+const unreadable = (error: PlatformError): string => {
+  const reason = systemReason(error)
+  if (reason === "NotFound") return "no such file"
+  if (reason === "PermissionDenied") return "permission denied"
   return error.message
 }
 
@@ -350,18 +353,27 @@ const readPlan = (path: string): Effect.Effect<FaultPlan.Plan, CliError, FileSys
     )
   })
 
-const faults = Command.make(
-  "faults",
-  {
-    port: Flags.whole("port", 0, 65535).pipe(
-      Options.withDescription("The port to listen on on 127.0.0.1, 0 to 65535; 0 (the default) picks a free one."),
-      Options.withDefault(0)
+const faults = Flags.command({
+  name: "faults",
+  description: "Serve the fault server with a plan from a JSON file until interrupted (Ctrl-C).",
+  flags: {
+    port: Flags.withDefault(
+      Flags.whole(
+        "port",
+        0,
+        65535,
+        "The port to listen on on 127.0.0.1, 0 to 65535; 0 (the default) picks a free one."
+      ),
+      0
     ),
-    plan: Flags.nonEmpty("plan", "file", "a fault plan file (JSON)").pipe(
-      Options.withDescription("A fault plan as JSON: steps, windows, capacity, otherwise, latencyMs, seed.")
+    plan: Flags.nonEmpty(
+      "plan",
+      "file",
+      "a fault plan file (JSON)",
+      "A fault plan as JSON: steps, windows, capacity, otherwise, latencyMs, seed."
     )
   },
-  ({ plan, port }) =>
+  run: ({ plan, port }) =>
     Effect.gen(function*() {
       const decoded = yield* readPlan(plan)
       const server = yield* FaultServer.serve(decoded, port).pipe(
@@ -371,13 +383,23 @@ const faults = Command.make(
       yield* Console.log(faultsInstructions(server.url, plan))
       return yield* Effect.never
     }).pipe(Effect.scoped)
-).pipe(Command.withDescription("Serve the fault server with a plan from a JSON file until interrupted (Ctrl-C)."))
+})
 
-const demoRequests: Effect.Effect<number | undefined, CliError> = Config.option(Config.integer(demoRequestsVariable))
-  .pipe(
-    Effect.map(Option.getOrUndefined),
-    Effect.mapError((error) => new CliError({ message: `${demoRequestsVariable}: ${error.message}` }))
-  )
+/**
+ * The demo's size, if the variable sets it: an integer as Effect 3's `Config.integer` reads one
+ * (`1e3` and ` 5` too), else refused in the words the load's own rule is refused in. Unset or set
+ * to "" (which Effect 4's environment reads as unset), the demo's own size.
+ */
+const demoRequests: Effect.Effect<number | undefined, CliError> = variable(demoRequestsVariable).pipe(
+  Effect.mapError((error) => new CliError({ message: `${demoRequestsVariable}: ${error.message}` })),
+  Effect.flatMap((text) => {
+    if (text === undefined || text === "") return Effect.succeed(undefined)
+    const value = Number(text)
+    return Number.isInteger(value) ? Effect.succeed(value) : Effect.fail(
+      new CliError({ message: refusal(demoRequestsVariable, Flags.range(1, Load.maxRequests), text) })
+    )
+  })
+)
 
 /** Settings of the demo the load refused: a usage error, naming the variable the call count comes from. */
 const demoRefused = (error: Load.LoadSettingsError): CliError =>
@@ -392,7 +414,7 @@ const demoRefused = (error: Load.LoadSettingsError): CliError =>
   })
 
 /** Runs the demo and prints its introduction, summary table and explanation. */
-const demo: Effect.Effect<void, CliError, HttpClient.HttpClient> = Effect.gen(function*() {
+const demo: Effect.Effect<void, CliError, ClientLine.HttpClient.HttpClient> = Effect.gen(function*() {
   const options: Demo.Options = { requests: yield* demoRequests }
   const settings = Demo.settings(options)
   // Checked by the load's own rules before the introduction is printed, so a refused count runs nothing.
@@ -405,49 +427,54 @@ const demo: Effect.Effect<void, CliError, HttpClient.HttpClient> = Effect.gen(fu
   )
 }).pipe(Effect.catchTag("LoadSettingsError", (error) => Effect.fail(demoRefused(error))))
 
-const demoCommand = Command.make("demo", { verbose }, (args) => demo.pipe(logging(args.verbose))).pipe(
-  Command.withDescription(
-    "Run a load against a local fault server with a realistic bad few seconds, and explain the report. " +
-      "No API key, no network."
-  )
-)
+const demoCommand = Flags.command({
+  name: "demo",
+  description: "Run a load against a local fault server with a realistic bad few seconds, and explain the report. " +
+    "No API key, no network.",
+  flags: { verbose },
+  run: (args) => demo.pipe(logging(args.verbose))
+})
 
 const scenarios = ["all", ...StormReport.scenarioIds] as const
 
-const stormCommand = Command.make(
-  "storm",
-  {
-    scenario: Options.text("scenario").pipe(
-      Options.withPseudoName(scenarios.join(" | ")),
-      Options.withDescription(
-        "A scenario to run (repeat for several): S1, S1b, S2–S7, contention, or all (the default)."
+const stormCommand = Flags.command({
+  name: "storm",
+  description: "Compare retry policies on a simulated provider: correlated failure, outage and recovery, a " +
+    "synchronised 429 burst, a recovery stampede, a saturated pool, ten services on one key, a client stampede on " +
+    "a healthy provider (with the health probe's diagnosis), and Brooker's contention experiment.",
+  flags: {
+    scenario: Flags.repeated(Flags.checked(
+      "scenario",
+      scenarios.join(" | "),
+      Flags.accepting("scenario", Flags.oneOf(scenarios), Flags.parseChoice(scenarios)),
+      "A scenario to run (repeat for several): S1, S1b, S2–S7, contention, or all (the default)."
+    )),
+    clients: Flags.optional(Flags.whole(
+      "clients",
+      1,
+      maxClients,
+      `Callers in S3's synchronised burst (200) and in the contention experiment (100), up to ` +
+        `${Flags.count(maxClients)}; the contention experiment's time grows with their square.`
+    )),
+    seed: Flags.withDefault(
+      Flags.whole("seed", Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER, "The seed every run uses."),
+      1
+    ),
+    out: Flags.withDefault(
+      Flags.nonEmpty(
+        "out",
+        "directory",
+        "a folder to write the report in",
+        "The report folder: report.md, one SVG chart per scenario, figures.json."
       ),
-      Options.repeated,
-      Options.mapEffect((texts) =>
-        Effect.forEach(texts, Flags.check("scenario", Flags.oneOf(scenarios), Flags.parseChoice(scenarios)))
-      )
-    ),
-    clients: Flags.whole("clients", 1, maxClients).pipe(
-      Options.withDescription(
-        `Callers in S3's synchronised burst (200) and in the contention experiment (100), up to ` +
-          `${Flags.count(maxClients)}; the contention experiment's time grows with their square.`
-      ),
-      Options.optional
-    ),
-    seed: Flags.whole("seed", Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER).pipe(
-      Options.withDescription("The seed every run uses."),
-      Options.withDefault(1)
-    ),
-    out: Flags.nonEmpty("out", "directory", "a folder to write the report in").pipe(
-      Options.withDescription("The report folder: report.md, one SVG chart per scenario, figures.json."),
-      Options.withDefault("storm-report")
+      "storm-report"
     )
   },
-  (args) => {
+  run: (args) => {
     const chosen = args.scenario.length === 0 || args.scenario.includes("all")
       ? StormReport.scenarioIds
       : StormReport.scenarioIds.filter((id) => args.scenario.includes(id))
-    const clients = Option.getOrUndefined(args.clients)
+    const { clients } = args
     const command = [
       "resilient-ai storm",
       ...(chosen.length === StormReport.scenarioIds.length ? [] : chosen.map((id) => `--scenario ${id}`)),
@@ -456,40 +483,28 @@ const stormCommand = Command.make(
     ].join(" ")
     return Effect.asVoid(Storm.run({ scenarios: chosen, clients, seed: args.seed, out: args.out, command }))
   }
-).pipe(
-  Command.withDescription(
-    "Compare retry policies on a simulated provider: correlated failure, outage and recovery, a synchronised 429 " +
-      "burst, a recovery stampede, a saturated pool, ten services on one key, a client stampede on a healthy " +
-      "provider (with the health probe's diagnosis), and Brooker's contention experiment."
-  )
-)
+})
 
 /** `resilient-ai` with its subcommands. */
-const command = Command.make("resilient-ai", {}, () =>
-  Console.log(
-    "resilient-ai: try `resilient-ai demo`, or `resilient-ai --help` for load, faults and storm."
-  )).pipe(
-    Command.withDescription("Reliable calls to AI model APIs: drive an endpoint, serve faults, see the demo."),
-    Command.withSubcommands([load, faults, demoCommand, stormCommand])
-  )
-
-const cli = Command.run(command, { name: "resilient-ai", version })
-
-/** What the command needs on Node: file system, terminal, the undici HTTP client, and log lines on stderr. */
-const layer: Layer.Layer<NodeContext.NodeContext | HttpClient.HttpClient> = Layer.mergeAll(
-  NodeContext.layer,
-  NodeHttpClient.layerUndici,
-  // Stdout carries the report (with --json, only one object), so log lines go to stderr.
-  Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))
+const cli = commandLine(
+  Flags.command({
+    name: "resilient-ai",
+    description: "Reliable calls to AI model APIs: drive an endpoint, serve faults, see the demo.",
+    flags: {},
+    run: () =>
+      Console.log("resilient-ai: try `resilient-ai demo`, or `resilient-ai --help` for load, faults and storm.")
+  }),
+  [load, faults, demoCommand, stormCommand],
+  { version }
 )
 
-/** Prints why the command failed: @effect/cli has already printed its own usage errors. */
+/** Prints why the command failed: the command-line library has already printed its own usage errors. */
 const report = (cause: Cause.Cause<unknown>): Effect.Effect<void> => {
-  if (Cause.isInterruptedOnly(cause)) return Effect.void
-  const failure = Cause.failureOption(cause)
+  if (EffectLine.isInterruptedOnly(cause)) return Effect.void
+  const failure = EffectLine.failureOf(cause)
   if (Option.isSome(failure)) {
     const error = failure.value
-    if (ValidationError.isValidationError(error)) return Effect.void
+    if (isUsageError(error)) return Effect.void
     if (error instanceof CliError || error instanceof NoCallSucceeded) {
       return Console.error(`resilient-ai: ${error.message}`)
     }
@@ -497,25 +512,27 @@ const report = (cause: Cause.Cause<unknown>): Effect.Effect<void> => {
   return Console.error(Cause.pretty(cause))
 }
 
-const logLevelNames = LogLevel.allLevels.map((level) => level._tag.toLowerCase())
-
 const logLevels = Flags.oneOf(logLevelNames)
 
-const readLogLevel = Flags.accepting("log-level", logLevels, (text) => LogLevel.allLevels[logLevelNames.indexOf(text)])
+const readLogLevel = Flags.accepting("log-level", logLevels, (text) => {
+  const name = Flags.parseChoice(logLevelNames)(text)
+  return name === undefined ? undefined : logLevelNamed(name)
+})
 
 /** A command line with `--log-level` taken out, and the level it set, if any. */
 interface Leveled {
-  readonly level: LogLevel.LogLevel | undefined
+  readonly level: LogLevel | undefined
   readonly args: ReadonlyArray<string>
 }
 
 /**
  * Takes `--log-level LEVEL` (or `--log-level=LEVEL`) out of `args`, wherever it stands before a
  * `--`. @effect/cli lists it on every help page but reads it only before the subcommand, and
- * refuses it after; read here, it works in both places, and a bad level is named like any flag.
+ * refuses it after; read here, it works in both places, on both lines, and a bad level is named
+ * like any flag.
  */
 const logLevelOf = (args: ReadonlyArray<string>): Effect.Effect<Leveled, CliError> => {
-  let level: LogLevel.LogLevel | undefined
+  let level: LogLevel | undefined
   const rest: Array<string> = []
   for (let index = 0; index < args.length; index++) {
     const arg = args[index]!
@@ -533,8 +550,8 @@ const logLevelOf = (args: ReadonlyArray<string>): Effect.Effect<Leveled, CliErro
       continue
     }
     const read = value === undefined ? Either.left(`--log-level needs a value, ${logLevels}`) : readLogLevel(value)
-    if (Either.isLeft(read)) return Effect.fail(new CliError({ message: read.left }))
-    level = read.right
+    if (Either.isLeft(read)) return Effect.fail(new CliError({ message: Either.leftOf(read) }))
+    level = Either.rightOf(read)
   }
   return Effect.succeed({ level, args: rest })
 }
@@ -555,13 +572,10 @@ export const run = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> =
   Effect.gen(function*() {
     const { args, level } = yield* logLevelOf(argv.slice(2))
     yield* wizardNeedsTerminal(args)
-    yield* cli([...argv.slice(0, 2), ...args]).pipe(Logger.withMinimumLogLevel(level ?? LogLevel.Error))
+    yield* cli([...argv.slice(0, 2), ...args]).pipe(withMinimumLogLevel(level ?? logLevelNamed("error")))
   }).pipe(
-    Effect.tapErrorCause(report),
-    (effect) =>
-      Console.consoleWith((console) =>
-        Effect.withConsole(effect, uncoloured(console, colours(process.stdout), colours(process.stderr)))
-      ),
+    Effect.onError(report),
+    withoutColour(colours(process.stdout), colours(process.stderr)),
     Effect.provide(layer)
   )
 
@@ -572,10 +586,10 @@ export const run = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> =
  */
 export const exitCode = (exit: Exit.Exit<unknown, unknown>, signal: NodeJS.Signals = "SIGINT"): number => {
   if (Exit.isSuccess(exit)) return 0
-  if (Cause.isInterruptedOnly(exit.cause)) return 128 + (constants.signals[signal] ?? constants.signals.SIGINT)
-  const failure = Cause.failureOption(exit.cause)
+  if (EffectLine.isInterruptedOnly(exit.cause)) return 128 + (constants.signals[signal] ?? constants.signals.SIGINT)
+  const failure = EffectLine.failureOf(exit.cause)
   if (Option.isSome(failure)) {
-    if (ValidationError.isValidationError(failure.value) || failure.value instanceof CliError) return 2
+    if (isUsageError(failure.value) || failure.value instanceof CliError) return 2
   }
   return 1
 }

@@ -9,10 +9,10 @@
  * numbers: how many retries the budget allowed against what a naive 3-attempt policy would have
  * sent, attempts per success, what the server saw during the outage, and the tail latency.
  */
-import type * as HttpClient from "@effect/platform/HttpClient"
 import { ModelClient, Target } from "@resilient-ai/client"
+import type { ClientLine } from "@resilient-ai/client/internal"
 import { type Settings } from "@resilient-ai/policy"
-import { Budgets } from "@resilient-ai/policy/internal"
+import { Budgets, EffectLine } from "@resilient-ai/policy/internal"
 import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -28,7 +28,7 @@ export interface Options {
   /** Calls started per second. Default 80. */
   readonly ratePerSecond?: number | undefined
   /** Each call's deadline. Default 3 seconds. */
-  readonly deadline?: Duration.DurationInput | undefined
+  readonly deadline?: EffectLine.DurationInput | undefined
   /** Told after each call ends. */
   readonly onProgress?: ((completed: number, total: number) => void) | undefined
 }
@@ -118,6 +118,13 @@ export interface Settings {
   readonly outage: OutageWindow
 }
 
+/** `input` as a duration; like Effect's `Duration.decode`, it throws on what is none (a defect of the caller). */
+const durationOf = (input: EffectLine.DurationInput): Duration.Duration => {
+  const duration = EffectLine.durationFrom(input)
+  if (duration === undefined) throw new Error(`not a duration: ${String(input)}`)
+  return duration
+}
+
 /** Fills in the defaults of `options`; the outage is placed in proportion to the run's length. */
 export const settings = (options: Options = {}): Settings => {
   const requests = options.requests ?? 400
@@ -127,7 +134,7 @@ export const settings = (options: Options = {}): Settings => {
     requests,
     ratePerSecond,
     concurrency: options.concurrency ?? 16,
-    deadline: Duration.decode(options.deadline ?? Duration.seconds(3)),
+    deadline: options.deadline === undefined ? Duration.seconds(3) : durationOf(options.deadline),
     // 1.5 s of a 5 s run, starting once the budget has seen some successes.
     outage: { fromMs: Math.round(runMs * 0.3), toMs: Math.round(runMs * 0.6) }
   }
@@ -137,7 +144,9 @@ export const settings = (options: Options = {}): Settings => {
  * Starts the fault server, runs the load through the demo's target, and reads what the server saw.
  * Settings the load cannot run with fail it with `Load.LoadSettingsError`.
  */
-export const run = (options: Options = {}): Effect.Effect<Result, Load.LoadSettingsError, HttpClient.HttpClient> => {
+export const run = (
+  options: Options = {}
+): Effect.Effect<Result, Load.LoadSettingsError, ClientLine.HttpClient.HttpClient> => {
   const { concurrency, deadline, outage, ratePerSecond, requests } = settings(options)
   const demoPlan = plan(outage)
   return Effect.scoped(Effect.gen(function*() {

@@ -23,13 +23,11 @@
  */
 import type { ChatCompletion, ModelClient, Target } from "@resilient-ai/client"
 import { Metrics } from "@resilient-ai/policy"
-import { Meters } from "@resilient-ai/policy/internal"
+import { EffectLine, Meters } from "@resilient-ai/policy/internal"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
-import * as Option from "effect/Option"
 import { performance } from "node:perf_hooks"
 import { range, refusal } from "./internal/wording.js"
 
@@ -56,7 +54,7 @@ export interface Options {
    */
   readonly concurrency: number
   /** Each call's deadline, from the moment it starts. Without it, only the target's attempt timeout bounds a call. */
-  readonly deadline?: Duration.DurationInput | undefined
+  readonly deadline?: EffectLine.DurationInput | undefined
   /**
    * Calls started per second. Without it the load is closed: a call starts as soon as one ends, so
    * calls that fail fast start the next at once. With it, calls arrive as users do, whether or not
@@ -108,7 +106,7 @@ export const problems = (options: Options): ReadonlyArray<Problem> => {
   check(
     "deadline",
     deadline,
-    deadline === undefined || Option.isSome(Duration.decodeUnknown(deadline)),
+    deadline === undefined || EffectLine.durationFrom(deadline) !== undefined,
     "a duration (milliseconds, or text such as \"3 seconds\")"
   )
   return found
@@ -209,7 +207,8 @@ export const run = (client: ModelClient.Service, options: Options): Effect.Effec
 const measure = (client: ModelClient.Service, options: Options): Effect.Effect<Summary> => {
   const { concurrency, requests } = options
   const rate = options.ratePerSecond
-  const deadline = options.deadline === undefined ? undefined : Duration.decode(options.deadline)
+  // Checked by `problems` before the load runs.
+  const deadline = options.deadline === undefined ? undefined : EffectLine.durationFrom(options.deadline)!
   const request = options.request ?? prompt
   const target = client.target
   const model = request.model ?? target.model
@@ -230,20 +229,21 @@ const measure = (client: ModelClient.Service, options: Options): Effect.Effect<S
 
       const measured = Effect.suspend(() => {
         const at = performance.now()
-        return Effect.map(Effect.either(client.chat(request, callOptions)), (result) => {
-          const latency = performance.now() - at
-          if (Either.isRight(result)) {
-            successLatencies.push(latency)
-          } else {
-            const failure = result.left
-            failureLatencies.push(latency)
+        const ended = () => options.onProgress?.(successLatencies.length + failureLatencies.length, requests)
+        return Effect.match(client.chat(request, callOptions), {
+          onSuccess: () => {
+            successLatencies.push(performance.now() - at)
+            ended()
+          },
+          onFailure: (failure) => {
+            failureLatencies.push(performance.now() - at)
             failuresByTag[failure.last._tag] = (failuresByTag[failure.last._tag] ?? 0) + 1
             failureExamples[failure.last._tag] ??= failure.last.message
             if (failure.reason === "budget") {
               attemptsLeftAtBudget += Math.max(0, target.maxAttempts - failure.attempts.length)
             }
+            ended()
           }
-          options.onProgress?.(successLatencies.length + failureLatencies.length, requests)
         })
       }).pipe(Effect.onInterrupt(() => Effect.sync(() => cancelled++)))
 
@@ -251,12 +251,12 @@ const measure = (client: ModelClient.Service, options: Options): Effect.Effect<S
       const call = (index: number) =>
         rate === undefined ? measured : Effect.suspend(() => {
           const wait = startedAt + (index * 1000) / rate - performance.now()
-          return wait > 0 ? Effect.zipRight(Effect.sleep(Duration.millis(wait)), measured) : measured
+          return wait > 0 ? Effect.andThen(Effect.sleep(Duration.millis(wait)), measured) : measured
         })
 
       // `inFlight` workers take the calls in turn, so the calls are counted, never listed.
       const worker: Effect.Effect<void> = Effect.suspend(() =>
-        started < requests ? Effect.zipRight(call(started++), worker) : Effect.void
+        started < requests ? Effect.andThen(call(started++), worker) : Effect.void
       )
       const exit = yield* Effect.exit(
         restore(Effect.all(Array.from({ length: Math.min(inFlight, requests) }, () => worker), {
@@ -289,7 +289,7 @@ const measure = (client: ModelClient.Service, options: Options): Effect.Effect<S
         concurrencyRequested: concurrency,
         deadlineMs: deadline === undefined ? null : Duration.toMillis(deadline),
         ratePerSecond: rate ?? null,
-        interrupted: Exit.isInterrupted(exit),
+        interrupted: Exit.isFailure(exit) && EffectLine.hasInterruption(exit.cause),
         calls,
         callsInterrupted: cancelled,
         successes,

@@ -4,8 +4,7 @@
  * per scenario, and `figures.json` with every figure, so docs/storms.md quotes numbers the command
  * produced.
  */
-import * as FileSystem from "@effect/platform/FileSystem"
-import * as Path from "@effect/platform/Path"
+import { FileSystem, Path } from "#cli-line"
 import { StormReport } from "@resilient-ai/storm"
 import { StormRender } from "@resilient-ai/storm/internal"
 import * as Console from "effect/Console"

@@ -1,8 +1,8 @@
 /**
- * Whether the command's output may keep its colour, and how to take it out where it may not:
- * @effect/cli renders help and its errors in colour wherever they go.
+ * Whether the command's output may keep its colour, and how to take it out where it may not: the
+ * command-line library renders help (on Effect 3, its errors too) in colour wherever it goes. The
+ * seam's `withoutColour` takes it out of what the console prints.
  */
-import type * as Console from "effect/Console"
 
 /** What `colours` needs of a stream: whether it is a terminal, and (on one) how many colours it has. */
 export interface ColourStream {
@@ -22,16 +22,3 @@ const escapes = /\u001b\[[0-?]*[ -/]*[@-~]/g
 
 /** `text` without terminal escape sequences. */
 export const withoutEscapes = (text: string): string => text.replace(escapes, "")
-
-/**
- * `console` with escape sequences taken out of what `log` (stdout) and `error` (stderr) print
- * where colour is not wanted.
- */
-export const uncoloured = (console: Console.Console, stdout: boolean, stderr: boolean): Console.Console => {
-  const plain = (args: ReadonlyArray<unknown>) => args.map((arg) => typeof arg === "string" ? withoutEscapes(arg) : arg)
-  return {
-    ...console,
-    log: stdout ? console.log : (...args) => console.log(...plain(args)),
-    error: stderr ? console.error : (...args) => console.error(...plain(args))
-  }
-}
