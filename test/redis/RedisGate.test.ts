@@ -13,6 +13,7 @@ import {
   eventually,
   freshPrefix,
   hashTagOf,
+  holdingConnection,
   onOwnConnection,
   redis,
   redisUrl
@@ -136,36 +137,22 @@ describeRedis("RedisGate", () => {
     Effect.gen(function*() {
       const prefix = freshPrefix()
       const holder = yield* member(prefix, { limit: 1, mode: "queue" })
-      // The waiter's connection holds Redis's answers back while `held`, until the test lets one through.
-      const real = yield* onOwnConnection(prefix, RedisConnection.RedisConnection)
-      let held = false
-      let letThrough: (() => void) | undefined
-      const holding: RedisConnection.Service = {
-        ...real,
-        decide: (operation, command, fallback, late) =>
-          real.decide(
-            operation,
-            (voidAfter) =>
-              held ? new Promise((resolve) => (letThrough = () => resolve(command(voidAfter)))) : command(voidAfter),
-            fallback,
-            late
-          )
-      }
+      // The waiter's connection holds Redis's answers back after `hold()`, until the test lets one through.
+      const redis = yield* holdingConnection(prefix)
       const waiter = yield* RedisGate.make({ target: "llm", limit: 1, mode: "queue" }).pipe(
-        Effect.provideService(RedisConnection.RedisConnection, holding)
+        Effect.provideService(RedisConnection.RedisConnection, redis.connection)
       )
       yield* holder.acquire(forever)
       const queued = yield* EffectLine.fork(waiter.acquire(forever))
       yield* eventually(Effect.map(waiter.snapshot, (snapshot) => snapshot.waiting === 1), "the caller waits")
       yield* holder.release("success")
-      held = true
+      redis.hold()
       // Its next poll asks for the permit given back; the answer waits.
       yield* TestClock.adjust("1 second")
-      yield* eventually(Effect.sync(() => letThrough !== undefined), "the caller asks again")
+      yield* eventually(Effect.sync(redis.asked), "the caller asks again")
       const interrupting = yield* EffectLine.fork(Fiber.interrupt(queued))
       yield* yieldNow
-      held = false
-      letThrough!()
+      redis.letThrough()
       yield* Fiber.join(interrupting)
       assert.deepStrictEqual(yield* holder.snapshot, { limit: 1, inFlight: 0, waiting: 0, health: "steady" })
     }))

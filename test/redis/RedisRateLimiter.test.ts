@@ -16,6 +16,7 @@ import {
   describeRedis,
   eventually,
   freshPrefix,
+  holdingConnection,
   onOwnConnection,
   redisClusterUrl,
   redisServerBinary,
@@ -202,32 +203,18 @@ describeRedis("RedisRateLimiter", () => {
     Effect.gen(function*() {
       const prefix = freshPrefix()
       const a = yield* member(prefix, { requestsPerMinute: 60 })
-      // The other process's connection holds Redis's answers back while `held`, until the test lets one through.
-      const real = yield* onOwnConnection(prefix, RedisConnection.RedisConnection)
-      let held = false
-      let letThrough: (() => void) | undefined
-      const holding: RedisConnection.Service = {
-        ...real,
-        decide: (operation, command, fallback, late) =>
-          real.decide(
-            operation,
-            (voidAfter) =>
-              held ? new Promise((resolve) => (letThrough = () => resolve(command(voidAfter)))) : command(voidAfter),
-            fallback,
-            late
-          )
-      }
+      // The other process's connection holds Redis's answers back after `hold()`, until the test lets one through.
+      const redis = yield* holdingConnection(prefix)
       const b = yield* RedisRateLimiter.make({ target: "llm", requestsPerMinute: 60 }).pipe(
-        Effect.provideService(RedisConnection.RedisConnection, holding)
+        Effect.provideService(RedisConnection.RedisConnection, redis.connection)
       )
       yield* a.admit(interactive())
-      held = true
+      redis.hold()
       const waiting = yield* EffectLine.fork(b.admit(interactive()))
-      yield* eventually(Effect.sync(() => letThrough !== undefined), "the call asks Redis")
+      yield* eventually(Effect.sync(redis.asked), "the call asks Redis")
       const interrupting = yield* EffectLine.fork(Fiber.interrupt(waiting))
       yield* yieldNow
-      held = false
-      letThrough!()
+      redis.letThrough()
       yield* Fiber.join(interrupting)
       assert.strictEqual((yield* a.snapshot).requestsWaitMillis, 0)
     }))

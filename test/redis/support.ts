@@ -51,3 +51,34 @@ export const onOwnConnection = <A, E>(
   keyPrefix: string,
   effect: Effect.Effect<A, E, RedisConnection.RedisConnection>
 ) => Effect.flatMap(Layer.build(connection(keyPrefix)), (context) => Effect.provide(effect, context))
+
+/**
+ * A connection of its own whose Redis answers can be held back: while `hold()` is on, the next
+ * command's answer waits until `letThrough()` (`asked` says whether one is waiting), so a test can
+ * interrupt a caller while Redis is granting it something.
+ */
+export const holdingConnection = (keyPrefix: string) =>
+  Effect.map(onOwnConnection(keyPrefix, RedisConnection.RedisConnection), (real) => {
+    let held = false
+    let waiting: (() => void) | undefined
+    const connection: RedisConnection.Service = {
+      ...real,
+      decide: (operation, command, fallback, late) =>
+        real.decide(
+          operation,
+          (voidAfter) =>
+            held ? new Promise((resolve) => (waiting = () => resolve(command(voidAfter)))) : command(voidAfter),
+          fallback,
+          late
+        )
+    }
+    return {
+      connection,
+      hold: () => void (held = true),
+      asked: () => waiting !== undefined,
+      letThrough: () => {
+        held = false
+        waiting?.()
+      }
+    }
+  })
