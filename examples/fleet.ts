@@ -16,8 +16,10 @@ import { ModelClient, Target } from "@resilient-ai/client"
 import { Coordination } from "@resilient-ai/policy"
 import { RedisConnection, RedisCoordination } from "@resilient-ai/redis"
 import { FaultServer } from "@resilient-ai/testing"
-import { ConfigProvider, Console, Effect, Layer, Logger, LogLevel, Metric } from "effect"
+import { Console, Effect, Layer } from "effect"
 import { randomUUID } from "node:crypto"
+// What Effect 3 and Effect 4 spell differently: examples/line/effect3.ts and effect4.ts show each form.
+import { counterValue, withMinimumLogLevel } from "#examples-line"
 
 // The same client as before; its budget, gate and pace now live on the Redis at REDIS_URL, shared by
 // every process that calls this target with this API key (REDIS_KEY_PREFIX, REDIS_COMMAND_TIMEOUT).
@@ -54,27 +56,26 @@ const calls = Effect.gen(function*() {
 
 const main = Effect.gen(function*() {
   const provider = yield* FaultServer.make({ otherwise: { _tag: "Status", status: 503, code: "overloaded" } })
-  const environment = ConfigProvider.fromMap(
-    new Map([
-      ["MISTRAL_BASE_URL", provider.url],
-      ["MISTRAL_MODEL", "mistral-small-latest"],
-      ["MISTRAL_API_KEY", "not-a-real-key"],
-      ["MISTRAL_BASE_DELAY", "1 millis"],
-      ["MISTRAL_MAX_DELAY", "5 millis"],
-      // A floor of 0.2 retries per second is 12 per 60-second window, all of it spent: a budget that
-      // learns no retry pays here would keep a twentieth, and the two figures would say less.
-      ["MISTRAL_BUDGET_MIN_PER_SECOND", "0.2"],
-      ["MISTRAL_BUDGET_SHARE_WHEN_RETRIES_FAIL", "1"],
-      ["REDIS_URL", redisUrl],
-      ["REDIS_COMMAND_TIMEOUT", process.env["REDIS_COMMAND_TIMEOUT"] ?? "50 millis"],
-      // How many processes share the target: a member that must decide alone before Redis has
-      // told it the fleet's size spends this fleet's share of the floor, not a whole floor.
-      ["REDIS_FLEET_SIZE", String(members)],
-      // A prefix of this run's own, so a second run does not find the first one's window.
-      ["REDIS_KEY_PREFIX", `fleet-example-${randomUUID().slice(0, 8)}`]
-    ]),
-    { pathDelim: "_" }
-  )
+  // The members read their settings from the environment when their layers are built; set here
+  // because the stand-in provider's URL is known only now (a deployment sets them in its own).
+  Object.assign(process.env, {
+    MISTRAL_BASE_URL: provider.url,
+    MISTRAL_MODEL: "mistral-small-latest",
+    MISTRAL_API_KEY: "not-a-real-key",
+    MISTRAL_BASE_DELAY: "1 millis",
+    MISTRAL_MAX_DELAY: "5 millis",
+    // A floor of 0.2 retries per second is 12 per 60-second window, all of it spent: a budget that
+    // learns no retry pays here would keep a twentieth, and the two figures would say less.
+    MISTRAL_BUDGET_MIN_PER_SECOND: "0.2",
+    MISTRAL_BUDGET_SHARE_WHEN_RETRIES_FAIL: "1",
+    REDIS_URL: redisUrl,
+    REDIS_COMMAND_TIMEOUT: process.env["REDIS_COMMAND_TIMEOUT"] ?? "50 millis",
+    // How many processes share the target: a member that must decide alone before Redis has
+    // told it the fleet's size spends this fleet's share of the floor, not a whole floor.
+    REDIS_FLEET_SIZE: String(members),
+    // A prefix of this run's own, so a second run does not find the first one's window.
+    REDIS_KEY_PREFIX: `fleet-example-${randomUUID().slice(0, 8)}`
+  })
   const fleet = (member: Layer.Layer<ModelClient.ModelClient, unknown>) =>
     Effect.gen(function*() {
       yield* provider.clearArrivals
@@ -85,7 +86,7 @@ const main = Effect.gen(function*() {
         { concurrency: "unbounded", discard: true }
       )
       return (yield* provider.arrivals).length - members * callsEach
-    }).pipe(Effect.withConfigProvider(environment))
+    })
 
   const alone = yield* fleet(MistralAlone)
   const fellBackBefore = yield* decidedInProcess
@@ -109,13 +110,13 @@ const main = Effect.gen(function*() {
 
 /** Budget and gate decisions made in process so far because Redis did not answer. */
 const decidedInProcess = Effect.zipWith(
-  Metric.value(RedisConnection.fallbacks.pipe(Metric.tagged("operation", "budget"))),
-  Metric.value(RedisConnection.fallbacks.pipe(Metric.tagged("operation", "gate"))),
-  (budget, gate) => budget.count + gate.count
+  counterValue(RedisConnection.fallbacks, { operation: "budget" }),
+  counterValue(RedisConnection.fallbacks, { operation: "gate" }),
+  (budget, gate) => budget + gate
 )
 
 // Every call here fails, and each says so in a WARN line; set the level to Info to see every attempt.
-Effect.runPromise(main.pipe(Effect.scoped, Logger.withMinimumLogLevel(LogLevel.Error))).catch((error) => {
+Effect.runPromise(main.pipe(Effect.scoped, withMinimumLogLevel("Error"))).catch((error) => {
   console.error(String(error))
   process.exitCode = 1
 })

@@ -13,7 +13,9 @@
 import { NodeHttpClient } from "@effect/platform-node"
 import { type ChatCompletion, HealthProbe, ModelClient, Target } from "@resilient-ai/client"
 import { FaultServer } from "@resilient-ai/testing"
-import { Console, Effect, Fiber, Logger, LogLevel, Redacted, Schedule } from "effect"
+import { Console, Effect, Fiber, Redacted, Schedule } from "effect"
+// What Effect 3 and Effect 4 spell differently: examples/line/effect3.ts and effect4.ts show each form.
+import { withMinimumLogLevel } from "#examples-line"
 
 const request: ChatCompletion.ChatRequest = { messages: [{ role: "user", content: "Classify this ticket." }] }
 
@@ -39,18 +41,19 @@ const program = Effect.gen(function*() {
       seen.push(diagnosis)
       return Console.log(`${((Date.now() - started) / 1000).toFixed(1)} s: ${diagnosis}`)
     })
-  const watch = yield* Effect.fork(
-    Effect.forever(Effect.zipRight(Effect.flatMap(probe.diagnosis, record), Effect.sleep("50 millis")))
+  const watch = yield* Effect.forkScoped(
+    Effect.forever(Effect.andThen(Effect.flatMap(probe.diagnosis, record), Effect.sleep("50 millis")))
   )
-  const steady = yield* Effect.fork(
-    Effect.forever(Effect.zipRight(Effect.ignore(client.chat(request)), Effect.sleep("100 millis")))
+  const steady = yield* Effect.forkScoped(
+    Effect.forever(Effect.andThen(Effect.ignore(client.chat(request)), Effect.sleep("100 millis")))
   )
   const until = (wanted: string) =>
     Effect.repeat(Effect.tap(probe.diagnosis, record), {
       until: (diagnosis) => diagnosis === wanted,
       schedule: Schedule.spaced("50 millis")
     }).pipe(
-      Effect.timeoutFail({ duration: "20 seconds", onTimeout: () => new Error(`never ${wanted}`) })
+      Effect.timeout("20 seconds"),
+      Effect.mapError(() => new Error(`never ${wanted}`))
     )
 
   yield* Effect.sleep("1 second")
@@ -61,7 +64,7 @@ const program = Effect.gen(function*() {
   yield* server.setPlan({ capacity: { concurrent: 2, status: 429 }, latencyMs: 200 })
   yield* until("healthy")
   // Diagnosed while it lasts: once the 60 calls are served, the calls of the window are healthy again.
-  const stampede = yield* Effect.fork(
+  const stampede = yield* Effect.forkScoped(
     Effect.forEach(Array.from({ length: 60 }), () => Effect.ignore(client.chat(request)), { concurrency: "unbounded" })
   )
   yield* until("self-inflicted")
@@ -75,7 +78,7 @@ program.pipe(
   Effect.scoped,
   Effect.provide(NodeHttpClient.layerUndici),
   // The diagnosis is printed as it changes; the attempts' and the diagnosis's log lines are not.
-  Logger.withMinimumLogLevel(LogLevel.Error),
+  withMinimumLogLevel("Error"),
   Effect.runPromise
 ).catch((error) => {
   console.error(error)

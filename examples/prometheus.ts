@@ -18,7 +18,9 @@ import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-tr
 import { ModelClient, Target } from "@resilient-ai/client"
 import { Prometheus, Telemetry } from "@resilient-ai/otel"
 import { FaultServer } from "@resilient-ai/testing"
-import { Console, Effect, Either, Layer, Logger, LogLevel, Redacted } from "effect"
+import { Console, Effect, Exit, Layer, Redacted } from "effect"
+// What Effect 3 and Effect 4 spell differently: examples/line/effect3.ts and effect4.ts show each form.
+import { withMinimumLogLevel } from "#examples-line"
 
 const metricsPort = Number(process.env["METRICS_PORT"] ?? "9464")
 
@@ -75,10 +77,10 @@ const program = Effect.gen(function*() {
   const outcomes = yield* Effect.forEach(
     Array.from({ length: 200 }, (_, index) => index),
     (index) =>
-      Effect.either(api.chat({ messages: [{ role: "user", content: `Question ${index}` }] }, { timeout: "5 seconds" })),
+      Effect.exit(api.chat({ messages: [{ role: "user", content: `Question ${index}` }] }, { timeout: "5 seconds" })),
     { concurrency: 8 }
   ).pipe(Effect.withSpan("load"))
-  const answered = outcomes.filter(Either.isRight).length
+  const answered = outcomes.filter(Exit.isSuccess).length
   yield* Console.log(`200 calls: ${answered} answered, ${200 - answered} failed`)
 
   const exposition = yield* Effect.promise(() => fetch(endpoint.url).then((response) => response.text()))
@@ -98,6 +100,6 @@ Effect.runPromise(
   program.pipe(
     Effect.provide(Layer.merge(TelemetryLive, NodeHttpClient.layerUndici)),
     Effect.scoped,
-    Logger.withMinimumLogLevel(LogLevel.Error)
+    withMinimumLogLevel("Error")
   )
 )

@@ -8,7 +8,9 @@
  * Run it with `npx -y pnpm@12.4.2 exec tsx --conditions=@resilient-ai/source examples/retry-within-budget.ts`.
  */
 import { Failure, Metrics, Resilient } from "@resilient-ai/policy"
-import { Duration, Effect, Logger, LogLevel, Ref } from "effect"
+import { Duration, Effect, Ref } from "effect"
+// What Effect 3 and Effect 4 spell differently: examples/line/effect3.ts and effect4.ts show each form.
+import { printLogLines, withMinimumLogLevel } from "#examples-line"
 
 /** What the simulated provider does on each attempt of a call. */
 type Reply = "ok" | Failure.Failure | "hang"
@@ -58,16 +60,25 @@ const scenarios: ReadonlyArray<{
   { name: "three 500s", replies: [serverError] }
 ]
 
-const describe = (exit: Effect.Effect.Success<ReturnType<typeof runCall>>) =>
-  exit._tag === "Right"
-    ? `ok      ${exit.right}`
-    : `failed  stop=${exit.left.reason}, last=${exit.left.last._tag}, attempts=${exit.left.attempts.length}`
+/** How a call ended: its answer, or the `CallFailed` that says why it stopped. */
+type Outcome = { readonly answer: string } | { readonly failed: Failure.CallFailed }
 
-const runCall = (replies: ReadonlyArray<Reply>, callPolicy: Resilient.Policy, options?: Resilient.CallOptions) =>
-  Effect.flatMap(
-    provider(replies),
-    (attempt) => attempt.pipe(Resilient.retry(callPolicy, { timeout: "5 seconds", ...options }), Effect.either)
-  )
+const describe = (outcome: Outcome): string => {
+  if ("answer" in outcome) return `ok      ${outcome.answer}`
+  const { attempts, last, reason } = outcome.failed
+  return `failed  stop=${reason}, last=${last._tag}, attempts=${attempts.length}`
+}
+
+const runCall = (
+  replies: ReadonlyArray<Reply>,
+  callPolicy: Resilient.Policy,
+  options?: Resilient.CallOptions
+): Effect.Effect<Outcome> =>
+  Effect.flatMap(provider(replies), (attempt) =>
+    attempt.pipe(
+      Resilient.retry(callPolicy, { timeout: "5 seconds", ...options }),
+      Effect.match({ onSuccess: (answer): Outcome => ({ answer }), onFailure: (failed): Outcome => ({ failed }) })
+    ))
 
 const program = Effect.gen(function*() {
   const policy = yield* Resilient.policy(policySettings)
@@ -87,9 +98,9 @@ const program = Effect.gen(function*() {
     Array.from({ length: 40 }, () => runCall([overloaded], outagePolicy)),
     (call) => call,
     { concurrency: 10 }
-  ).pipe(Logger.withMinimumLogLevel(LogLevel.Error))
+  ).pipe(withMinimumLogLevel("Error"))
   const stoppedBy = (reason: Failure.StopReason) =>
-    outage.filter((exit) => exit._tag === "Left" && exit.left.reason === reason).length
+    outage.filter((outcome) => "failed" in outcome && outcome.failed.reason === reason).length
   const outageSummary = yield* Metrics.summary(outagePolicy.target, outagePolicy.model)
   yield* Effect.logInfo(
     `outage → ${outageSummary.attempts} attempts for 40 calls (3 attempts each would have been 120): ` +
@@ -117,12 +128,10 @@ const program = Effect.gen(function*() {
 })
 
 /** One line per log entry: level, message, then the annotations as key=value. */
-const compactLogger = Logger.make<unknown, void>(({ annotations, logLevel, message }) => {
+const compactLogger = printLogLines(({ annotations, level, message }) => {
   const text = Array.isArray(message) ? message.join(" ") : String(message)
-  const pairs = [...annotations].map(([key, value]) => `${key}=${String(value)}`).join(" ")
-  console.log(`${logLevel.label.padEnd(5)} ${text}${pairs === "" ? "" : `  ${pairs}`}`)
+  const pairs = annotations.map(([key, value]) => `${key}=${String(value)}`).join(" ")
+  console.log(`${level.padEnd(5)} ${text}${pairs === "" ? "" : `  ${pairs}`}`)
 })
 
-const services = Logger.replace(Logger.defaultLogger, compactLogger)
-
-Effect.runPromise(program.pipe(Effect.provide(services), Logger.withMinimumLogLevel(LogLevel.Info)))
+Effect.runPromise(program.pipe(Effect.provide(compactLogger), withMinimumLogLevel("Info")))

@@ -13,7 +13,9 @@
 import { NodeHttpClient } from "@effect/platform-node"
 import { type ChatCompletion, ModelClient, Target } from "@resilient-ai/client"
 import { type FaultPlan, FaultServer } from "@resilient-ai/testing"
-import { Console, Effect, Logger, LogLevel, Redacted } from "effect"
+import { Console, Effect, Redacted } from "effect"
+// What Effect 3 and Effect 4 spell differently: examples/line/effect3.ts and effect4.ts show each form.
+import { withMinimumLogLevel } from "#examples-line"
 
 /** An answer that states the key's limit, as a provider's headers do. */
 const limited: FaultPlan.Fault = {
@@ -35,7 +37,7 @@ const request: ChatCompletion.ChatRequest = { messages: [{ role: "user", content
 const timed = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.suspend(() => {
     const started = performance.now()
-    return Effect.map(Effect.either(effect), () => Math.round(performance.now() - started))
+    return Effect.map(Effect.exit(effect), () => Math.round(performance.now() - started))
   })
 
 const program = Effect.gen(function*() {
@@ -57,7 +59,7 @@ const program = Effect.gen(function*() {
     timed(Effect.forEach(Array.from({ length: 40 }), () => summarise, { concurrency: "unbounded" })),
     Effect.forEach(
       Array.from({ length: 6 }),
-      (_, index) => Effect.zipRight(Effect.sleep(`${400 * (index + 1)} millis`), timed(client.chat(request))),
+      (_, index) => Effect.andThen(Effect.sleep(`${400 * (index + 1)} millis`), timed(client.chat(request))),
       { concurrency: "unbounded" }
     )
   ], { concurrency: "unbounded" })
@@ -70,6 +72,6 @@ const program = Effect.gen(function*() {
 program.pipe(
   Effect.scoped,
   Effect.provide(NodeHttpClient.layerUndici),
-  Logger.withMinimumLogLevel(LogLevel.Warning),
+  withMinimumLogLevel("Warning"),
   Effect.runPromise
 )

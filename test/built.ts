@@ -74,18 +74,15 @@ export const bundlesDir = (line: Line): string =>
   Path.join(root, "build", line === "effect3" ? "bundles" : "bundles-effect4")
 
 /**
- * What `bundleSetup.ts` bundles for each line: the command, the fleet member, a fixture, the storm
- * tests' thread, and every example.
+ * What `bundleSetup.ts` bundles, for each line alike: the command, the fleet member, a fixture, the
+ * storm tests' thread, and every example.
  */
-export const bundleEntries = (line: Line): ReadonlyArray<string> => [
+export const bundleEntries: ReadonlyArray<string> = [
   "test/redis/fleet/member.ts",
   "test/policy/fixtures/timersEnd.ts",
   "test/storm/simulator.ts",
   "packages/cli/src/main.ts",
-  // The examples on Effect 4: once they have come over (docs/effect-lines.md).
-  ...(line === "effect4"
-    ? []
-    : readdirSync(Path.join(root, "examples")).filter((name) => name.endsWith(".ts")).map((name) => `examples/${name}`))
+  ...readdirSync(Path.join(root, "examples")).filter((name) => name.endsWith(".ts")).map((name) => `examples/${name}`)
 ]
 
 /** The bundle for `line` of a TypeScript file that `bundleEntries` names, to run with `node`. */

@@ -30,7 +30,7 @@ const fresh = (metaFile: string, entries: ReadonlyArray<string>): boolean => {
 
 /** Bundles `line`'s entries into its folder, unless they are fresh. */
 export const bundle = async (line: Line): Promise<void> => {
-  const entries = bundleEntries(line)
+  const entries = bundleEntries
   const outdir = bundlesDir(line)
   const metaFile = Path.join(outdir, "meta.json")
   if (fresh(metaFile, entries)) return

@@ -52,11 +52,7 @@ export default defineConfig({
     ],
     // @effect/ai 0.37 is built on Effect 3's platform and has no release for Effect 4 yet: the Effect 4
     // adapter is tested under an HttpClient used as @effect/ai uses one (test/client/ResilientHttpClient.test.ts).
-    exclude: [
-      "sdks/test/effect-ai.test.ts",
-      // The examples are written for Effect 3 so far (docs/effect-lines.md).
-      "test/examples/run.test.ts"
-    ],
+    exclude: ["sdks/test/effect-ai.test.ts"],
     // Bundles for Effect 4 what the tests that have come over run as processes of their own
     // (`bundleEntries` in test/built.ts).
     globalSetup: ["test/redis/globalSetup.ts", "lines/effect4/bundleSetup.ts"]

@@ -11,7 +11,8 @@ const root = fileURLToPath(new URL("../../", import.meta.url))
 /** Every seam: a folder with an `effect3.ts` and an `effect4.ts`. */
 const seams = [
   ...readdirSync(`${root}packages`).map((name) => `packages/${name}/src/internal/line`),
-  "test/line"
+  "test/line",
+  "examples/line"
 ].filter((dir) => existsSync(`${root}${dir}/effect3.ts`))
 
 /** The names a module exports, read from its text: declarations, namespaces and lists. */
@@ -36,13 +37,14 @@ const exportedNames = (path: string): ReadonlyArray<string> => {
 }
 
 describe("the seams", () => {
-  it("are there: policy's, the client's, the testing package's, otel's and the tests'", () => {
+  it("are there: policy's, the client's, the testing package's, otel's, the tests' and the examples'", () => {
     assert.includeMembers(seams, [
       "packages/policy/src/internal/line",
       "packages/client/src/internal/line",
       "packages/testing/src/internal/line",
       "packages/otel/src/internal/line",
-      "test/line"
+      "test/line",
+      "examples/line"
     ])
   })
 
