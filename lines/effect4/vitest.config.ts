@@ -39,6 +39,7 @@ export default defineConfig({
     include: [
       "test/policy/**/*.test.ts",
       "test/client/**/*.test.ts",
+      "test/fetch/**/*.test.ts",
       "sdks/test/**/*.test.ts",
       "test/examples/**/*.test.ts",
       "test/config/**/*.test.ts",

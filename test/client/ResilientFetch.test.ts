@@ -10,7 +10,7 @@ import { EffectLine } from "@resilient-ai/policy/internal"
 import { FaultServer } from "@resilient-ai/testing"
 import { Effect, Fiber } from "effect"
 import OpenAI from "openai"
-import { canary } from "../canary.js"
+import { messages, openAiOn as openAiAt, streamInto } from "./openai.js"
 import {
   assertOneIdempotencyKey,
   captureLogs,
@@ -23,11 +23,9 @@ import {
 } from "./sdkSupport.js"
 import { oversized, settled, stateOf } from "./support.js"
 
-const messages: Array<OpenAI.Chat.ChatCompletionMessageParam> = [{ role: "user", content: "Say hello" }]
-
-/** An OpenAI client on `fetch`, its own retries off unless `maxRetries` says otherwise. */
+/** An OpenAI client at the fault server on `fetch`, its own retries off unless `maxRetries` says otherwise. */
 const openAiOn = (server: FaultServer.Service, fetch: ResilientFetch.Fetch, maxRetries = 0) =>
-  new OpenAI({ apiKey: canary, baseURL: server.url, fetch, maxRetries })
+  openAiAt(server.url, fetch, maxRetries)
 
 describe("ResilientFetch under the openai SDK", () => {
   it.scopedLive("503s are retried by the policy, not the SDK, up to the attempt ceiling", () =>
@@ -120,14 +118,7 @@ describe("ResilientFetch under the openai SDK", () => {
       })
       const fetch = yield* ResilientFetch.make(targetAt(server.url))
       const received: Array<string> = []
-      const error = yield* rejection(async () => {
-        const stream = await openAiOn(server, fetch).chat.completions.create({
-          model: "gpt-4o-mini",
-          messages,
-          stream: true
-        })
-        for await (const chunk of stream) received.push(chunk.choices[0]?.delta.content ?? "")
-      })
+      const error = yield* rejection(() => streamInto(openAiOn(server, fetch), received))
       assert.isAtLeast(received.length, 1, "the first chunks reached the SDK")
       assert.isDefined(error)
       // The 503 and the error event that reached nobody were retried; the break after the first chunk was not.

@@ -1,13 +1,14 @@
 /**
  * Each package's README names its public surface, one line a name: a `## \`Module\`` heading for
- * every module the index re-exports, and under it a `- \`name\`: …` line for every name the module
+ * every module the index re-exports (or one `## \`@resilient-ai/name\`` heading for an index that
+ * declares its names itself), and under it a `- \`name\`: …` line for every name the module
  * exports. A name exported and not listed, or listed and not exported, fails; so does an exported
  * name without a doc comment.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { readFileSync } from "node:fs"
 import ts from "typescript"
-import { packages, publicModules, read } from "./support.js"
+import { documentedModules, packages, read } from "./support.js"
 
 const packagesDir = new URL("../../packages/", import.meta.url)
 
@@ -60,7 +61,8 @@ const listed = (name: string): ReadonlyMap<string, ReadonlyArray<string>> => {
   let current: Array<string> | undefined
   for (const line of read(`${name}/README.md`).split("\n")) {
     if (line.startsWith("## ")) {
-      const module = /^## `(\w+)`$/.exec(line)?.[1]
+      const heading = /^## `(?:(\w+)|@resilient-ai\/[\w-]+)`$/.exec(line)
+      const module = heading === null ? undefined : heading[1] ?? "index"
       current = module === undefined ? undefined : []
       if (module !== undefined && current !== undefined) modules.set(module, current)
     }
@@ -76,8 +78,8 @@ describe("the packages' READMEs", () => {
   for (const name of packages) {
     it(`@resilient-ai/${name}: every public module and every name it exports, listed once, and nothing else`, () => {
       const readme = listed(name)
-      assert.deepStrictEqual(sorted(readme.keys()), sorted(publicModules(name)), "the modules")
-      for (const module of publicModules(name)) {
+      assert.deepStrictEqual(sorted(readme.keys()), sorted(documentedModules(name)), "the modules")
+      for (const module of documentedModules(name)) {
         const exported = exportsOf(new URL(`${name}/src/${module}.ts`, packagesDir))
         const names = readme.get(module) ?? []
         assert.deepStrictEqual(
@@ -93,7 +95,7 @@ describe("the packages' READMEs", () => {
     })
 
     it(`@resilient-ai/${name}: every exported name has a doc comment`, () => {
-      for (const module of publicModules(name)) {
+      for (const module of documentedModules(name)) {
         const exported = exportsOf(new URL(`${name}/src/${module}.ts`, packagesDir))
         const undocumented = sorted(exported.keys()).filter((exportedName) => exported.get(exportedName) !== true)
         assert.deepStrictEqual(undocumented, [], module)

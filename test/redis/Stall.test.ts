@@ -236,15 +236,20 @@ describe.skipIf(redisServerBinary === "")("a Redis stall under running fleet mem
       const stalledAt = Date.now()
       yield* stall(redis, stallMs)
       const wokeAt = Date.now()
-      yield* Effect.sleep("1500 millis")
+      // Two calls a caller after Redis woke, however long a busy machine takes to make them: what
+      // is asserted is how long each waited, never how many fit in a given time.
+      const afterWaking = () => calls.filter((call) => call.startedAt >= wokeAt)
+      yield* eventually(
+        Effect.sync(() => afterWaking().length >= 24),
+        60_000,
+        "calls went on after Redis woke"
+      )
       running = false
       yield* Fiber.join(callers)
 
-      const afterWaking = calls.filter((call) => call.startedAt >= wokeAt)
-      assert.isAbove(afterWaking.length, 12, "calls went on after Redis woke")
       const longestOf = (some: typeof calls) => Math.max(...some.map((call) => call.tookMs))
       const longest = longestOf(calls)
-      const longestAfter = longestOf(afterWaking)
+      const longestAfter = longestOf(afterWaking())
       // What a call takes on this machine now, queueing for the gate included, before any stall.
       const longestBefore = longestOf(calls.filter((call) => call.startedAt + call.tookMs < stalledAt))
       const bound = Math.max(2_000, 3 * longestBefore)

@@ -46,7 +46,9 @@ export const ping = (url: string, timeoutMillis = 1_000): Promise<boolean> =>
     socket.connect(Number(port || 6379), hostname.replace(/^\[|\]$/g, ""), () => socket.write("PING\r\n"))
   })
 
-const waitFor = async (check: () => Promise<boolean>, what: string, timeoutMillis = 10_000) => {
+// How long a server may take to come up or go away: a bound for a hung one, not a measure of
+// speed (a stress run on two loaded cores once saw a cluster node answer after more than 10 s).
+const waitFor = async (check: () => Promise<boolean>, what: string, timeoutMillis = 60_000) => {
   const until = Date.now() + timeoutMillis
   while (!(await check())) {
     if (Date.now() > until) throw new Error(`timed out waiting for ${what}`)

@@ -17,6 +17,7 @@ import type * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
+import { variablesOf } from "./internal/targetVariables.js"
 
 /** Which kind of capacity is behind the target. */
 export type Kind = "managed" | "self-hosted"
@@ -173,34 +174,6 @@ export const selfHostedDefaults: Defaults = {
 }
 
 const defaultsOf = (kind: Kind): Defaults => kind === "managed" ? managedDefaults : selfHostedDefaults
-
-/** The environment variable of each setting, after the prefix and `_`. */
-const variables: Checked.Variables = [
-  [["baseUrl"], "BASE_URL"],
-  [["model"], "MODEL"],
-  [["apiKey"], "API_KEY"],
-  [["attemptTimeout"], "ATTEMPT_TIMEOUT"],
-  [["attemptTimeoutByModel"], "ATTEMPT_TIMEOUTS"],
-  [["maxAttempts"], "MAX_ATTEMPTS"],
-  [["baseDelay"], "BASE_DELAY"],
-  [["maxDelay"], "MAX_DELAY"],
-  [["hintSpread"], "HINT_SPREAD"],
-  [["maxRetryAfter"], "MAX_RETRY_AFTER"],
-  [["minAttemptTime"], "MIN_ATTEMPT_TIME"],
-  [["replaySafe"], "REPLAY_SAFE"],
-  [["propagateTrace"], "PROPAGATE_TRACE"],
-  [["budget", "ratio"], "BUDGET_RATIO"],
-  [["budget", "minPerSecond"], "BUDGET_MIN_PER_SECOND"],
-  [["budget", "shareWhenRetriesFail"], "BUDGET_SHARE_WHEN_RETRIES_FAIL"],
-  [["concurrency"], "CONCURRENCY"],
-  [["requestsPerMinute"], "REQUESTS_PER_MINUTE"],
-  [["tokensPerMinute"], "TOKENS_PER_MINUTE"],
-  [["idempotencyHeader"], "IDEMPOTENCY_HEADER"],
-  [["maxResponseBytes"], "MAX_RESPONSE_BYTES"],
-  [["connectTimeout"], "CONNECT_TIMEOUT"],
-  [["probeInterval"], "PROBE_INTERVAL"],
-  [["probePath"], "PROBE_PATH"]
-]
 
 /** Headers the transport sets itself: an idempotency header by one of these names would replace them. */
 const reservedHeaders = ["accept", "authorization", "content-type", "content-length", "host", "transfer-encoding"]
@@ -408,7 +381,7 @@ export const selfHosted = (options: Options): Effect.Effect<Target, Settings.Inv
  * anything invalid is one `ConfigError` naming every bad variable and the rule it breaks.
  */
 export const config = (kind: Kind, prefix: string, name: string = prefix.toLowerCase()): Config.Config<Target> =>
-  Checked.config(settings[kind], { prefix, variables, subject: `target ${name}`, fixed: { name } })
+  Checked.config(settings[kind], variablesOf(prefix, name))
 
 /**
  * `config("managed", prefix)`: a managed target read from `{prefix}_*`, checked when the layer is built.

@@ -2,11 +2,13 @@
  * `Target` with what only the toolkit uses of it: the policy a target's calls run under, how its
  * gate behaves when full, and its classifier (for the client's wiring, the storm and the tests).
  */
-import { Classifier, type Resilient } from "@resilient-ai/policy"
-import { type Classifiers, Either, Policies } from "@resilient-ai/policy/internal"
+import { Classifier, type Resilient, type Settings } from "@resilient-ai/policy"
+import { Checked, type Classifiers, Either, Policies } from "@resilient-ai/policy/internal"
 import * as Duration from "effect/Duration"
 import * as Option from "effect/Option"
 import type * as Target from "../Target.js"
+import { decode } from "../Target.js"
+import { variablesOf } from "./targetVariables.js"
 
 export * from "../Target.js"
 
@@ -50,3 +52,20 @@ export const selfHostedClassifier: Classifiers.Service = { classify: Classifier.
 /** The classifier a target's calls use. */
 const classifierFor = (target: Target.Target): Classifiers.Service =>
   target.kind === "managed" ? { classify: Classifier.classifyDefault } : selfHostedClassifier
+
+/**
+ * `Target.config`'s target without `Config`: read from the variables `lookup` finds by name (a
+ * process's environment, a Worker's bindings), with the same rules; bad ones are one
+ * `InvalidSettings` with `config`'s message.
+ */
+export const fromVariables = (
+  kind: Target.Kind,
+  prefix: string,
+  lookup: (name: string) => string | undefined,
+  name: string = prefix.toLowerCase()
+): Either.Either<Target.Target, Settings.InvalidSettings> =>
+  Checked.fromVariables(
+    (input, label) => decode(kind, input as Target.Options, label),
+    variablesOf(prefix, name),
+    lookup
+  )

@@ -404,21 +404,25 @@ export const validate = <A>(
 /** The environment variable of a setting, by its path: `[["budget", "ratio"], "BUDGET_RATIO"]`. */
 export type Variables = ReadonlyArray<readonly [Path, string]>
 
+/** Where a record of settings is read from environment variables, and what a problem calls it. */
+export interface FromVariables {
+  readonly prefix: string
+  readonly variables: Variables
+  /** What the settings are for: `target mistral`. */
+  readonly subject: string
+  /** Settings no variable holds (a target's name). */
+  readonly fixed?: Readonly<Record<string, unknown>> | undefined
+}
+
 /**
- * Reads the settings `rule` checks from the variables `variables` names under `prefix`
- * (`{prefix}_{variable}`), with the same rules and defaults as the options object: a variable left
- * unset is an option left out. Anything invalid is one `ConfigError` about `subject` naming every
- * bad variable; `fixed` are settings no variable holds (a target's name).
+ * The record of settings the variables `options.variables` names hold under its prefix
+ * (`{prefix}_{variable}`), given their `values` in that order (a variable left unset is an option
+ * left out), and how a problem names its setting: by its variable.
  */
-export const config = <A>(
-  rule: Rule<A>,
-  options: {
-    readonly prefix: string
-    readonly variables: Variables
-    readonly subject: string
-    readonly fixed?: Readonly<Record<string, unknown>> | undefined
-  }
-): Config.Config<A> => {
+const fromValues = (
+  options: FromVariables,
+  values: ReadonlyArray<string | undefined>
+): { readonly input: Record<string, unknown>; readonly label: (path: Path) => string } => {
   const { prefix, variables } = options
   const variableOf = (path: Path): string | undefined => {
     const key = path.map(String).join(".")
@@ -435,18 +439,51 @@ export const config = <A>(
     }
     return optionLabel(path)
   }
-  return configFromVariables(prefix, variables.map(([, variable]) => variable), (values) => {
-    const input: Record<string, unknown> = { ...options.fixed }
-    variables.forEach(([path, _], index) => {
-      const value = values[index]
-      if (value === undefined) return
-      let record = input
-      for (const key of path.slice(0, -1)) record = (record[key as string] ??= {}) as Record<string, unknown>
-      record[path[path.length - 1] as string] = value
-    })
+  const input: Record<string, unknown> = { ...options.fixed }
+  variables.forEach(([path, _], index) => {
+    const value = values[index]
+    if (value === undefined) return
+    let record = input
+    for (const key of path.slice(0, -1)) record = (record[key as string] ??= {}) as Record<string, unknown>
+    record[path[path.length - 1] as string] = value
+  })
+  return { input, label }
+}
+
+/** The subject of settings read from variables: `target mistral (MISTRAL_*)`. */
+const variablesSubject = (options: FromVariables): string => `${options.subject} (${options.prefix}_*)`
+
+/**
+ * Reads the settings `rule` checks from environment variables (see `FromVariables`), with the
+ * default `ConfigProvider` and the same rules and defaults as the options object. Anything invalid
+ * is one `ConfigError` naming every bad variable.
+ */
+export const config = <A>(rule: Rule<A>, options: FromVariables): Config.Config<A> =>
+  configFromVariables(options.prefix, options.variables.map(([, variable]) => variable), (values) => {
+    const { input, label } = fromValues(options, values)
     return Either.mapLeft(
       readAll(rule, input, label),
-      (problems) => `${options.subject} (${prefix}_*): ${problems.join("; ")}`
+      (problems) => `${variablesSubject(options)}: ${problems.join("; ")}`
     )
   })
+
+/**
+ * What `config` reads, without Effect's `Config`: the variables found by their whole name with
+ * `lookup` (a process's environment, a Worker's bindings), checked by `decode` (a decoder made
+ * with `decoder`, naming each setting with the label it is given). Anything invalid is one
+ * `InvalidSettings` with `config`'s message.
+ */
+export const fromVariables = <A>(
+  decode: (input: unknown, label: (path: Path) => string) => Either.Either<A, InvalidSettings>,
+  options: FromVariables,
+  lookup: (name: string) => string | undefined
+): Either.Either<A, InvalidSettings> => {
+  const { input, label } = fromValues(
+    options,
+    options.variables.map(([, variable]) => lookup(`${options.prefix}_${variable}`))
+  )
+  return Either.mapLeft(
+    decode(input, label),
+    (invalid) => new InvalidSettings({ subject: variablesSubject(options), problems: invalid.problems })
+  )
 }
