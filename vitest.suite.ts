@@ -24,6 +24,13 @@ export const suiteConfig = (line: Line) => ({
       { find: /^@resilient-ai\/([^/]+)$/, replacement: `${packagesDir}$1/src/index.ts` },
       // The internal entry a package offers its siblings and the tests (`@resilient-ai/policy/internal`).
       { find: /^@resilient-ai\/([^/]+)\/internal$/, replacement: `${packagesDir}$1/src/internal/index.ts` },
+      // One internal module, as a sibling package imports it so that a bundler keeps only what it
+      // uses (`@resilient-ai/policy/internal/attempt`); the policy's seam on this line.
+      {
+        find: /^@resilient-ai\/policy\/internal\/line$/,
+        replacement: `${packagesDir}policy/src/internal/line/${line}.ts`
+      },
+      { find: /^@resilient-ai\/([^/]+)\/internal\/(\w+)$/, replacement: `${packagesDir}$1/src/internal/$2.ts` },
       // A public module, as the exports maps name them (`@resilient-ai/policy/Resilient`); never internal/.
       { find: /^@resilient-ai\/([^/]+)\/([A-Z]\w*)$/, replacement: `${packagesDir}$1/src/$2.ts` },
       // The policy package's seam, on this line (docs/effect-lines.md).

@@ -19,8 +19,16 @@ describe("the packages' exports maps", () => {
   for (const name of packages) {
     it(`@resilient-ai/${name} exports its index and each public module, and nothing else`, () => {
       const exportsMap = JSON.parse(read(`${name}/package.json`)).exports as Record<string, unknown>
-      // The internal entry its siblings reach the engine through, marked as no part of the surface.
-      const internal = hasInternalEntry(name) ? ["./internal"] : []
+      // The internal entry its siblings reach the engine through, marked as no part of the surface;
+      // for the policy and the client, each internal module on its own too, so that a bundle of a
+      // sibling (the promise door) holds only what it uses, and the policy's seam on each line.
+      const internal = !hasInternalEntry(name)
+        ? []
+        : name === "policy"
+        ? ["./internal", "./internal/line", "./internal/*"]
+        : name === "client"
+        ? ["./internal", "./internal/*"]
+        : ["./internal"]
       assert.deepStrictEqual(
         Object.keys(exportsMap),
         [".", ...publicModules(name).map((module) => `./${module}`), ...internal]
@@ -33,11 +41,13 @@ describe("the packages' exports maps", () => {
     })
   }
 
-  it("no internal module can be imported", () => {
+  it("no internal module can be imported but from under internal/, and only the policy's and the client's", () => {
+    for (const specifier of ["@resilient-ai/policy/internal/timer", "@resilient-ai/client/internal/secrets"]) {
+      assert.strictEqual(resolves(specifier), "resolved", specifier)
+    }
     const internal = [
-      "@resilient-ai/policy/internal/timer",
-      "@resilient-ai/policy/internal/boundedRun",
-      "@resilient-ai/client/internal/secrets",
+      "@resilient-ai/policy/timer",
+      "@resilient-ai/client/secrets",
       "@resilient-ai/redis/internal/script",
       "@resilient-ai/cli/internal/flags",
       "@resilient-ai/cli/internal/colour",

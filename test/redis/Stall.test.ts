@@ -101,10 +101,12 @@ describe.skipIf(redisServerBinary === "")("a Redis stall under running fleet mem
       Effect.gen(function*() {
         const redis = yield* privateRedis
         const keyPrefix = freshPrefix()
-        // Three members decide on Redis: each learns that the fleet has three.
+        // Three members decide on Redis: each learns that the fleet has three. Their commands wait
+        // for Redis as long as a busy machine may need: a member whose answers came after the usual
+        // 50 ms would decide in process, and never learn the fleet's size from Redis.
         const members = yield* Effect.forEach([1, 2, 3], () =>
           Effect.gen(function*() {
-            const connection = yield* memberConnection(redis, keyPrefix)
+            const connection = yield* memberConnection(redis, keyPrefix, "2 seconds")
             const provide = Effect.provideService(RedisConnection.RedisConnection, connection)
             // A floor of 0.5 per second is 30 retries per 60-second window: 10 for each member alone.
             const budget = yield* provide(RedisBudget.make({ target: "llm", minPerSecond: 0.5 }))

@@ -12,8 +12,10 @@
  * request makes at most the two targets' ceilings, never their product. The caller's deadline
  * bounds both.
  */
-import { Deadline, Failure } from "@resilient-ai/policy"
-import { EffectLine, Failures } from "@resilient-ai/policy/internal"
+import * as Deadline from "@resilient-ai/policy/Deadline"
+import * as Failure from "@resilient-ai/policy/Failure"
+import * as Failures from "@resilient-ai/policy/internal/failures"
+import * as EffectLine from "@resilient-ai/policy/internal/line"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"

@@ -20,8 +20,14 @@
  * ```
  */
 import { HttpClient, HttpClientRequest, withoutTracerPropagation } from "#client-line"
-import { type ConcurrencyGate, Health, Settings } from "@resilient-ai/policy"
-import { Checked, Diagnoses, EffectLine, Either, FastPath } from "@resilient-ai/policy/internal"
+import type * as ConcurrencyGate from "@resilient-ai/policy/ConcurrencyGate"
+import * as Health from "@resilient-ai/policy/Health"
+import * as FastPath from "@resilient-ai/policy/internal/fastPath"
+import * as Diagnoses from "@resilient-ai/policy/internal/health"
+import * as EffectLine from "@resilient-ai/policy/internal/line"
+import { Either } from "@resilient-ai/policy/internal/line"
+import * as Checked from "@resilient-ai/policy/internal/settings"
+import * as Settings from "@resilient-ai/policy/Settings"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"

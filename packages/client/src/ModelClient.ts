@@ -23,8 +23,12 @@
  * traces.
  */
 import { HttpClient } from "#client-line"
-import { type Failure, Resilient, type Settings } from "@resilient-ai/policy"
-import { EffectLine, Engine, Retries } from "@resilient-ai/policy/internal"
+import type * as Failure from "@resilient-ai/policy/Failure"
+import * as Engine from "@resilient-ai/policy/internal/engine"
+import * as EffectLine from "@resilient-ai/policy/internal/line"
+import * as Retries from "@resilient-ai/policy/internal/resilient"
+import * as Resilient from "@resilient-ai/policy/Resilient"
+import type * as Settings from "@resilient-ai/policy/Settings"
 import type * as Config from "effect/Config"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -166,7 +170,7 @@ export const make = <E = never, R = never>(
 ): Effect.Effect<Service, E | Settings.InvalidSettings, HttpClient.HttpClient | R> =>
   Effect.flatMap(
     Effect.isEffect(target) ? target : Effect.succeed(target),
-    (checked) => Effect.flatMap(Wiring.wire(checked), makeWith)
+    (checked) => Effect.flatMap(Effect.map(Wiring.wire(checked), HttpAttempt.withTracePolicy), makeWith)
   )
 
 /** `make` for a target read from `config`, failing with the `ConfigError` before any request. */

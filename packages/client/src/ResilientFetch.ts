@@ -29,8 +29,9 @@
  * OpenTelemetry's GenAI conventions) with a span per attempt, made by the tracer of the runtime
  * `make` ran in.
  */
-import type { Settings } from "@resilient-ai/policy"
-import { Attempts, EffectLine } from "@resilient-ai/policy/internal"
+import * as Attempts from "@resilient-ai/policy/internal/attempt"
+import * as EffectLine from "@resilient-ai/policy/internal/line"
+import type * as Settings from "@resilient-ai/policy/Settings"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"

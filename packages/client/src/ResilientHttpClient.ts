@@ -33,8 +33,9 @@ import {
   type RequestFailure,
   requestFailure
 } from "#client-line"
-import type { Failure, Settings } from "@resilient-ai/policy"
-import { Attempts } from "@resilient-ai/policy/internal"
+import type * as Failure from "@resilient-ai/policy/Failure"
+import * as Attempts from "@resilient-ai/policy/internal/attempt"
+import type * as Settings from "@resilient-ai/policy/Settings"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
@@ -90,7 +91,7 @@ export const transform = <E = never, R = never>(
   client: HttpClient.HttpClient.With<CE, CR>
 ): Effect.Effect<HttpClient.HttpClient.With<CE | RequestFailure, CR>, E | Settings.InvalidSettings, R> =>
   Effect.gen(function*() {
-    const adapter = yield* SdkCall.adapterFor(target)
+    const adapter = Transport.withTracePolicy(yield* SdkCall.adapterFor(target))
     const { endpoint, target: checked } = adapter
     const isModelCall = options.isModelCall ?? SdkCall.isModelCall
     const idempotencyHeader = checked.idempotencyHeader.toLowerCase()

@@ -11,8 +11,13 @@
  * `config` reads a target from environment variables under a prefix and validates it when the
  * layer is built, so a misconfigured deployment fails before any socket opens.
  */
-import type { Resilient, Settings } from "@resilient-ai/policy"
-import { BudgetRules, Checked, EffectLine, Either, Policies } from "@resilient-ai/policy/internal"
+import * as BudgetRules from "@resilient-ai/policy/internal/budgetRules"
+import * as EffectLine from "@resilient-ai/policy/internal/line"
+import { Either } from "@resilient-ai/policy/internal/line"
+import * as Policies from "@resilient-ai/policy/internal/policy"
+import * as Checked from "@resilient-ai/policy/internal/settings"
+import type * as Resilient from "@resilient-ai/policy/Resilient"
+import type * as Settings from "@resilient-ai/policy/Settings"
 import type * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
@@ -252,7 +257,7 @@ const TimeoutsByModel = Checked.andThen(
 
 const settingsFor = (kind: Kind) => {
   const defaults = defaultsOf(kind)
-  const { withDefault } = Checked
+  const withDefault = Checked.withDefault
   const checked = Checked.struct({
     name: Checked.nonEmpty,
     baseUrl: text(baseUrlProblem),

@@ -21,11 +21,14 @@
  * before its first call. A call that fails rejects as `fetch` does (see `ResilientFetch`), so the
  * SDK raises its own errors.
  */
-import type { Target as Targets } from "@resilient-ai/client"
-import { ResilientFetch as ClientFetch } from "@resilient-ai/client"
-import { sdkRetries, Targets as TargetReading } from "@resilient-ai/client/internal"
-import { Metrics as PolicyMetrics } from "@resilient-ai/policy"
-import { EffectLine, Either, Meters } from "@resilient-ai/policy/internal"
+import { sdkRetries } from "@resilient-ai/client/internal/sdkCall"
+import * as TargetReading from "@resilient-ai/client/internal/target"
+import * as ClientFetch from "@resilient-ai/client/ResilientFetch"
+import type * as Targets from "@resilient-ai/client/Target"
+import * as EffectLine from "@resilient-ai/policy/internal/line"
+import { Either } from "@resilient-ai/policy/internal/line"
+import * as Meters from "@resilient-ai/policy/internal/metrics"
+import * as PolicyMetrics from "@resilient-ai/policy/Metrics"
 import * as Effect from "effect/Effect"
 
 /** A duration: milliseconds, or a text such as `"30 seconds"` or `"500 millis"`. */

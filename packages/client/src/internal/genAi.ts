@@ -4,7 +4,8 @@
  * itself (its id, the model that served it, the tokens it used), which the attempt that got it
  * passes on to the call's span.
  */
-import type { Attempts, Retries } from "@resilient-ai/policy/internal"
+import type * as Attempts from "@resilient-ai/policy/internal/attempt"
+import type * as Retries from "@resilient-ai/policy/internal/resilient"
 
 /** `gen_ai.operation.name`: what a call does. */
 export type Operation = "chat" | "embeddings" | "text_completion"

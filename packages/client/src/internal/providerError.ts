@@ -11,8 +11,9 @@
  * (Anthropic adds its own: `event: error` with `{"type": "error", "error": {"type", "message"}}`,
  * which reads as OpenAI's shape); `fromErrorEvent` maps them onto the failure their status would give.
  */
-import { Failure } from "@resilient-ai/policy"
-import { Failures, RetryHint } from "@resilient-ai/policy/internal"
+import * as Failure from "@resilient-ai/policy/Failure"
+import * as Failures from "@resilient-ai/policy/internal/failures"
+import * as RetryHint from "@resilient-ai/policy/internal/retryHint"
 import * as Option from "effect/Option"
 
 /** What an error body said, whichever shape it had. */

@@ -2,7 +2,7 @@
  * What a `ModelClient` call sends and reserves: each request's JSON body, and the tokens it may use,
  * estimated, which each attempt reserves of the key's tokens per minute.
  */
-import { Limiters } from "@resilient-ai/policy/internal"
+import * as Limiters from "@resilient-ai/policy/internal/rateLimiter"
 import type * as ChatCompletion from "../ChatCompletion.js"
 import type * as Embeddings from "../Embeddings.js"
 

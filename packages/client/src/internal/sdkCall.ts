@@ -3,11 +3,15 @@
  * `ResilientHttpClient` for Effect ones): which requests are model calls, what a call's body says,
  * the failure an error response is, and the notice of an SDK that retries by itself.
  */
-import { Failure, type Settings } from "@resilient-ai/policy"
-import { Attempts, EffectLine, Engine, Limiters, Retries } from "@resilient-ai/policy/internal"
+import * as Failure from "@resilient-ai/policy/Failure"
+import * as Attempts from "@resilient-ai/policy/internal/attempt"
+import * as Engine from "@resilient-ai/policy/internal/engine"
+import * as EffectLine from "@resilient-ai/policy/internal/line"
+import * as Limiters from "@resilient-ai/policy/internal/rateLimiter"
+import * as Retries from "@resilient-ai/policy/internal/resilient"
+import type * as Settings from "@resilient-ai/policy/Settings"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import * as Stream from "effect/Stream"
 import type * as Target from "../Target.js"
 import { concat } from "./bytes.js"
 import * as GenAi from "./genAi.js"
@@ -276,10 +280,7 @@ const errorEventIn = (
     // a chunk without the word is content, and needs no parse.
     if (!new TextDecoder().decode(chunk).includes("error")) return undefined
     // Only whole events: one the chunk cuts short reaches the SDK as it comes.
-    const events = yield* Stream.runCollect(Transport.serverSentEvents(Stream.make(chunk))).pipe(
-      Effect.orElseSucceed(() => [])
-    )
-    for (const { data, event } of events) {
+    for (const { data, event } of Transport.eventsIn(chunk)) {
       const payload = jsonOrText(data)
       if (ProviderError.isErrorEvent(event, payload)) {
         const now = yield* Clock.currentTimeMillis

@@ -4,7 +4,7 @@
  * whatever it says becomes a failure's detail, excerpt or issue — then a log line and an error
  * report. So every failure the transport returns has the key taken out of its text.
  */
-import type { Failure } from "@resilient-ai/policy"
+import type * as Failure from "@resilient-ai/policy/Failure"
 import * as Redacted from "effect/Redacted"
 
 /** What a secret becomes in text. */

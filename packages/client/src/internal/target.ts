@@ -2,8 +2,13 @@
  * `Target` with what only the toolkit uses of it: the policy a target's calls run under, how its
  * gate behaves when full, and its classifier (for the client's wiring, the storm and the tests).
  */
-import { Classifier, type Resilient, type Settings } from "@resilient-ai/policy"
-import { Checked, type Classifiers, Either, Policies } from "@resilient-ai/policy/internal"
+import * as Classifier from "@resilient-ai/policy/Classifier"
+import type * as Classifiers from "@resilient-ai/policy/internal/classifier"
+import { Either } from "@resilient-ai/policy/internal/line"
+import * as Policies from "@resilient-ai/policy/internal/policy"
+import * as Checked from "@resilient-ai/policy/internal/settings"
+import type * as Resilient from "@resilient-ai/policy/Resilient"
+import type * as Settings from "@resilient-ai/policy/Settings"
 import * as Duration from "effect/Duration"
 import * as Option from "effect/Option"
 import type * as Target from "../Target.js"

@@ -2,7 +2,7 @@
  * Where a target's settings are read from environment variables: shared by `Target.config` and the
  * readers that take variables without `Config` (`Targets.fromVariables`).
  */
-import type { Checked } from "@resilient-ai/policy/internal"
+import type * as Checked from "@resilient-ai/policy/internal/settings"
 
 /** The environment variable of each setting, after the prefix and `_`. */
 const variables: Checked.Variables = [

@@ -15,10 +15,15 @@ import {
   openFirst,
   type ResponseSchema,
   type SchemaIssue,
+  tracerPropagation,
   withJsonBody
 } from "#client-line"
-import { Failure, Resilient } from "@resilient-ai/policy"
-import { Attempts, EffectLine, Limiters, Meters } from "@resilient-ai/policy/internal"
+import * as Failure from "@resilient-ai/policy/Failure"
+import * as Attempts from "@resilient-ai/policy/internal/attempt"
+import * as EffectLine from "@resilient-ai/policy/internal/line"
+import * as Meters from "@resilient-ai/policy/internal/metrics"
+import * as Limiters from "@resilient-ai/policy/internal/rateLimiter"
+import * as Resilient from "@resilient-ai/policy/Resilient"
 import * as Clock from "effect/Clock"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -29,6 +34,7 @@ import { concat } from "./bytes.js"
 import * as GenAi from "./genAi.js"
 import * as ProviderError from "./providerError.js"
 import { scrubFailure } from "./secrets.js"
+import type * as Wiring from "./wiring.js"
 
 /** Where and how to send: the parts of a target the transport needs. */
 export interface Endpoint {
@@ -146,10 +152,10 @@ export const contractViolation = (issues: ReadonlyArray<SchemaIssue>): Failure.C
     }))
   })
 
-const textDecoder = new TextDecoder()
+const textDecoder = /* @__PURE__ */ new TextDecoder()
 // JSON must be UTF-8 (RFC 8259): a lenient decoder would turn bad bytes into U+FFFD, silently
 // changing the model's output instead of failing as a body that is not JSON.
-const strictDecoder = new TextDecoder("utf-8", { fatal: true })
+const strictDecoder = /* @__PURE__ */ new TextDecoder("utf-8", { fatal: true })
 
 /** The text of a body that is valid UTF-8, else `undefined`. */
 const utf8 = (bytes: Uint8Array): string | undefined => {
@@ -257,7 +263,18 @@ export const reportLimits = (report: Attempts.Report, header: (name: string) => 
 /** Where an attempt finds the HTTP client it sends with. */
 type Sender<R> = Effect.Effect<HttpClient.HttpClient, never, R>
 
-const senderInContext: Sender<HttpClient.HttpClient> = HttpClient.HttpClient
+/** The client in context; read when a call is made, so that a program that never makes one loads none. */
+const senderInContext = (): Sender<HttpClient.HttpClient> => HttpClient.HttpClient
+
+/**
+ * `wiring` for attempts an Effect `HttpClient` sends: the client keeps their spans, but sends their
+ * trace context to the provider only if the target says so. Set on each attempt's fiber as it is
+ * made: wrapping the HTTP client instead would copy the fiber's refs twice on every request.
+ */
+export const withTracePolicy = <W extends Wiring.Wiring>(wiring: W): W =>
+  wiring.target.propagateTrace
+    ? wiring
+    : { ...wiring, state: { ...wiring.state, attemptRefs: [[tracerPropagation, false] as const] } }
 
 /**
  * `make`, called once per key and kept in `cache`: for what is made from a value that lives as long
@@ -280,7 +297,7 @@ const memo = <K, V>(
  * A client given as a value: a caller that holds one spares every call the providing of a
  * context, which costs an interruptible region and a restore per call.
  */
-const senderGiven = memo(
+const senderGiven = /* @__PURE__ */ memo(
   new WeakMap<HttpClient.HttpClient, Sender<never>>(),
   (client): Sender<never> => Effect.succeed(client)
 )
@@ -303,10 +320,11 @@ const preparedAccepting = (accept: string): Prepared =>
     }))
 
 /** One decoder per schema: a schema is a module constant, a call is made for every request. */
-const decoderOf: <A>(schema: ResponseSchema<A>) => (u: unknown) => Effect.Effect<A, ReadonlyArray<SchemaIssue>> = memo(
-  new WeakMap(),
-  (schema: ResponseSchema<any>) => decoder(schema)
-)
+const decoderOf: <A>(schema: ResponseSchema<A>) => (u: unknown) => Effect.Effect<A, ReadonlyArray<SchemaIssue>> =
+  /* @__PURE__ */ memo(
+    new WeakMap(),
+    (schema: ResponseSchema<any>) => decoder(schema)
+  )
 
 /** One logical call, which every attempt of it sends again: where, what, and how a value is decoded. */
 interface Call<A> {
@@ -413,7 +431,7 @@ const plainly = <B, R>(attempt: Attempt<B, R>): Effect.Effect<B, Failure.Failure
       { onFailure: (reported) => reported.failure, onSuccess: (answered) => answered.value }
     ))
 
-const jsonRequests = preparedAccepting("application/json")
+const jsonRequests = /* @__PURE__ */ preparedAccepting("application/json")
 
 /** A success that is one JSON value: the whole body (at most `maxResponseBytes`), decoded. */
 const readJson = <A>(
@@ -443,7 +461,7 @@ export const postJson = <A>(
   schema: ResponseSchema<A>,
   usageOf: (value: A) => Usage
 ): Effect.Effect<A, Failure.Failure, HttpClient.HttpClient> =>
-  plainly(send(senderInContext, callOf(endpoint, path, body, schema, usageOf), jsonRequests, readJson))
+  plainly(send(senderInContext(), callOf(endpoint, path, body, schema, usageOf), jsonRequests, readJson))
 
 /** `postJson` with the HTTP client given rather than read from the context. */
 export const postJsonWith = <A>(
@@ -500,33 +518,58 @@ export interface ServerSentEvent {
 const fieldValue = (line: string, name: string): string =>
   line.slice(line.startsWith(`${name}: `) ? name.length + 2 : name.length + 1)
 
-/** Splits a byte stream of server-sent events into events; an event without data is not one. */
+/**
+ * Reads server-sent events a line at a time: each line gives the event a blank line completes, if
+ * any. An event without data is not one.
+ */
+const eventReader = () => {
+  // The event being read: its lines come one at a time, and a blank line ends it.
+  let pendingEvent: string | undefined
+  let pendingData: Array<string> = []
+  return (line: string): ServerSentEvent | undefined => {
+    if (line === "") {
+      const complete = pendingData.length === 0
+        ? undefined
+        : { event: pendingEvent ?? "message", data: pendingData.join("\n") }
+      pendingEvent = undefined
+      pendingData = []
+      return complete
+    }
+    if (line.startsWith("data:")) pendingData.push(fieldValue(line, "data"))
+    else if (line.startsWith("event:")) pendingEvent = fieldValue(line, "event")
+    return undefined
+  }
+}
+
+/** Splits a byte stream of server-sent events into events. */
 export const serverSentEvents = <E, R>(
   bytes: Stream.Stream<Uint8Array, E, R>,
   status = 200
 ): Stream.Stream<ServerSentEvent, E | Failure.NotJson, R> =>
-  Stream.suspend(() => {
-    // The event being read: its lines come one at a time, and a blank line ends it.
-    let pendingEvent: string | undefined
-    let pendingData: Array<string> = []
-    return utf8Text(bytes, status).pipe(
+  Stream.suspend(() =>
+    utf8Text(bytes, status).pipe(
       Stream.splitLines,
-      Stream.map((line): ServerSentEvent | undefined => {
-        if (line === "") {
-          const complete = pendingData.length === 0
-            ? undefined
-            : { event: pendingEvent ?? "message", data: pendingData.join("\n") }
-          pendingEvent = undefined
-          pendingData = []
-          return complete
-        }
-        if (line.startsWith("data:")) pendingData.push(fieldValue(line, "data"))
-        else if (line.startsWith("event:")) pendingEvent = fieldValue(line, "event")
-        return undefined
-      }),
+      Stream.map(eventReader()),
       Stream.filter((event): event is ServerSentEvent => event !== undefined)
     )
-  })
+  )
+
+/**
+ * The whole events in a chunk of server-sent events (an event it cuts short is left out; a chunk
+ * that is not UTF-8 holds none): what an SDK adapter reads of a stream's first chunk, with no
+ * stream to run.
+ */
+export const eventsIn = (chunk: Uint8Array): ReadonlyArray<ServerSentEvent> => {
+  const text = utf8(chunk)
+  if (text === undefined) return []
+  const read = eventReader()
+  const events: Array<ServerSentEvent> = []
+  for (const line of text.split(/\r\n|\r|\n/)) {
+    const event = read(line)
+    if (event !== undefined) events.push(event)
+  }
+  return events
+}
 
 /** A stream that has delivered its first chunk: the chunk, and the rest to read. */
 export interface Opened<A> {
@@ -543,7 +586,7 @@ export interface OpenedReporting<A> {
   readonly rest: Stream.Stream<A | Attempts.Answered<A>, Failure.Failure>
 }
 
-const eventStreamRequests = preparedAccepting("text/event-stream")
+const eventStreamRequests = /* @__PURE__ */ preparedAccepting("text/event-stream")
 
 /**
  * A success that is a stream of server-sent events, each a value, read up to its first chunk. The
@@ -647,7 +690,7 @@ export const streamAttempt = <A>(
   idleTimeout: Duration.Duration
 ): Attempt<OpenedReporting<A>, HttpClient.HttpClient | Scope.Scope> =>
   send(
-    senderInContext,
+    senderInContext(),
     callOf(endpoint, path, body, schema, usageOf),
     eventStreamRequests,
     readEventStream(idleTimeout)

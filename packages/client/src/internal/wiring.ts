@@ -1,10 +1,12 @@
 /**
  * What every caller of a target holds, made one way for `ModelClient`, the SDK adapters and
- * `HealthProbe`: the target's state, its transport settings, and a policy per model.
+ * `HealthProbe`: the target's state, its transport settings, and a policy per model. Nothing here
+ * needs an HTTP client, so a `fetch` adapter loads none.
  */
-import { tracerPropagation } from "#client-line"
-import { Coordination, type Resilient, type Settings } from "@resilient-ai/policy"
-import { Coordinations } from "@resilient-ai/policy/internal"
+import * as Coordination from "@resilient-ai/policy/Coordination"
+import * as Coordinations from "@resilient-ai/policy/internal/coordination"
+import type * as Resilient from "@resilient-ai/policy/Resilient"
+import type * as Settings from "@resilient-ai/policy/Settings"
 import * as Effect from "effect/Effect"
 import * as Target from "./target.js"
 import type * as Transport from "./transport.js"
@@ -25,7 +27,7 @@ export interface Wiring {
 /**
  * The wiring of a checked target. Its state is the one the `Coordination` in context keeps under the
  * target's name and the fingerprint of its key's text, made on first use from the policy of the
- * target's model.
+ * target's model. Attempts sent by an Effect `HttpClient` take `Transport.withTracePolicy` too.
  */
 export const wire = (target: Target.Target): Effect.Effect<Wiring, Settings.InvalidSettings> =>
   Effect.flatMap(Coordination.Coordination, (coordination) => {
@@ -42,12 +44,7 @@ export const wire = (target: Target.Target): Effect.Effect<Wiring, Settings.Inva
         const policies = new Map([[target.model, defaults]])
         return {
           target,
-          // The HTTP client an attempt runs on keeps its spans, but sends their trace context to
-          // the provider only if the target says so. Set on each attempt's fiber as it is made:
-          // wrapping the HTTP client instead would copy the fiber's refs twice on every request.
-          state: target.propagateTrace
-            ? made
-            : { ...made, attemptRefs: [[tracerPropagation, false] as const] },
+          state: made,
           endpoint: {
             target: target.name,
             baseUrl: target.baseUrl,

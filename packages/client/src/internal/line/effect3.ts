@@ -6,7 +6,7 @@
 import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientError from "@effect/platform/HttpClientError"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
-import type { EffectLine } from "@resilient-ai/policy/internal"
+import type * as EffectLine from "@resilient-ai/policy/internal/line"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"

@@ -2,7 +2,7 @@
  * The client's seam, Effect 4 side: the names `effect3.ts` offers, in Effect 4's terms — the HTTP
  * client that moved into `effect` itself, Schema's decoding and issues, pulls that end with `Done`.
  */
-import type { EffectLine } from "@resilient-ai/policy/internal"
+import type * as EffectLine from "@resilient-ai/policy/internal/line"
 import * as Effect from "effect/Effect"
 import * as HttpClient from "effect/http/HttpClient"
 import * as HttpClientError from "effect/http/HttpClientError"
@@ -56,7 +56,7 @@ export type ResponseSchema<A> = Schema.Decoder<A>
 export const identified = <S extends Schema.Top>(schema: S, identifier: string): S =>
   schema.annotate({ identifier }) as S
 
-const formatIssues = SchemaIssues.makeFormatterStandardSchemaV1()
+const formatIssues = /* @__PURE__ */ SchemaIssues.makeFormatterStandardSchemaV1()
 
 /** A decoder of unknown input with `schema`, failing with every issue it finds. */
 export const decoder = <A>(schema: ResponseSchema<A>) => {
