@@ -217,6 +217,50 @@ describe("resilientFetch: the promise door", () => {
       assert.strictEqual((yield* server.arrivals).length, 1)
     }))
 
+  it.scopedLive("a fetch that throws before any request exists is a defect: rejected as fetch rejects, not retried, not the provider's", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ otherwise: { _tag: "Ok" } })
+      let throwing = true
+      const fetch = doorAt(server.url, {
+        concurrency: 1,
+        fetch: (input, init) => {
+          if (throwing) throw new TypeError("AbortSignal.any is not a function")
+          return globalThis.fetch(input, init)
+        }
+      })
+      const error = yield* rejection(() => fetch(`${server.url}/chat/completions`, { method: "POST", body: "{}" }))
+      assert.instanceOf(error, TypeError)
+      assert.strictEqual(((error as TypeError).cause as Error).message, "AbortSignal.any is not a function")
+      const metrics = fetch.metrics()
+      assert.deepStrictEqual([metrics.attempts, metrics.retries, metrics.failuresByKind], [1, 0, {}])
+      assert.strictEqual((yield* server.arrivals).length, 0)
+      // The gate's one permit was given back: the next call goes through.
+      throwing = false
+      yield* Effect.promise(() => chat(openAiOn(server.url, fetch)))
+      assert.strictEqual((yield* server.arrivals).length, 1)
+    }))
+
+  it.scopedLive("without AbortSignal.any (Vercel's edge runtime), the SDK's abort still ends a call in its backoff", () =>
+    Effect.gen(function*() {
+      const server = yield* FaultServer.make({ otherwise: { _tag: "Status", status: 503, retryAfter: "5" } })
+      const any = AbortSignal.any
+      yield* Effect.acquireRelease(
+        Effect.sync(() => Object.defineProperty(AbortSignal, "any", { value: undefined, configurable: true })),
+        () => Effect.sync(() => Object.defineProperty(AbortSignal, "any", { value: any, configurable: true }))
+      )
+      const fetch = doorAt(server.url)
+      const controller = new AbortController()
+      const outcome = chat(openAiOn(server.url, fetch), { signal: controller.signal }).then(
+        () => "resolved",
+        (error: unknown) => error
+      )
+      yield* until(() => fetch.metrics().retries === 1)
+      controller.abort()
+      assert.instanceOf(yield* Effect.promise(() => outcome), OpenAI.APIUserAbortError)
+      yield* Effect.promise(() => fetch.close())
+      assert.strictEqual((yield* server.arrivals).length, 1)
+    }))
+
   it.scopedLive("a stream is retried before its first chunk, never after it", () =>
     Effect.gen(function*() {
       const server = yield* FaultServer.make({

@@ -53,6 +53,25 @@ export interface Options {
   readonly isModelCall?: ((url: URL, method: string) => boolean) | undefined
 }
 
+/**
+ * A signal that aborts when `own` or the SDK's does. `AbortSignal.any` where the runtime has it;
+ * by hand where it does not (Vercel's edge runtime).
+ */
+const eitherAborts = (own: AbortSignal, sdk: AbortSignal | null | undefined): AbortSignal => {
+  if (sdk === undefined || sdk === null) return own
+  if (typeof AbortSignal.any === "function") return AbortSignal.any([own, sdk])
+  const both = new AbortController()
+  const follow = (signal: AbortSignal) => () => both.abort(signal.reason)
+  for (const signal of [own, sdk]) {
+    if (signal.aborted) {
+      both.abort(signal.reason)
+      break
+    }
+    signal.addEventListener("abort", follow(signal), { once: true })
+  }
+  return both.signal
+}
+
 /** The body of a request, read once so every attempt can send it again. */
 const replayable = async (
   body: BodyInit | null | undefined,
@@ -97,17 +116,25 @@ export const make = <E = never, R = never>(
           const report = new Attempts.Report()
           const attemptHeaders = new Headers(headers)
           attemptHeaders.set(idempotencyHeader, context.requestId)
-          const answer = Effect.tryPromise({
-            try: (abort) => {
-              const signals = init.signal === undefined || init.signal === null ? [abort] : [abort, init.signal]
-              return send(url, {
+          const answer = Effect.suspend(() => {
+            const abort = new AbortController()
+            let sending: Promise<Response>
+            try {
+              sending = send(url, {
                 ...init,
                 headers: attemptHeaders,
                 body: body ?? null,
-                signal: AbortSignal.any(signals)
+                signal: eitherAborts(abort.signal, init.signal)
               })
-            },
-            catch: (error) => Transport.fromRequestError(error, endpoint)
+            } catch (error) {
+              // Thrown before any request existed: the `fetch` given or the runtime is at fault (an
+              // API it lacks), not the provider. A defect: never retried, never the provider's count.
+              return Effect.die(error)
+            }
+            return Effect.tryPromise({
+              try: () => sending,
+              catch: (error) => Transport.fromRequestError(error, endpoint)
+            }).pipe(Effect.onInterrupt(() => Effect.sync(() => abort.abort())))
           }).pipe(
             Effect.flatMap((response) => {
               SdkCall.entered(context, report, response.headers)
