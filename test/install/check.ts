@@ -4,7 +4,8 @@
  * installs every package of ours from npm's registry and the tarballs; the install must print no
  * peer-dependency warning. Then the README's three moves (test/examples/moves.test.ts, as it is)
  * type-check against the tarballs' declarations and run under that line's vitest there, against
- * the fault server of the tarball of `@resilient-ai/testing`.
+ * the fault server of the tarball of `@resilient-ai/testing`. Then, in a project with no Effect of its
+ * own, the promise door (`@resilient-ai/fetch`) under the openai SDK retries a 503 under one key.
  *
  * `tsx test/install/check.ts [effect3|effect4]`, after both builds; the Effect 4 line needs Node 22
  * or later (vitest 5), where it is skipped with a line saying so.
@@ -127,6 +128,76 @@ const check = (line: Line): void => {
     process.stdout.write(run("npx", ["vitest", "run"], project))
     process.stdout.write(
       `${line}: installed from ${tarballs.length} tarballs with no peer warning; the three moves pass\n`
+    )
+  } finally {
+    rmSync(project, { recursive: true, force: true })
+  }
+  checkDoor(line, packs, tarballs)
+}
+
+/**
+ * A program with no Effect of its own, on the openai SDK: the promise door installs (bringing the
+ * line's `effect` itself) with no peer warning, and its `fetch` retries a 503 under one key.
+ */
+const doorProgram = `import { createServer } from "node:http"
+import { resilientFetch } from "@resilient-ai/fetch"
+import OpenAI from "openai"
+
+const keys = []
+const server = createServer((request, response) => {
+  keys.push(request.headers["idempotency-key"])
+  request.resume()
+  request.on("end", () => {
+    const body = keys.length === 1
+      ? { error: { message: "overloaded", type: "server_error" } }
+      : { id: "c", object: "chat.completion", created: 0, model: "m", choices: [{ index: 0, message: { role: "assistant", content: "hello" }, finish_reason: "stop" }] }
+    response.writeHead(keys.length === 1 ? 503 : 200, { "content-type": "application/json" }).end(JSON.stringify(body))
+  })
+})
+await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve))
+const baseUrl = \`http://127.0.0.1:\${server.address().port}/v1\`
+const fetch = resilientFetch({ name: "door", baseUrl, model: "m", apiKey: "sk-check", baseDelay: 1, maxDelay: 5 })
+const openai = new OpenAI({ baseURL: baseUrl, apiKey: "sk-check", fetch, maxRetries: 0 })
+const completion = await openai.chat.completions.create({ model: "m", messages: [{ role: "user", content: "hi" }] })
+await fetch.close()
+server.close()
+const ok = completion.choices[0].message.content === "hello" && keys.length === 2 && keys[0] !== undefined && keys[0] === keys[1]
+console.log(JSON.stringify({ ok, keys, attempts: fetch.metrics().attempts }))
+process.exitCode = ok ? 0 : 1
+`
+
+const checkDoor = (line: Line, packs: string, tarballs: ReadonlyArray<string>): void => {
+  const door = ["fetch", "client", "policy"]
+  const project = mkdtempSync(Path.join(tmpdir(), `resilient-ai-door-${line}-`))
+  try {
+    const ours = Object.fromEntries(
+      tarballs.filter((file) => door.some((name) => file.startsWith(`resilient-ai-${name}-`))).map((file) => [
+        `@resilient-ai/${file.replace(/^resilient-ai-/, "").replace(/-\d+\.\d+\.\d+\.tgz$/, "")}`,
+        `file:${Path.join(packs, file)}`
+      ])
+    )
+    writeFileSync(
+      Path.join(project, "package.json"),
+      JSON.stringify(
+        {
+          name: `resilient-ai-door-${line}-user`,
+          private: true,
+          type: "module",
+          dependencies: { openai: pins("package.json")["openai"]!, ...ours }
+        },
+        null,
+        2
+      )
+    )
+    const installed = run("npm", ["install", "--no-audit", "--no-fund", "--loglevel=warn", ...npmNetwork], project)
+    const trouble = peerTrouble(installed)
+    if (trouble.length > 0) {
+      throw new Error(`npm warned about peer dependencies for the door on ${line}:\n${trouble.join("\n")}`)
+    }
+    writeFileSync(Path.join(project, "door.mjs"), doorProgram)
+    const said = run(process.execPath, ["door.mjs"], project)
+    process.stdout.write(
+      `${line}: the promise door, from ${Object.keys(ours).length} tarballs in a project without Effect: ${said}`
     )
   } finally {
     rmSync(project, { recursive: true, force: true })
