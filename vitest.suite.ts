@@ -31,8 +31,9 @@ export const suiteConfig = (line: Line) => ({
         replacement: `${packagesDir}policy/src/internal/line/${line}.ts`
       },
       { find: /^@resilient-ai\/([^/]+)\/internal\/(\w+)$/, replacement: `${packagesDir}$1/src/internal/$2.ts` },
-      // A public module, as the exports maps name them (`@resilient-ai/policy/Resilient`); never internal/.
-      { find: /^@resilient-ai\/([^/]+)\/([A-Z]\w*)$/, replacement: `${packagesDir}$1/src/$2.ts` },
+      // A public module, as the exports maps name them (`@resilient-ai/policy/Resilient`,
+      // `@resilient-ai/fetch/redis`); never internal/.
+      { find: /^@resilient-ai\/([^/]+)\/(?!internal$)(\w+)$/, replacement: `${packagesDir}$1/src/$2.ts` },
       // The policy package's seam, on this line (docs/effect-lines.md).
       { find: /^#effect-line$/, replacement: `${packagesDir}policy/src/internal/line/${line}.ts` },
       // The client's seam (its HTTP client, response schemas, streams), on this line.

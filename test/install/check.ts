@@ -167,7 +167,7 @@ process.exitCode = ok ? 0 : 1
 `
 
 const checkDoor = (line: Line, packs: string, tarballs: ReadonlyArray<string>): void => {
-  const door = ["fetch", "client", "policy"]
+  const door = ["fetch", "client", "policy", "redis"]
   const project = mkdtempSync(Path.join(tmpdir(), `resilient-ai-door-${line}-`))
   try {
     const ours = Object.fromEntries(

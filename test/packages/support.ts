@@ -6,18 +6,24 @@ export const packages = ["policy", "client", "fetch", "redis", "testing", "storm
 /** The text of `path`, relative to `packages/`. */
 export const read = (path: string): string => readFileSync(new URL(`../../packages/${path}`, import.meta.url), "utf8")
 
-/** The modules a package's index re-exports: its public surface. */
-export const publicModules = (name: string): ReadonlyArray<string> =>
+/** Entries a package offers beside its index that the index does not re-export: the door's fleet. */
+const besideIndex: Readonly<Record<string, ReadonlyArray<string>>> = { fetch: ["redis"] }
+
+/** The modules a package's index re-exports as namespaces. */
+const reexported = (name: string): ReadonlyArray<string> =>
   [...read(`${name}/src/index.ts`).matchAll(/export \* as (\w+) from "\.\/(\w+)\.js"/g)].map((match) => match[2]!)
 
+/** The modules of a package's surface besides its index: those the index re-exports, and any beside it. */
+export const publicModules = (
+  name: string
+): ReadonlyArray<string> => [...reexported(name), ...(besideIndex[name] ?? [])]
+
 /**
- * The modules a package's README lists names under: its public modules, or, for a package whose
- * index declares its names itself (`@resilient-ai/fetch`), the index.
+ * The modules a package's README lists names under: its public modules, and the index itself when it
+ * declares names of its own instead of re-exporting modules (`@resilient-ai/fetch`).
  */
-export const documentedModules = (name: string): ReadonlyArray<string> => {
-  const modules = publicModules(name)
-  return modules.length > 0 ? modules : ["index"]
-}
+export const documentedModules = (name: string): ReadonlyArray<string> =>
+  reexported(name).length > 0 ? publicModules(name) : ["index", ...publicModules(name)]
 
 /** Whether a package offers its siblings an internal entry (`src/internal/index.ts`, marked `@internal`). */
 export const hasInternalEntry = (name: string): boolean => {

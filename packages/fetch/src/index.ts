@@ -30,6 +30,7 @@ import { Either } from "@resilient-ai/policy/internal/line"
 import * as Meters from "@resilient-ai/policy/internal/metrics"
 import * as PolicyMetrics from "@resilient-ai/policy/Metrics"
 import * as Effect from "effect/Effect"
+import { contexts, processVariables, variableLookup } from "./internal/fleet.js"
 
 /** A duration: milliseconds, or a text such as `"30 seconds"` or `"500 millis"`. */
 export type Duration = number | string
@@ -76,8 +77,19 @@ export interface EnvironmentSettings {
   readonly variables?: Readonly<Record<string, unknown>> | undefined
 }
 
+/**
+ * Processes that share each target's budget, gate and pace: `redisFleet` of
+ * `@resilient-ai/fetch/redis` makes one. Made once per process, closed after its doors.
+ */
+export interface Fleet {
+  readonly close: () => Promise<void>
+  readonly [Symbol.asyncDispose]: () => Promise<void>
+}
+
 /** How the calls are sent. */
 export interface SendingSettings {
+  /** The fleet this process belongs to. Default: none, each target's state is this process's own. */
+  readonly fleet?: Fleet | undefined
   /** Sends each attempt, and every request that is not a model call. Default: the global `fetch`. */
   readonly fetch?: ((input: string | URL | Request, init?: RequestInit) => Promise<Response>) | undefined
   /**
@@ -121,23 +133,16 @@ export interface ResilientFetch {
 const isEnvironment = (settings: Settings): settings is EnvironmentSettings & SendingSettings =>
   typeof (settings as Partial<EnvironmentSettings>).env === "string"
 
-/** The environment of this runtime, where it has one (Node, Bun, Deno, Vercel's edge runtime). */
-const processVariables = (): Readonly<Record<string, unknown>> | undefined =>
-  (globalThis as { readonly process?: { readonly env?: Record<string, unknown> } }).process?.env
-
-const lookupIn = (variables: Readonly<Record<string, unknown>>) => (name: string): string | undefined => {
-  const value = variables[name]
-  return typeof value === "string" && value !== "" ? value : undefined
-}
-
 /** The target `settings` describe, or the `TypeError` naming what is wrong with them. */
 const targetOf = (settings: Settings): Targets.Target => {
   if (typeof settings !== "object" || settings === null) {
     throw new TypeError(`resilientFetch takes a record of settings, got ${String(settings)}`)
   }
-  const { fetch: _fetch, isModelCall: _isModelCall, kind = "managed", ...rest } = settings as Settings & {
-    readonly kind?: Targets.Kind
-  }
+  const { fetch: _fetch, fleet: _fleet, isModelCall: _isModelCall, kind = "managed", ...rest } = settings as
+    & Settings
+    & {
+      readonly kind?: Targets.Kind
+    }
   if (kind !== "managed" && kind !== "self-hosted") {
     throw new TypeError(`target: kind must be "managed" or "self-hosted", got ${JSON.stringify(kind)}`)
   }
@@ -151,7 +156,7 @@ const targetOf = (settings: Settings): Targets.Target => {
         } (${settings.env}_*): this runtime has no process.env; pass the variables (a Worker's env) as \`variables\``
       )
     }
-    decoded = TargetReading.fromVariables(kind, settings.env, lookupIn(variables), settings.name)
+    decoded = TargetReading.fromVariables(kind, settings.env, variableLookup(variables), settings.name)
   } else {
     decoded = TargetReading.decode(kind, rest as Targets.Options)
   }
@@ -217,10 +222,18 @@ const metricsOf = (target: string, model: string | undefined): Metrics => {
  */
 export const resilientFetch = (settings: Settings): ResilientFetch => {
   const target = targetOf(settings)
-  const send = Effect.runSync(ClientFetch.make(target, {
-    fetch: settings.fetch,
-    isModelCall: settings.isModelCall
-  }))
+  const made = ClientFetch.make(target, { fetch: settings.fetch, isModelCall: settings.isModelCall })
+  const fleet = settings.fleet === undefined ? undefined : contexts.get(settings.fleet)
+  if (settings.fleet !== undefined && fleet === undefined) {
+    throw new TypeError(`target ${target.name}: fleet must be made by redisFleet of @resilient-ai/fetch/redis`)
+  }
+  // On a fleet, the fetch is made once its connection is open (or found away: then each call
+  // decides in process); alone, at once.
+  const made$ = fleet === undefined
+    ? Effect.runSync(made)
+    : fleet.then((context) => Effect.runPromise(Effect.provide(made, context)))
+  const send = (input: string | URL | Request, init?: RequestInit): Promise<Response> =>
+    typeof made$ === "function" ? made$(input, init) : made$.then((fetch) => fetch(input, init))
   let closed = false
   const inFlight = new Set<Promise<Response>>()
   const call = (input: string | URL | Request, init?: RequestInit): Promise<Response> => {

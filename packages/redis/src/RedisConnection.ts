@@ -14,7 +14,7 @@
  * tag per target and API key, so each runs on the node that owns that slot.
  */
 import { Settings } from "@resilient-ai/policy"
-import { Checked, EffectLine, Either } from "@resilient-ai/policy/internal"
+import { Checked, EffectLine } from "@resilient-ai/policy/internal"
 import type * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -24,6 +24,13 @@ import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import { Cluster, Redis } from "ioredis"
 import { hostname } from "node:os"
+import {
+  type CheckedOptions,
+  ConnectionSettings,
+  decodeSettings,
+  urlsOf,
+  variables
+} from "./internal/connectionSettings.js"
 
 /** Settings of the connection. */
 export interface Options {
@@ -182,91 +189,6 @@ type Asked<A> =
   /** The connection refused or failed the command. */
   | { readonly _tag: "failed"; readonly error: unknown }
 
-/** What is wrong with a Redis URL, if anything; the URL is never shown (it may hold a password). */
-const urlProblem = (url: string): string | undefined => {
-  try {
-    const parsed = new URL(url)
-    if (parsed.protocol !== "redis:" && parsed.protocol !== "rediss:") return "must start with redis:// or rediss://"
-    if (parsed.hostname === "") return "must name a host"
-    if (!/^\/?\d*$/.test(parsed.pathname)) return "must name its database by number (redis://host:6379/2), if at all"
-    return undefined
-  } catch {
-    return "must be a redis:// URL"
-  }
-}
-
-/** The URLs a setting names, comma-separated. */
-const urlsOf = (url: Redacted.Redacted<string>): Array<string> =>
-  Redacted.value(url).split(",").map((one) => one.trim()).filter((one) => one !== "")
-
-const Url = Checked.rule((input) => {
-  const url = Redacted.isRedacted(input) ? input : typeof input === "string" ? Redacted.make(input) : undefined
-  if (url === undefined || typeof Redacted.value(url) !== "string") return Either.left("must be a redis:// URL")
-  const urls = urlsOf(url as Redacted.Redacted<string>)
-  if (urls.length === 0) return Either.left("must be a redis:// URL")
-  const problems = urls.map(urlProblem).filter((problem) => problem !== undefined)
-  if (problems.length > 0) {
-    return Either.left(urls.length === 1 ? problems[0]! : `names ${urls.length} URLs, and one ${problems[0]!}`)
-  }
-  return Either.right(url as Redacted.Redacted<string>)
-})
-
-const PositiveDuration = Checked.refine(
-  Checked.duration,
-  (value) =>
-    (Duration.toMillis(value) > 0 && Duration.isFinite(value)) ||
-    `must be a positive duration, got ${Duration.format(value)}`
-)
-
-const FleetSize = Checked.rule((input) => {
-  const value = typeof input === "number" ? input : typeof input === "string" && input.trim() !== ""
-    ? Number(input)
-    : Number.NaN
-  return Number.isInteger(value) && value >= 1
-    ? Either.right(value)
-    : Either.left(`must be a whole number of at least 1, got ${Number.isNaN(value) ? "no number" : value}`)
-})
-
-const KeyPrefix = Checked.rule((input) =>
-  typeof input === "string" && /^[A-Za-z0-9:_.-]+$/.test(input)
-    ? Either.right(input)
-    : Either.left(`must be letters, digits and : _ . -, got ${JSON.stringify(input)}`)
-)
-
-/** What is wrong with the settings' URL as a Redis Cluster's, if they name one. */
-const clusterProblem = (
-  settings: { readonly url: Redacted.Redacted<string>; readonly cluster?: boolean }
-): Checked.Problem | undefined => {
-  const urls = urlsOf(settings.url)
-  if (urls.length > 1 && settings.cluster === false) {
-    return {
-      path: ["url"],
-      message: `names ${urls.length} servers, which only a cluster has: set cluster, or name one server`
-    }
-  }
-  if ((urls.length > 1 || settings.cluster === true) && urls.some((url) => !/^\/?0?$/.test(new URL(url).pathname))) {
-    return { path: ["url"], message: "names a database, and a Redis Cluster has only database 0" }
-  }
-  return undefined
-}
-
-/** The rules of the connection's settings, defaults included. */
-const ConnectionSettings = Checked.refine(
-  Checked.struct({
-    url: Url,
-    cluster: Checked.optional(Checked.flag),
-    keyPrefix: Checked.withDefault(KeyPrefix, "resilient-ai"),
-    commandTimeout: Checked.withDefault(PositiveDuration, Duration.millis(50)),
-    retryAfter: Checked.withDefault(PositiveDuration, Duration.seconds(1)),
-    fleetSize: Checked.withDefault(FleetSize, 1)
-  }),
-  (settings) => clusterProblem(settings)
-)
-
-type Checked = Checked.ValueOf<typeof ConnectionSettings>
-
-const decodeSettings = Checked.validate(ConnectionSettings, () => "redis")
-
 /** A Redis Cluster's client on its seed nodes; the first URL's credentials and TLS are every node's. */
 const clusterClient = (urls: ReadonlyArray<string>, connectTimeoutMillis: number): Cluster => {
   const first = new URL(urls[0]!)
@@ -313,7 +235,7 @@ const clocksOf = (client: Client): ReadonlyArray<Redis> => client instanceof Clu
 export const make = (options: Options): Effect.Effect<Service, Settings.InvalidSettings, Scope.Scope> =>
   Effect.flatMap(decodeSettings(options), makeChecked)
 
-const makeChecked = (options: Checked): Effect.Effect<Service, never, Scope.Scope> => {
+const makeChecked = (options: CheckedOptions): Effect.Effect<Service, never, Scope.Scope> => {
   const commandTimeoutMillis = Duration.toMillis(options.commandTimeout)
   const retryAfterMillis = Duration.toMillis(options.retryAfter)
   const connectTimeoutMillis = Math.max(500, commandTimeoutMillis * 4)
@@ -580,16 +502,6 @@ const makeChecked = (options: Checked): Effect.Effect<Service, never, Scope.Scop
 /** Provides `RedisConnection`. */
 export const layer = (options: Options): Layer.Layer<RedisConnection, Settings.InvalidSettings> =>
   EffectLine.layerScoped(RedisConnection, make(options))
-
-/** The environment variable of each setting, after the prefix and `_`. */
-const variables: Checked.Variables = [
-  [["url"], "URL"],
-  [["cluster"], "CLUSTER"],
-  [["keyPrefix"], "KEY_PREFIX"],
-  [["commandTimeout"], "COMMAND_TIMEOUT"],
-  [["retryAfter"], "RETRY_AFTER"],
-  [["fleetSize"], "FLEET_SIZE"]
-]
 
 /**
  * Settings read under `prefix` (default `REDIS`): `{prefix}_URL` (required; a cluster's seed nodes

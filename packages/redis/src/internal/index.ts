@@ -4,6 +4,7 @@
  *
  * @internal
  */
+export * as Connections from "./connectionSettings.js"
 export * as RedisBudget from "./redisBudget.js"
 export * as RedisGate from "./redisGate.js"
 export * as RedisRateLimiter from "./redisRateLimiter.js"
