@@ -38,6 +38,16 @@ export const rejection = <A>(f: () => Promise<A>): Effect.Effect<unknown> =>
     onSuccess: (value) => Effect.die(new Error(`expected the SDK to reject, it resolved with ${String(value)}`))
   })
 
+/** What a constructor (or any function) threw; one that returns fails the test. */
+export const thrown = (f: () => unknown): unknown => {
+  try {
+    f()
+  } catch (error) {
+    return error
+  }
+  throw new Error("expected a throw")
+}
+
 /**
  * On the real clock, until a sleep of `millis` is on the TestClock: an abort sent then lands in the
  * backoff, however slowly a busy machine got there. The test runs under `recordingSleeps` (#test-line).

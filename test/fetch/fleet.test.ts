@@ -10,6 +10,7 @@ import { FaultServer } from "@resilient-ai/testing"
 import { Effect } from "effect"
 import { canary } from "../canary.js"
 import { chat, openAiOn } from "../client/openai.js"
+import { thrown } from "../client/sdkSupport.js"
 import { freshName } from "../client/support.js"
 import { describeRedis, freshPrefix, redisUrl } from "../redis/support.js"
 
@@ -28,16 +29,6 @@ const doorOn = (fleet: Fleet, url: string, settings: Partial<Settings> = {}) =>
     fleet,
     ...settings
   } as Settings)
-
-/** What a function threw; a function that returns fails the test. */
-const thrown = (f: () => unknown): unknown => {
-  try {
-    f()
-  } catch (error) {
-    return error
-  }
-  throw new Error("expected a throw")
-}
 
 describeRedis("the promise door's fleet on Redis", () => {
   it.scopedLive("two processes' doors of one target hold one gate between them", () =>

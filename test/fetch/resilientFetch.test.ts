@@ -13,7 +13,7 @@ import OpenAI from "openai"
 import { haiku } from "../../examples/promise-door.js"
 import { canary } from "../canary.js"
 import { chat, openAiOn, streamInto } from "../client/openai.js"
-import { assertOneIdempotencyKey, rejection } from "../client/sdkSupport.js"
+import { assertOneIdempotencyKey, rejection, thrown } from "../client/sdkSupport.js"
 import { freshName } from "../client/support.js"
 
 /** A door to the fault server at `url`, with tiny backoff so the tests stay fast. */
@@ -28,16 +28,6 @@ const doorAt = (url: string, settings: Partial<Settings> = {}) =>
     hintSpread: 0,
     ...settings
   } as Settings)
-
-/** What a function threw; a function that returns fails the test. */
-const thrown = (f: () => unknown): unknown => {
-  try {
-    f()
-  } catch (error) {
-    return error
-  }
-  throw new Error("expected a throw")
-}
 
 /** Waits on the real clock until `holds`, for at most `millis`. */
 const until = (holds: () => boolean, millis = 10_000) =>
